@@ -1,0 +1,51 @@
+// InfiniBand transport headers (IBA 9.2-9.5) as typed values, encoded field by field.
+#pragma once
+#include <cstdint>
+
+#include "wire/opcode.hpp"
+#include "wire/psn.hpp"
+
+namespace uroce::wire {
+
+inline constexpr uint16_t kDefaultPKey = 0xffff;
+inline constexpr uint32_t kQpnMask = 0xffffff;
+
+struct Bth {
+  Opcode opcode = Opcode::RC_SEND_ONLY;
+  bool solicited = false;
+  bool migreq = false;
+  uint8_t pad = 0;       // 0..3 bytes of payload padding
+  uint8_t tver = 0;      // transport header version, 0
+  uint16_t pkey = kDefaultPKey;
+  uint32_t dest_qp = 0;  // 24 bits
+  bool ack_req = false;
+  Psn psn;
+};
+
+struct Reth { uint64_t va = 0; uint32_t rkey = 0; uint32_t dma_len = 0; };
+struct Deth { uint32_t qkey = 0; uint32_t src_qp = 0; };
+struct AtomicEth { uint64_t va = 0; uint32_t rkey = 0; uint64_t swap_add = 0; uint64_t compare = 0; };
+
+// AETH syndrome (IBA 9.3.5, Table 44): 3 type bits, then a 5-bit credit count, RNR timer or NAK code.
+enum class AethType : uint8_t { Ack = 0, RnrNak = 1, Nak = 3 };
+enum class NakCode : uint8_t {
+  PsnSequenceError = 0, InvalidRequest = 1, RemoteAccessError = 2, RemoteOperationalError = 3,
+  InvalidRdRequest = 4,
+};
+inline constexpr uint8_t kCreditsInvalid = 0x1f;  // "no credit information", as end-to-end credits are unused
+
+struct Aeth {
+  uint8_t syndrome = kCreditsInvalid;
+  uint32_t msn = 0;  // 24 bits
+
+  AethType type() const { return AethType(syndrome >> 5); }
+  uint8_t value() const { return syndrome & 0x1f; }
+  static Aeth ack(uint32_t msn) { return {uint8_t(kCreditsInvalid), msn}; }
+  static Aeth rnr_nak(uint32_t msn, uint8_t timer) { return {uint8_t(0x20 | (timer & 0x1f)), msn}; }
+  static Aeth nak(uint32_t msn, NakCode c) { return {uint8_t(0x60 | uint8_t(c)), msn}; }
+};
+
+// RNR NAK timer field to nanoseconds (IBA Table 45).
+uint64_t rnr_timer_ns(uint8_t code);
+
+}  // namespace uroce::wire

@@ -1,0 +1,24 @@
+// Invariant CRC for RoCEv2 over IPv4 (IBA Annex A17.4.1): CRC-32 over 8 bytes of ones, the IP
+// and UDP headers with their variant fields masked to ones, and the packet from the BTH on,
+// with the BTH's reserved byte masked. Stored little-endian after the payload.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "wire/ipv4_udp.hpp"
+
+namespace uroce::wire {
+
+// ip_udp: the 28 bytes of IPv4 and UDP header as sent; ib: BTH .. end of pad (no ICRC).
+uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib);
+
+// For our own flows: builds the predictable IP/UDP header, then computes.
+uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip = {});
+
+void icrc_store(uint8_t* at, uint32_t icrc);
+uint32_t icrc_load(const uint8_t* at);
+
+// Checks a whole UDP payload (ending in its ICRC) received on flow f.
+bool icrc_ok(const FlowAddr& f, std::span<const uint8_t> udp_payload, const Ipv4Fields& ip = {});
+
+}  // namespace uroce::wire

@@ -1,0 +1,33 @@
+#include "wire/ipv4_udp.hpp"
+
+#include "wire/bytes.hpp"
+
+namespace uroce::wire {
+
+uint16_t ipv4_checksum(const uint8_t* h, size_t len) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i + 1 < len; i += 2) sum += read_be16(h + i);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return uint16_t(~sum);
+}
+
+void write_ipv4_udp(uint8_t* p, const FlowAddr& f, size_t payload_len, const Ipv4Fields& ip) {
+  p[0] = 0x45;
+  p[1] = ip.tos;
+  write_be16(p + 2, uint16_t(kIpv4Len + kUdpLen + payload_len));
+  write_be16(p + 4, ip.id);
+  write_be16(p + 6, ip.flags_frag);
+  p[8] = ip.ttl;
+  p[9] = 17;  // UDP
+  write_be16(p + 10, 0);
+  write_be32(p + 12, f.src_ip);
+  write_be32(p + 16, f.dst_ip);
+  write_be16(p + 10, ipv4_checksum(p, kIpv4Len));
+  uint8_t* u = p + kIpv4Len;
+  write_be16(u, f.src_port);
+  write_be16(u + 2, f.dst_port);
+  write_be16(u + 4, uint16_t(kUdpLen + payload_len));
+  write_be16(u + 6, 0);  // RoCEv2 senders leave the UDP checksum 0 (A17.4.3)
+}
+
+}  // namespace uroce::wire

@@ -1,0 +1,157 @@
+#include "wire/packet.hpp"
+
+#include <cstring>
+
+#include "wire/bytes.hpp"
+
+namespace uroce::wire {
+
+uint64_t rnr_timer_ns(uint8_t code) {
+  // Table 45, in units of 10 us; code 0 is the longest (655.36 ms).
+  static constexpr uint32_t k10us[32] = {
+      65536, 1,    2,    3,    4,    6,    8,     12,    16,    24,    32,
+      48,    64,   96,   128,  192,  256,  384,   512,   768,   1024,  1536,
+      2048,  3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return uint64_t(k10us[code & 0x1f]) * 10'000;
+}
+
+const char* to_string(ParseError e) {
+  switch (e) {
+    case ParseError::None: return "ok";
+    case ParseError::TooShort: return "packet shorter than its headers";
+    case ParseError::UnsupportedOpcode: return "unsupported opcode";
+    case ParseError::BadTver: return "transport header version is not 0";
+    case ParseError::PayloadNotAllowed: return "payload on an opcode that carries none";
+    case ParseError::BadPad: return "pad count larger than the payload";
+    case ParseError::BadLength: return "payload length not allowed for this opcode";
+  }
+  return "?";
+}
+
+ParseError decode(std::span<const uint8_t> buf, Packet& out) {
+  if (buf.size() < kBthLen + kIcrcLen) return ParseError::TooShort;
+  const uint8_t* p = buf.data();
+  if (!opcode_supported(p[0])) return ParseError::UnsupportedOpcode;
+  Bth& b = out.bth;
+  b.opcode = Opcode(p[0]);
+  b.solicited = p[1] & 0x80;
+  b.migreq = p[1] & 0x40;
+  b.pad = (p[1] >> 4) & 3;
+  b.tver = p[1] & 0xf;
+  if (b.tver != 0) return ParseError::BadTver;
+  b.pkey = read_be16(p + 2);
+  b.dest_qp = read_be24(p + 5);
+  b.ack_req = p[8] & 0x80;
+  b.psn = Psn(read_be24(p + 9));
+
+  const OpcodeInfo& info = opcode_info(b.opcode);
+  if (buf.size() < size_t(info.header_len) + kIcrcLen) return ParseError::TooShort;
+  size_t off = kBthLen;
+  if (info.headers & kDeth) {
+    out.deth = {read_be32(p + off), read_be24(p + off + 5)};
+    off += kDethLen;
+  }
+  if (info.headers & kReth) {
+    out.reth = {read_be64(p + off), read_be32(p + off + 8), read_be32(p + off + 12)};
+    off += kRethLen;
+  }
+  if (info.headers & kAtomicEth) {
+    out.atomic = {read_be64(p + off), read_be32(p + off + 8), read_be64(p + off + 12),
+                  read_be64(p + off + 20)};
+    off += kAtomicEthLen;
+  }
+  if (info.headers & kAeth) {
+    out.aeth = {p[off], read_be24(p + off + 1)};
+    off += kAethLen;
+  }
+  if (info.headers & kAtomicAckEth) {
+    out.atomic_orig = read_be64(p + off);
+    off += kAtomicAckEthLen;
+  }
+  if (info.headers & kImmDt) {
+    out.imm = read_be32(p + off);
+    off += kImmDtLen;
+  }
+  if (info.headers & kIeth) {
+    out.ieth = read_be32(p + off);
+    off += kIethLen;
+  }
+  size_t body = buf.size() - off - kIcrcLen;
+  if (!(info.flags & kPayload)) {
+    // CNPs carry 16 reserved bytes (A17.9.3); every other payload-less opcode carries nothing.
+    if (body != 0 && !(info.transport == Transport::CNP && body == 16)) return ParseError::PayloadNotAllowed;
+    if (b.pad) return ParseError::BadPad;
+    out.payload = {};
+    return ParseError::None;
+  }
+  if (body % 4 != 0) return ParseError::BadLength;
+  if (b.pad > body) return ParseError::BadPad;
+  out.payload = buf.subspan(off, body - b.pad);
+  return ParseError::None;
+}
+
+size_t encoded_len(const Packet& p) {
+  size_t n = p.payload.size();
+  return p.info().header_len + ((n + 3) & ~size_t(3)) + kIcrcLen;
+}
+
+size_t encode_headers(const Packet& pk, uint8_t* p) {
+  const Bth& b = pk.bth;
+  const OpcodeInfo& info = pk.info();
+  p[0] = uint8_t(b.opcode);
+  p[1] = uint8_t((b.solicited ? 0x80 : 0) | (b.migreq ? 0x40 : 0) | (b.pad & 3) << 4 | (b.tver & 0xf));
+  write_be16(p + 2, b.pkey);
+  p[4] = 0;
+  write_be24(p + 5, b.dest_qp);
+  p[8] = b.ack_req ? 0x80 : 0;
+  write_be24(p + 9, b.psn.value());
+  size_t off = kBthLen;
+  if (info.headers & kDeth) {
+    write_be32(p + off, pk.deth.qkey);
+    p[off + 4] = 0;
+    write_be24(p + off + 5, pk.deth.src_qp);
+    off += kDethLen;
+  }
+  if (info.headers & kReth) {
+    write_be64(p + off, pk.reth.va);
+    write_be32(p + off + 8, pk.reth.rkey);
+    write_be32(p + off + 12, pk.reth.dma_len);
+    off += kRethLen;
+  }
+  if (info.headers & kAtomicEth) {
+    write_be64(p + off, pk.atomic.va);
+    write_be32(p + off + 8, pk.atomic.rkey);
+    write_be64(p + off + 12, pk.atomic.swap_add);
+    write_be64(p + off + 20, pk.atomic.compare);
+    off += kAtomicEthLen;
+  }
+  if (info.headers & kAeth) {
+    p[off] = pk.aeth.syndrome;
+    write_be24(p + off + 1, pk.aeth.msn);
+    off += kAethLen;
+  }
+  if (info.headers & kAtomicAckEth) {
+    write_be64(p + off, pk.atomic_orig);
+    off += kAtomicAckEthLen;
+  }
+  if (info.headers & kImmDt) {
+    write_be32(p + off, pk.imm);
+    off += kImmDtLen;
+  }
+  if (info.headers & kIeth) {
+    write_be32(p + off, pk.ieth);
+    off += kIethLen;
+  }
+  return off;
+}
+
+size_t encode(Packet& pk, uint8_t* out) {
+  size_t n = pk.payload.size();
+  pk.bth.pad = uint8_t((4 - (n & 3)) & 3);
+  size_t off = encode_headers(pk, out);
+  if (n) std::memcpy(out + off, pk.payload.data(), n);
+  std::memset(out + off + n, 0, pk.bth.pad);
+  return off + n + pk.bth.pad;
+}
+
+}  // namespace uroce::wire
