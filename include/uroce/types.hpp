@@ -1,0 +1,130 @@
+// The verbs vocabulary: work requests, completions, access flags, QP states and attributes.
+// Numeric values follow libibverbs where it defines them, so a C ABI layer maps 1:1.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace uroce {
+
+enum Access : uint32_t {
+  kAccessLocalWrite = 1, kAccessRemoteWrite = 2, kAccessRemoteRead = 4, kAccessRemoteAtomic = 8,
+};
+
+enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 4, kSendInline = 8 };
+
+enum class WrOpcode : uint8_t {
+  RdmaWrite = 0, RdmaWriteWithImm = 1, Send = 2, SendWithImm = 3, RdmaRead = 4,
+  AtomicCmpSwp = 5, AtomicFetchAdd = 6,
+};
+
+enum class WcStatus : uint8_t {
+  Success = 0, LocLenErr = 1, LocQpOpErr = 2, LocEecOpErr = 3, LocProtErr = 4, WrFlushErr = 5,
+  MwBindErr = 6, BadRespErr = 7, LocAccessErr = 8, RemInvReqErr = 9, RemAccessErr = 10,
+  RemOpErr = 11, RetryExcErr = 12, RnrRetryExcErr = 13, GeneralErr = 21,
+};
+const char* to_string(WcStatus s);
+
+enum class WcOpcode : uint8_t {
+  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, Recv = 128, RecvRdmaWithImm = 129,
+};
+const char* to_string(WcOpcode o);
+
+enum class QpType : uint8_t { RC = 2, UC = 3, UD = 4 };
+enum class QpState : uint8_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
+const char* to_string(QpState s);
+
+enum class Mtu : uint8_t { Mtu256 = 1, Mtu512 = 2, Mtu1024 = 3, Mtu2048 = 4, Mtu4096 = 5 };
+constexpr uint32_t mtu_bytes(Mtu m) { return 128u << uint8_t(m); }
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::Send;
+  uint32_t send_flags = 0;
+  std::span<const Sge> sg_list;
+  uint32_t imm_data = 0;      // host order; big-endian on the wire
+  uint64_t remote_addr = 0;   // RDMA and atomics
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;   // atomics: compare (CMP_SWP) or add (FETCH_ADD)
+  uint64_t swap = 0;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::span<const Sge> sg_list;
+};
+
+struct Wc {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::Success;
+  WcOpcode opcode = WcOpcode::Send;
+  uint32_t byte_len = 0;
+  uint32_t imm_data = 0;  // host order, valid when with_imm
+  bool with_imm = false;
+  bool solicited = false;
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;
+  uint32_t vendor_err = 0;
+};
+
+// A 128-bit GID. RoCE v2 over IPv4 uses the IPv4-mapped IPv6 form ::ffff:a.b.c.d.
+struct Gid {
+  std::array<uint8_t, 16> raw{};
+  static Gid from_ipv4(uint32_t ip_host_order);
+  std::optional<uint32_t> ipv4() const;  // host order
+  std::string to_string() const;
+  static std::optional<Gid> parse(const std::string& s);
+  bool operator==(const Gid&) const = default;
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 128;
+  uint32_t max_recv_wr = 128;
+  uint32_t max_send_sge = 1;
+  uint32_t max_recv_sge = 1;
+  uint32_t max_inline_data = 0;
+};
+
+// Attribute mask bits, as IBV_QP_*.
+enum QpAttrMask : uint32_t {
+  kQpState = 1u << 0, kQpCurState = 1u << 1, kQpEnSqdAsyncNotify = 1u << 2, kQpAccessFlags = 1u << 3,
+  kQpPkeyIndex = 1u << 4, kQpPort = 1u << 5, kQpQkey = 1u << 6, kQpAv = 1u << 7, kQpPathMtu = 1u << 8,
+  kQpTimeout = 1u << 9, kQpRetryCnt = 1u << 10, kQpRnrRetry = 1u << 11, kQpRqPsn = 1u << 12,
+  kQpMaxQpRdAtomic = 1u << 13, kQpAltPath = 1u << 14, kQpMinRnrTimer = 1u << 15, kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17, kQpPathMigState = 1u << 18, kQpCap = 1u << 19, kQpDestQpn = 1u << 20,
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::Reset;
+  QpState cur_qp_state = QpState::Reset;
+  Mtu path_mtu = Mtu::Mtu1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap;
+  Gid dgid;               // address vector: the peer's GID
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint16_t pkey_index = 0;
+  uint8_t port_num = 1;
+  uint8_t max_rd_atomic = 1;
+  uint8_t max_dest_rd_atomic = 1;
+  uint8_t min_rnr_timer = 12;   // IBA Table 45 code: 0.64 ms
+  uint8_t timeout = 14;         // 4.096 us * 2^timeout; 0 = infinite
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;        // 7 = retry forever
+  bool sq_sig_all = false;
+};
+
+}  // namespace uroce

@@ -1,0 +1,87 @@
+#include <arpa/inet.h>
+
+#include <cstdio>
+
+#include "uroce/types.hpp"
+
+namespace uroce {
+
+const char* to_string(WcStatus s) {
+  switch (s) {
+    case WcStatus::Success: return "SUCCESS";
+    case WcStatus::LocLenErr: return "LOC_LEN_ERR";
+    case WcStatus::LocQpOpErr: return "LOC_QP_OP_ERR";
+    case WcStatus::LocEecOpErr: return "LOC_EEC_OP_ERR";
+    case WcStatus::LocProtErr: return "LOC_PROT_ERR";
+    case WcStatus::WrFlushErr: return "WR_FLUSH_ERR";
+    case WcStatus::MwBindErr: return "MW_BIND_ERR";
+    case WcStatus::BadRespErr: return "BAD_RESP_ERR";
+    case WcStatus::LocAccessErr: return "LOC_ACCESS_ERR";
+    case WcStatus::RemInvReqErr: return "REM_INV_REQ_ERR";
+    case WcStatus::RemAccessErr: return "REM_ACCESS_ERR";
+    case WcStatus::RemOpErr: return "REM_OP_ERR";
+    case WcStatus::RetryExcErr: return "RETRY_EXC_ERR";
+    case WcStatus::RnrRetryExcErr: return "RNR_RETRY_EXC_ERR";
+    case WcStatus::GeneralErr: return "GENERAL_ERR";
+  }
+  return "?";
+}
+
+const char* to_string(WcOpcode o) {
+  switch (o) {
+    case WcOpcode::Send: return "SEND";
+    case WcOpcode::RdmaWrite: return "RDMA_WRITE";
+    case WcOpcode::RdmaRead: return "RDMA_READ";
+    case WcOpcode::CompSwap: return "COMP_SWAP";
+    case WcOpcode::FetchAdd: return "FETCH_ADD";
+    case WcOpcode::Recv: return "RECV";
+    case WcOpcode::RecvRdmaWithImm: return "RECV_RDMA_WITH_IMM";
+  }
+  return "?";
+}
+
+const char* to_string(QpState s) {
+  switch (s) {
+    case QpState::Reset: return "RESET";
+    case QpState::Init: return "INIT";
+    case QpState::Rtr: return "RTR";
+    case QpState::Rts: return "RTS";
+    case QpState::Sqd: return "SQD";
+    case QpState::Sqe: return "SQE";
+    case QpState::Err: return "ERR";
+  }
+  return "?";
+}
+
+Gid Gid::from_ipv4(uint32_t ip) {
+  Gid g;
+  g.raw[10] = g.raw[11] = 0xff;
+  g.raw[12] = uint8_t(ip >> 24);
+  g.raw[13] = uint8_t(ip >> 16);
+  g.raw[14] = uint8_t(ip >> 8);
+  g.raw[15] = uint8_t(ip);
+  return g;
+}
+
+std::optional<uint32_t> Gid::ipv4() const {
+  for (int i = 0; i < 10; ++i)
+    if (raw[i]) return std::nullopt;
+  if (raw[10] != 0xff || raw[11] != 0xff) return std::nullopt;
+  return uint32_t(raw[12]) << 24 | uint32_t(raw[13]) << 16 | uint32_t(raw[14]) << 8 | raw[15];
+}
+
+std::string Gid::to_string() const {
+  char buf[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, raw.data(), buf, sizeof buf);
+  return buf;
+}
+
+std::optional<Gid> Gid::parse(const std::string& s) {
+  Gid g;
+  if (inet_pton(AF_INET6, s.c_str(), g.raw.data()) == 1) return g;
+  in_addr a;
+  if (inet_pton(AF_INET, s.c_str(), &a) == 1) return from_ipv4(ntohl(a.s_addr));
+  return std::nullopt;
+}
+
+}  // namespace uroce

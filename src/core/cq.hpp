@@ -1,0 +1,47 @@
+// Completion queue: a ring the engine fills and the application drains.
+// Concurrency: push() only from the engine thread (single producer); poll() from any
+// application thread (consumers serialize on a spinlock).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/spinlock.hpp"
+#include "uroce/types.hpp"
+
+namespace uroce::core {
+
+enum class CqArm : uint8_t { None = 0, Next = 1, Solicited = 2 };
+
+class Cq {
+ public:
+  Cq(uint32_t handle, uint32_t depth);
+  uint32_t handle() const { return handle_; }
+  uint32_t capacity() const { return mask_ + 1; }
+
+  // Engine side. Returns false (and counts an overrun) if the queue is full.
+  bool push(const Wc& wc);
+  // True when the push should raise a completion event, given the arming (consumes it).
+  bool take_event_for(const Wc& wc);
+
+  // Application side.
+  int poll(std::span<Wc> out);
+  void arm(CqArm how) { arm_.store(uint8_t(how), std::memory_order_seq_cst); }
+  bool overrun() const { return overrun_.load(std::memory_order_relaxed); }
+  uint32_t pending() const;
+
+  int event_fd = -1;  // owned by the API object; the engine signals it
+
+ private:
+  uint32_t handle_;
+  uint32_t mask_;
+  std::unique_ptr<Wc[]> ring_;
+  alignas(64) std::atomic<uint32_t> head_{0};  // next to poll
+  alignas(64) std::atomic<uint32_t> tail_{0};  // next to fill
+  std::atomic<uint8_t> arm_{0};
+  std::atomic<bool> overrun_{false};
+  SpinLock consumer_lock_;
+};
+
+}  // namespace uroce::core

@@ -1,0 +1,81 @@
+#include "core/mr.hpp"
+
+#include <cerrno>
+
+namespace uroce::core {
+
+const char* to_string(KeyCheck k) {
+  switch (k) {
+    case KeyCheck::Ok: return "ok";
+    case KeyCheck::BadKey: return "unknown key";
+    case KeyCheck::WrongPd: return "key belongs to another protection domain";
+    case KeyCheck::OutOfBounds: return "access outside the memory region";
+    case KeyCheck::NoAccess: return "memory region lacks the access right";
+  }
+  return "?";
+}
+
+uint32_t MrTable::fresh_key() {
+  // Random 32-bit keys: knowing one key says nothing about another.
+  for (;;) {
+    uint32_t k = uint32_t(rng_());
+    if (k != 0 && !by_lkey_.count(k) && !rkey_to_lkey_.count(k)) return k;
+  }
+}
+
+Result<Mr> MrTable::reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t access) {
+  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
+  // IBA 10.6.3.1: remote write or atomic access requires local write.
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
+    return make_error(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE");
+  if (addr == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
+  if (addr + length < addr) return make_error(EINVAL, "reg_mr: region wraps the address space");
+  Mr mr{pd, addr, length, access, fresh_key(), 0};
+  rkey_to_lkey_[mr.lkey] = 0;  // reserve while choosing the rkey
+  mr.rkey = fresh_key();
+  rkey_to_lkey_.erase(mr.lkey);
+  by_lkey_[mr.lkey] = mr;
+  rkey_to_lkey_[mr.rkey] = mr.lkey;
+  return mr;
+}
+
+bool MrTable::dereg(uint32_t lkey) {
+  auto it = by_lkey_.find(lkey);
+  if (it == by_lkey_.end()) return false;
+  rkey_to_lkey_.erase(it->second.rkey);
+  by_lkey_.erase(it);
+  return true;
+}
+
+const Mr* MrTable::by_lkey(uint32_t lkey) const {
+  auto it = by_lkey_.find(lkey);
+  return it == by_lkey_.end() ? nullptr : &it->second;
+}
+
+static KeyCheck check_range(const Mr& mr, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) {
+  if (mr.pd != pd) return KeyCheck::WrongPd;
+  if (addr < mr.addr || addr + len < addr || addr + len > mr.addr + mr.length) return KeyCheck::OutOfBounds;
+  if ((mr.access & need) != need) return KeyCheck::NoAccess;
+  return KeyCheck::Ok;
+}
+
+KeyCheck MrTable::check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) const {
+  if (len == 0) return KeyCheck::Ok;
+  const Mr* mr = by_lkey(lkey);
+  if (!mr) return KeyCheck::BadKey;
+  return check_range(*mr, pd, addr, len, need);
+}
+
+KeyCheck MrTable::check_remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                               uint8_t** host) const {
+  if (len == 0) return KeyCheck::Ok;
+  auto it = rkey_to_lkey_.find(rkey);
+  if (it == rkey_to_lkey_.end()) return KeyCheck::BadKey;
+  const Mr& mr = by_lkey_.at(it->second);
+  KeyCheck k = check_range(mr, pd, va, len, need);
+  if (k == KeyCheck::Ok && host) *host = reinterpret_cast<uint8_t*>(va);
+  return k;
+}
+
+}  // namespace uroce::core

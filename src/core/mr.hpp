@@ -1,0 +1,49 @@
+// Memory regions and their keys: the NIC's protection table. Every local SGE and every remote
+// access is checked here (PD, key, bounds, access) before any byte is touched.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+
+#include "uroce/result.hpp"
+#include "uroce/types.hpp"
+
+namespace uroce::core {
+
+struct Mr {
+  uint32_t pd = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
+
+enum class KeyCheck : uint8_t { Ok, BadKey, WrongPd, OutOfBounds, NoAccess };
+const char* to_string(KeyCheck k);
+
+class MrTable {
+ public:
+  explicit MrTable(uint64_t seed) : rng_(seed) {}
+
+  Result<Mr> reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t access);
+  bool dereg(uint32_t lkey);
+  const Mr* by_lkey(uint32_t lkey) const;
+  size_t size() const { return by_lkey_.size(); }
+
+  // Local SGE: lkey of this PD, [addr, addr+len) inside the MR, and the access it needs
+  // (LOCAL_WRITE when the NIC writes into it). Zero-length accesses touch nothing and pass.
+  KeyCheck check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) const;
+  // Remote access by rkey (IBA C9-88: no check for a zero-length transfer). On Ok, *host is
+  // the address to read or write.
+  KeyCheck check_remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+                        uint8_t** host) const;
+
+ private:
+  uint32_t fresh_key();
+  std::mt19937_64 rng_;
+  std::unordered_map<uint32_t, Mr> by_lkey_;
+  std::unordered_map<uint32_t, uint32_t> rkey_to_lkey_;
+};
+
+}  // namespace uroce::core

@@ -1,0 +1,129 @@
+// A queue pair: its verbs attributes and state, its two work queues, and the per-QP state of
+// the three transport engines (requester, completer, responder; see src/transport/).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "core/wq.hpp"
+#include "uroce/result.hpp"
+#include "uroce/types.hpp"
+#include "wire/ipv4_udp.hpp"
+#include "wire/psn.hpp"
+
+namespace uroce::core {
+
+class Cq;
+
+// Requester: turns send WQEs into request packets (IBA 9.7.4-9.7.5).
+struct RequesterState {
+  uint32_t next = 0;       // SQ index of the WQE being sent
+  uint32_t pkt = 0;        // packet index within that WQE
+  wire::Psn psn;           // next new PSN to assign
+  uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
+  uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
+};
+
+// Completer: matches ACKs and responses to WQEs and generates send completions (IBA 9.7.5.1).
+struct CompleterState {
+  wire::Psn una;               // oldest PSN not yet acknowledged
+  uint8_t retry_left = 7;
+  uint8_t rnr_left = 7;
+  uint64_t retrans_deadline = 0;  // 0: timer off
+  bool gap_retry_sent = false;    // one go-back-N per response gap until progress is made
+};
+
+// Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).
+enum class RespMsg : uint8_t { None, Send, Write };
+
+enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth };
+
+struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and ACK/NAKs behind them
+  RespJobKind kind = RespJobKind::Read;
+  uint8_t aeth_syndrome = 0;
+  wire::Psn psn;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+  uint32_t sent = 0;        // bytes of the READ response already sent
+  uint64_t atomic_orig = 0;
+};
+
+struct AtomicReplay {  // IBA 9.7.6.1.4: duplicate atomics are answered, never re-executed
+  wire::Psn psn;
+  uint64_t orig = 0;
+  bool valid = false;
+};
+
+struct ResponderState {
+  wire::Psn epsn;          // next expected request PSN
+  uint32_t msn = 0;        // messages completed, 24 bits
+  RespMsg msg = RespMsg::None;
+  bool nak_sent = false;   // a PSN sequence NAK is outstanding for epsn
+  bool ack_pending = false;
+  bool in_ack_list = false;
+  // Current SEND message: the receive WQE taken for it.
+  bool have_recv = false;
+  uint64_t recv_wr_id = 0;
+  uint32_t recv_len = 0;   // capacity of its SGEs
+  uint32_t recv_offset = 0;
+  std::vector<Sge> recv_sges;
+  // Current WRITE message.
+  uint64_t write_va = 0;
+  uint32_t write_rkey = 0;
+  uint32_t write_len = 0;  // RETH DMA length
+  uint32_t write_offset = 0;
+  std::deque<RespJob> jobs;
+  std::vector<AtomicReplay> replay;  // ring of max_dest_rd_atomic entries
+  uint32_t replay_next = 0;
+};
+
+class Qp {
+ public:
+  Qp(uint32_t qpn, QpType type, uint32_t pd, Cq* send_cq, Cq* recv_cq, const QpCap& cap);
+
+  uint32_t qpn() const { return qpn_; }
+  QpType type() const { return type_; }
+  uint32_t pd() const { return pd_; }
+  QpState state() const { return state_.load(std::memory_order_acquire); }
+  const QpAttr& attr() const { return attr_; }
+  uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
+
+  // Validates a verbs modify_qp request against the state machine (IBA 10.3.1, Table 90 rules)
+  // and applies it. Engine lock held by the caller.
+  Status modify(const QpAttr& a, uint32_t mask);
+  void set_state(QpState s) { state_.store(s, std::memory_order_release); }
+
+  WorkQueue<SendWqe> sq;
+  WorkQueue<RecvWqe> rq;
+  Cq* send_cq;
+  Cq* recv_cq;
+
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
+  wire::FlowAddr flow;          // our address to the peer's, ports included
+
+  // Engine-private scheduling flags.
+  std::atomic<bool> doorbell{false};
+  bool active = false;          // on the engine's run list
+  bool flush_pending = false;   // entered ERR: flush both queues
+  uint64_t timer_queued = 0;    // deadline of this QP's entry in the timer heap, 0 if none
+
+  bool sig_all() const { return sig_all_; }
+  void set_sig_all(bool v) { sig_all_ = v; }
+
+ private:
+  uint32_t qpn_;
+  QpType type_;
+  uint32_t pd_;
+  std::atomic<QpState> state_{QpState::Reset};
+  bool sig_all_ = false;
+  QpAttr attr_;
+};
+
+// Transport timeout for the `timeout` attribute: 4.096 us * 2^timeout; 0 means infinite.
+uint64_t transport_timeout_ns(uint8_t timeout);
+
+}  // namespace uroce::core

@@ -1,0 +1,79 @@
+// Work queue storage shared by the application (producer) and the engine (consumer).
+// Slots, their scatter/gather entries and inline bytes live in flat arrays sized at creation.
+// Concurrency: producers take `producer_lock`; index `prod` is published with release and read
+// by the engine with acquire; `done` is published by the engine when a slot may be reused.
+#pragma once
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <memory>
+
+#include "core/spinlock.hpp"
+#include "uroce/types.hpp"
+#include "wire/psn.hpp"
+
+namespace uroce::core {
+
+struct SendWqe {
+  uint64_t wr_id;
+  uint64_t remote_addr;
+  uint64_t compare_add;
+  uint64_t swap;
+  uint32_t rkey;
+  uint32_t imm;
+  uint32_t length;      // total bytes of the message
+  uint32_t flags;       // SendFlags
+  WrOpcode opcode;
+  bool is_inline;
+  uint16_t num_sge;
+  // Requester/completer bookkeeping, engine thread only.
+  bool assigned;        // PSNs allocated
+  bool failed;          // requester found a local error; completes with `error`
+  WcStatus error;
+  wire::Psn first_psn;
+  wire::Psn last_psn;
+  uint32_t npkts;
+  uint32_t resp_pkts;   // READ response packets received so far
+};
+
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t length;
+  uint16_t num_sge;
+};
+
+template <class Wqe>
+class WorkQueue {
+ public:
+  WorkQueue(uint32_t depth, uint32_t max_sge, uint32_t max_inline)
+      : mask_(std::bit_ceil(depth < 1 ? 1u : depth) - 1), max_sge_(max_sge ? max_sge : 1),
+        max_inline_(max_inline), slots_(new Wqe[mask_ + 1]()),
+        sges_(new Sge[size_t(mask_ + 1) * max_sge_]()),
+        inline_(max_inline ? new uint8_t[size_t(mask_ + 1) * max_inline]() : nullptr) {}
+
+  uint32_t capacity() const { return mask_ + 1; }
+  uint32_t max_sge() const { return max_sge_; }
+  uint32_t max_inline() const { return max_inline_; }
+  Wqe& slot(uint32_t idx) { return slots_[idx & mask_]; }
+  Sge* sges(uint32_t idx) { return &sges_[size_t(idx & mask_) * max_sge_]; }
+  uint8_t* inline_data(uint32_t idx) { return inline_.get() + size_t(idx & mask_) * max_inline_; }
+
+  // Producer side (under producer_lock).
+  uint32_t free_slots() const { return capacity() - (prod_local - done.load(std::memory_order_acquire)); }
+  void publish() { prod.store(prod_local, std::memory_order_release); }
+
+  SpinLock producer_lock;
+  uint32_t prod_local = 0;                 // producer's private copy
+  alignas(64) std::atomic<uint32_t> prod{0};
+  alignas(64) std::atomic<uint32_t> done{0};  // slots before this index are free again
+
+ private:
+  uint32_t mask_;
+  uint32_t max_sge_;
+  uint32_t max_inline_;
+  std::unique_ptr<Wqe[]> slots_;
+  std::unique_ptr<Sge[]> sges_;
+  std::unique_ptr<uint8_t[]> inline_;
+};
+
+}  // namespace uroce::core

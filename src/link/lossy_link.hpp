@@ -1,0 +1,54 @@
+// An in-memory link with seeded fault injection: drop, duplicate, reorder, delay, corrupt.
+// It keeps virtual time: packets are handed over when the caller's clock reaches their
+// delivery time, so runs are exactly repeatable for a seed.
+#pragma once
+#include <cstdint>
+#include <queue>
+#include <random>
+#include <vector>
+
+#include "wire/ipv4_udp.hpp"
+
+namespace uroce::link {
+
+struct FaultConfig {
+  double drop = 0;        // probability a packet is lost
+  double duplicate = 0;   // probability it is delivered twice
+  double reorder = 0;     // probability it is held back by up to reorder_ns
+  double corrupt = 0;     // probability one byte is flipped (the ICRC must catch it)
+  uint64_t delay_ns = 2'000;
+  uint64_t reorder_ns = 20'000;
+};
+
+struct LinkStats {
+  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+};
+
+class LossyLink {
+ public:
+  struct Frame {
+    uint64_t due = 0;
+    uint64_t seq = 0;
+    wire::FlowAddr flow;
+    std::vector<uint8_t> bytes;
+    bool operator>(const Frame& o) const { return due != o.due ? due > o.due : seq > o.seq; }
+  };
+
+  LossyLink(uint64_t seed, FaultConfig f) : rng_(seed), f_(f) {}
+  void set_faults(FaultConfig f) { f_ = f; }
+  void send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now);
+  bool pop_due(uint64_t now, Frame& out);
+  uint64_t next_due() const { return q_.empty() ? UINT64_MAX : q_.top().due; }
+  bool empty() const { return q_.empty(); }
+  const LinkStats& stats() const { return st_; }
+
+ private:
+  bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  std::mt19937_64 rng_;
+  FaultConfig f_;
+  LinkStats st_;
+  uint64_t seq_ = 0;
+  std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
+};
+
+}  // namespace uroce::link

@@ -1,0 +1,268 @@
+// Completer (IBA 9.7.5.1): consumes ACKs, NAKs, READ responses and atomic ACKs in PSN order,
+// completes send WQEs in order, and drives retransmission: go-back-N on a PSN sequence NAK or a
+// response gap, the transport timer with retry_cnt, RNR back-off with rnr_retry (7 = forever).
+#include <algorithm>
+#include <cstring>
+
+#include "transport/engines.hpp"
+#include "transport/sgl.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+using core::SendWqe;
+using wire::AethType;
+using wire::NakCode;
+using wire::Opcode;
+using wire::Psn;
+
+namespace {
+
+bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
+}
+
+SendWqe* head(Qp& qp) {
+  uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
+  if (d == qp.sq.prod.load(std::memory_order_acquire)) return nullptr;
+  SendWqe& w = qp.sq.slot(d);
+  return w.assigned || w.failed ? &w : nullptr;
+}
+
+void fatal(Nic& nic, Qp& qp, WcStatus st) {
+  if (SendWqe* w = head(qp)) nic.complete_send(qp, *w, st);
+  nic.qp_to_error(qp);
+}
+
+// Forward progress: restart the retry budgets and the transport timer (IBA 9.7.6.1.3).
+void progressed(Nic& nic, Qp& qp, uint64_t now) {
+  auto& c = qp.comp;
+  c.retry_left = qp.attr().retry_cnt;
+  c.rnr_left = qp.attr().rnr_retry;
+  c.gap_retry_sent = false;
+  if (c.una == qp.req.psn) {
+    c.retrans_deadline = 0;
+  } else if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
+    c.retrans_deadline = now + t;
+    nic.arm_timer(qp, c.retrans_deadline);
+  }
+  nic.schedule(qp);
+}
+
+// Retransmits from the first missing response, once per gap until progress is made.
+void gap_retry(Nic& nic, Qp& qp, Psn from) {
+  if (qp.comp.gap_retry_sent) return;
+  qp.comp.gap_retry_sent = true;
+  ++nic.ctr().retransmit_gaps;
+  requester_go_back(nic, qp, from);
+}
+
+// Completes SEND/WRITE WQEs whose last PSN is covered by an (explicit or implied) ACK of
+// `acked`. Returns false if a READ/atomic stands in the way whose responses are missing
+// although a later PSN is acknowledged: its responses were lost (IBA 9.7.5.1.5, implied NAK).
+bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress) {
+  auto& c = qp.comp;
+  while (SendWqe* w = head(qp)) {
+    if (w->failed || !w->assigned) break;
+    if (is_rd_atomic(w->opcode)) {
+      Psn missing = w->first_psn + w->resp_pkts;
+      if (acked >= missing) {
+        gap_retry(nic, qp, missing);
+        return false;
+      }
+      break;
+    }
+    if (w->last_psn <= acked) {
+      c.una = w->last_psn + 1;
+      progress = true;
+      nic.complete_send(qp, *w, WcStatus::Success);
+      continue;
+    }
+    if (acked >= c.una) {  // a coalesced ACK inside a multi-packet message
+      c.una = acked + 1;
+      progress = true;
+    }
+    break;
+  }
+  completer_retire_failed(nic, qp);
+  return true;
+}
+
+WcStatus nak_status(NakCode code) {
+  switch (code) {
+    case NakCode::InvalidRequest:
+    case NakCode::InvalidRdRequest: return WcStatus::RemInvReqErr;
+    case NakCode::RemoteAccessError: return WcStatus::RemAccessErr;
+    case NakCode::RemoteOperationalError: return WcStatus::RemOpErr;
+    case NakCode::PsnSequenceError: break;
+  }
+  return WcStatus::RemOpErr;
+}
+
+void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+  Psn psn = p.bth.psn;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return;
+  SendWqe* w = head(qp);
+  if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn) {
+    ++nic.ctr().rx_duplicate;
+    return;
+  }
+  Psn expect = w->first_psn + w->resp_pkts;
+  if (psn != expect) {
+    if (psn > expect) {
+      ++nic.ctr().rx_out_of_sequence;
+      gap_retry(nic, qp, expect);
+    } else {
+      ++nic.ctr().rx_duplicate;
+    }
+    return;
+  }
+  const uint32_t mtu = qp.mtu();
+  uint32_t k = w->resp_pkts;
+  bool last = k + 1 == w->npkts;
+  uint32_t want = last ? w->length - k * mtu : mtu;
+  uint32_t flags = p.info().flags;
+  bool pos_ok = w->npkts == 1 ? p.bth.opcode == Opcode::RC_READ_RESPONSE_ONLY
+                : k == 0      ? p.bth.opcode == Opcode::RC_READ_RESPONSE_FIRST
+                : last        ? p.bth.opcode == Opcode::RC_READ_RESPONSE_LAST
+                              : p.bth.opcode == Opcode::RC_READ_RESPONSE_MIDDLE;
+  if (!pos_ok || p.payload.size() != want || ((flags & wire::kAck) && p.aeth.type() != AethType::Ack)) {
+    ++nic.ctr().rx_malformed;
+    return;
+  }
+  auto& sq = qp.sq;
+  uint32_t idx = sq.done.load(std::memory_order_relaxed);
+  if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu,
+               const_cast<uint8_t*>(p.payload.data()), want, SglDir::FromBuffer) != core::KeyCheck::Ok) {
+    fatal(nic, qp, WcStatus::LocProtErr);
+    return;
+  }
+  ++w->resp_pkts;
+  qp.comp.una = psn + 1;
+  progress = true;
+  if (last) nic.complete_send(qp, *w, WcStatus::Success);
+}
+
+void on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+  Psn psn = p.bth.psn;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return;
+  SendWqe* w = head(qp);
+  if (!w || w->failed || !is_rd_atomic(w->opcode) || w->opcode == WrOpcode::RdmaRead || psn != w->first_psn) {
+    ++nic.ctr().rx_duplicate;
+    return;
+  }
+  uint8_t orig[8];
+  std::memcpy(orig, &p.atomic_orig, 8);  // delivered in host order, as rdma-core's providers do
+  auto& sq = qp.sq;
+  uint32_t idx = sq.done.load(std::memory_order_relaxed);
+  if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8, SglDir::FromBuffer) != core::KeyCheck::Ok) {
+    fatal(nic, qp, WcStatus::LocProtErr);
+    return;
+  }
+  qp.comp.una = psn + 1;
+  progress = true;
+  nic.complete_send(qp, *w, WcStatus::Success);
+}
+
+}  // namespace
+
+void completer_retire_failed(Nic& nic, Qp& qp) {
+  uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
+  if (d == qp.sq.prod.load(std::memory_order_acquire)) return;
+  SendWqe& w = qp.sq.slot(d);
+  if (!w.failed) return;
+  nic.complete_send(qp, w, w.error);
+  nic.qp_to_error(qp);
+}
+
+void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
+  Psn psn = p.bth.psn;
+  auto& c = qp.comp;
+  // Only PSNs in [una - window, next unsent) can answer anything of ours.
+  if (psn >= qp.req.psn) {
+    ++nic.ctr().rx_out_of_sequence;
+    return;
+  }
+  bool progress = false;
+  if (p.bth.opcode == Opcode::RC_ACKNOWLEDGE) {
+    if (psn < c.una - 1) {
+      ++nic.ctr().rx_duplicate;
+      return;
+    }
+    switch (p.aeth.type()) {
+      case AethType::Ack:
+        retire_acked(nic, qp, psn, progress);
+        break;
+      case AethType::RnrNak: {
+        ++nic.ctr().rx_rnr_naks;
+        if (!retire_acked(nic, qp, psn - 1, progress)) break;
+        if (qp.attr().rnr_retry != 7) {
+          if (c.rnr_left == 0) {
+            fatal(nic, qp, WcStatus::RnrRetryExcErr);
+            return;
+          }
+          --c.rnr_left;
+        }
+        qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
+        nic.arm_timer(qp, qp.req.rnr_until);
+        requester_go_back(nic, qp, psn);
+        c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
+        if (progress) {
+          c.retry_left = qp.attr().retry_cnt;
+          c.gap_retry_sent = false;
+        }
+        return;
+      }
+      case AethType::Nak: {
+        if (!retire_acked(nic, qp, psn - 1, progress)) break;
+        auto code = NakCode(p.aeth.value());
+        if (code == NakCode::PsnSequenceError) {
+          ++nic.ctr().rx_naks_seq;
+          if (!progress) {
+            if (c.retry_left == 0) {
+              fatal(nic, qp, WcStatus::RetryExcErr);
+              return;
+            }
+            --c.retry_left;
+          }
+          requester_go_back(nic, qp, psn);
+          break;
+        }
+        fatal(nic, qp, nak_status(code));
+        return;
+      }
+      default:
+        ++nic.ctr().rx_malformed;
+        return;
+    }
+  } else if (p.info().flags & wire::kReadResponse) {
+    on_read_response(nic, qp, p, progress);
+  } else if (p.bth.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE) {
+    on_atomic_ack(nic, qp, p, progress);
+  }
+  if (qp.state() == QpState::Err) return;
+  if (progress) progressed(nic, qp, now);
+}
+
+void completer_on_timer(Nic& nic, Qp& qp, uint64_t now) {
+  auto& c = qp.comp;
+  c.retrans_deadline = 0;
+  if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
+  ++nic.ctr().retransmit_timeouts;
+  if (c.retry_left == 0) {
+    fatal(nic, qp, WcStatus::RetryExcErr);
+    return;
+  }
+  --c.retry_left;
+  c.gap_retry_sent = false;
+  SendWqe* w = head(qp);
+  Psn from = c.una;
+  if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;
+  requester_go_back(nic, qp, from);
+  if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
+    c.retrans_deadline = now + t;
+    nic.arm_timer(qp, c.retrans_deadline);
+  }
+}
+
+}  // namespace uroce::transport

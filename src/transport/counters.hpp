@@ -1,0 +1,28 @@
+// Device counters: one list gives both the fields and their names.
+#pragma once
+#include <cstdint>
+
+namespace uroce::transport {
+
+#define UROCE_COUNTERS(X)                                                                    \
+  X(rx_packets) X(tx_packets) X(rx_bytes) X(tx_bytes) X(rx_bad_icrc) X(rx_malformed)        \
+  X(rx_unknown_qp) X(rx_wrong_state) X(rx_bad_source) X(rx_bad_pkey) X(rx_bad_opcode)       \
+  X(rx_duplicate) X(rx_out_of_sequence) X(tx_acks) X(tx_naks_seq) X(tx_rnr_naks)            \
+  X(tx_naks_fatal) X(rx_naks_seq) X(rx_rnr_naks) X(retransmit_timeouts) X(retransmit_gaps)  \
+  X(retransmitted_packets) X(rx_read_dup) X(rx_atomic_replays) X(cq_overruns)              \
+  X(tx_pool_exhausted)
+
+struct Counters {
+#define UROCE_COUNTER_FIELD(name) uint64_t name = 0;
+  UROCE_COUNTERS(UROCE_COUNTER_FIELD)
+#undef UROCE_COUNTER_FIELD
+
+  template <class F>
+  void for_each(F&& f) const {
+#define UROCE_COUNTER_VISIT(name) f(#name, name);
+    UROCE_COUNTERS(UROCE_COUNTER_VISIT)
+#undef UROCE_COUNTER_VISIT
+  }
+};
+
+}  // namespace uroce::transport

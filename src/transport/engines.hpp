@@ -1,0 +1,34 @@
+// The three InfiniBand transport engines of an RC QP (IBA 9.7): requester (send queue ->
+// request packets), completer (ACKs and responses -> send completions), responder (requests ->
+// memory, receive completions, ACKs and responses). All run on the engine thread.
+#pragma once
+#include <cstdint>
+
+#include "core/qp.hpp"
+#include "transport/nic.hpp"
+#include "wire/packet.hpp"
+
+namespace uroce::transport {
+
+// Sends new or retransmitted requests within the window. Returns true if it has more to send now.
+bool requester_run(Nic& nic, core::Qp& qp, uint64_t now, uint32_t& budget);
+// Go-back-N: the next request sent is the one carrying `psn`.
+void requester_go_back(Nic& nic, core::Qp& qp, wire::Psn psn);
+
+void completer_on_response(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
+void completer_on_timer(Nic& nic, core::Qp& qp, uint64_t now);
+// Completes a WQE the requester rejected once every WQE before it has completed.
+void completer_retire_failed(Nic& nic, core::Qp& qp);
+
+void responder_on_request(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
+// Sends queued READ responses, atomic ACKs and ACKs in PSN order. True if more remain.
+bool responder_run(Nic& nic, core::Qp& qp, uint32_t& budget);
+// Sends the coalesced ACK for this QP (or queues it behind pending responses).
+void responder_flush_ack(Nic& nic, core::Qp& qp);
+
+// Starts a packet to the QP's peer; headers are written by the caller.
+TxPacket* start_packet(Nic& nic, const core::Qp& qp);
+// Encodes p into tx (headers, payload, pad) and emits it with its ICRC.
+void send_packet(Nic& nic, TxPacket* tx, wire::Packet& p);
+
+}  // namespace uroce::transport

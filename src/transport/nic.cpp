@@ -1,0 +1,559 @@
+#include "transport/nic.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <cerrno>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "transport/engines.hpp"
+#include "wire/icrc.hpp"
+#include "wire/packet.hpp"
+
+namespace uroce::transport {
+
+using core::Cq;
+using core::Qp;
+using wire::Psn;
+
+namespace {
+uint64_t seed_or_random(uint64_t s) {
+  if (s) return s;
+  std::random_device rd;
+  return uint64_t(rd()) << 32 | rd();
+}
+constexpr uint32_t kPoolBlock = 256;
+}  // namespace
+
+Nic::Nic(NicConfig cfg) : cfg_(std::move(cfg)), mrs_(seed_or_random(cfg_.seed)) {
+  if (!cfg_.src_port_for) cfg_.src_port_for = [](uint32_t qpn) { return uint16_t(0xc000 | (qpn & 0x3fff)); };
+}
+
+Nic::~Nic() = default;
+
+// ---------------------------------------------------------------- control path
+
+Result<uint32_t> Nic::alloc_pd() {
+  if (pds_.size() >= limits_.max_pd) return make_error(ENOMEM, "alloc_pd: too many protection domains");
+  uint32_t h = next_pd_++;
+  pds_[h] = 0;
+  return h;
+}
+
+Status Nic::dealloc_pd(uint32_t pd) {
+  auto it = pds_.find(pd);
+  if (it == pds_.end()) return make_error(EINVAL, "dealloc_pd: unknown protection domain");
+  if (it->second) return make_error(EBUSY, "dealloc_pd: memory regions or QPs still use it");
+  pds_.erase(it);
+  return {};
+}
+
+Result<core::Mr> Nic::reg_mr(uint32_t pd, void* addr, uint64_t len, uint32_t access) {
+  auto it = pds_.find(pd);
+  if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
+  if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
+  auto r = mrs_.reg(pd, reinterpret_cast<uint64_t>(addr), len, access);
+  if (r) ++it->second;
+  return r;
+}
+
+Status Nic::dereg_mr(uint32_t lkey) {
+  const core::Mr* mr = mrs_.by_lkey(lkey);
+  if (!mr) return make_error(EINVAL, "dereg_mr: unknown memory region");
+  uint32_t pd = mr->pd;
+  mrs_.dereg(lkey);  // keys are dead from here on: the engine checks every access under our lock
+  --pds_[pd];
+  return {};
+}
+
+Result<Cq*> Nic::create_cq(uint32_t depth) {
+  if (depth == 0 || depth > limits_.max_cqe) return make_error(EINVAL, "create_cq: depth must be 1.." + std::to_string(limits_.max_cqe));
+  uint32_t h = next_cq_++;
+  auto cq = std::make_unique<Cq>(h, depth);
+  Cq* p = cq.get();
+  cqs_[h] = std::move(cq);
+  cq_users_[p] = 0;
+  return p;
+}
+
+Status Nic::destroy_cq(Cq* cq) {
+  auto it = cq_users_.find(cq);
+  if (it == cq_users_.end()) return make_error(EINVAL, "destroy_cq: unknown completion queue");
+  if (it->second) return make_error(EBUSY, "destroy_cq: queue pairs still use it");
+  std::erase(cq_events_, cq);
+  cq_users_.erase(it);
+  cqs_.erase(cq->handle());
+  return {};
+}
+
+Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all) {
+  auto pit = pds_.find(pd);
+  if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
+  if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
+    return make_error(EINVAL, "create_qp: send and receive completion queues are required");
+  if (type != QpType::RC) return make_error(EOPNOTSUPP, "create_qp: only RC queue pairs are supported");
+  if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
+    return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
+  if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
+    return make_error(EINVAL, "create_qp: at most " + std::to_string(limits_.max_sge) + " SGEs per WQE");
+  if (cap.max_inline_data > limits_.max_inline)
+    return make_error(EINVAL, "create_qp: max_inline_data larger than " + std::to_string(limits_.max_inline));
+  if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
+  while (qps_.count(next_qpn_) || next_qpn_ < 2) next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
+  uint32_t qpn = next_qpn_;
+  next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
+  auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, cap);
+  QpAttr a;
+  a.sq_sig_all = sig_all;
+  qp->flow.src_ip = cfg_.local_ip;
+  qp->flow.src_port = cfg_.src_port_for(qpn);
+  qp->flow.dst_port = wire::kRoceV2Port;
+  qp->set_sig_all(sig_all);
+  Qp* p = qp.get();
+  qps_[qpn] = std::move(qp);
+  ++pit->second;
+  ++cq_users_[scq];
+  ++cq_users_[rcq];
+  return p;
+}
+
+Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
+  QpState before = qp.state();
+  if (Status s = qp.modify(attr, mask); !s) return s;
+  QpState after = qp.state();
+  if (after == QpState::Reset && before != QpState::Reset) reset_qp(qp);
+  if (after == QpState::Err && before != QpState::Err) qp_to_error(qp);
+  if (after == QpState::Rts) schedule(qp);
+  return {};
+}
+
+Status Nic::destroy_qp(Qp* qp) {
+  auto it = qp ? qps_.find(qp->qpn()) : qps_.end();
+  if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
+  std::erase(run_list_, qp);
+  std::erase(ack_list_, qp);
+  --pds_[qp->pd()];
+  --cq_users_[qp->send_cq];
+  --cq_users_[qp->recv_cq];
+  qps_.erase(it);
+  return {};
+}
+
+Qp* Nic::qp(uint32_t qpn) {
+  auto it = qps_.find(qpn);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
+
+// ---------------------------------------------------------------- data path (application)
+
+Status Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
+  constexpr uint32_t kKnown = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
+  if (wr.send_flags & ~kKnown) return make_error(EINVAL, "post_send: unknown send_flags");
+  if (uint8_t(wr.opcode) > uint8_t(WrOpcode::AtomicFetchAdd)) return make_error(EINVAL, "post_send: unknown opcode");
+  uint64_t total = 0;
+  for (const Sge& s : wr.sg_list) total += s.length;
+  if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
+  bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
+  if (wr.send_flags & kSendInline) {
+    if (atomic || wr.opcode == WrOpcode::RdmaRead)
+      return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
+    if (total > qp.sq.max_inline())
+      return make_error(EINVAL, "post_send: inline data longer than max_inline_data (" +
+                                    std::to_string(qp.sq.max_inline()) + ")");
+  } else if (wr.sg_list.size() > qp.sq.max_sge()) {
+    return make_error(EINVAL, "post_send: more SGEs than max_send_sge (" + std::to_string(qp.sq.max_sge()) + ")");
+  }
+  if (atomic) {
+    if (wr.sg_list.size() != 1 || wr.sg_list[0].length != 8)
+      return make_error(EINVAL, "post_send: atomics take exactly one 8-byte SGE");
+    if (wr.remote_addr & 7) return make_error(EINVAL, "post_send: atomic remote_addr must be 8-byte aligned");
+  }
+  return {};
+}
+
+Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
+  QpState st = qp.state();
+  if (st != QpState::Rts && st != QpState::Sqd && st != QpState::Err) {
+    if (bad) *bad = 0;
+    return make_error(EINVAL, std::string("post_send: QP is in ") + to_string(st) +
+                                  "; the send queue takes work in RTS (or ERR, where it is flushed)");
+  }
+  auto& sq = qp.sq;
+  Status result;
+  {
+    std::lock_guard g(sq.producer_lock);
+    for (size_t i = 0; i < wrs.size(); ++i) {
+      const SendWr& wr = wrs[i];
+      Status s = check_send_wr(qp, wr);
+      if (s && sq.free_slots() == 0)
+        s = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity()) + " WQEs)");
+      if (!s) {
+        if (bad) *bad = i;
+        result = s;
+        break;
+      }
+      uint32_t idx = sq.prod_local;
+      core::SendWqe& w = sq.slot(idx);
+      w = core::SendWqe{};
+      w.wr_id = wr.wr_id;
+      w.opcode = wr.opcode;
+      w.flags = wr.send_flags;
+      w.imm = wr.imm_data;
+      w.remote_addr = wr.remote_addr;
+      w.rkey = wr.rkey;
+      w.compare_add = wr.compare_add;
+      w.swap = wr.swap;
+      uint32_t total = 0;
+      if (wr.send_flags & kSendInline) {
+        uint8_t* dst = sq.inline_data(idx);
+        for (const Sge& s : wr.sg_list) {
+          std::memcpy(dst + total, reinterpret_cast<const void*>(s.addr), s.length);
+          total += s.length;
+        }
+        w.is_inline = true;
+      } else {
+        Sge* dst = sq.sges(idx);
+        for (size_t k = 0; k < wr.sg_list.size(); ++k) {
+          dst[k] = wr.sg_list[k];
+          total += wr.sg_list[k].length;
+        }
+        w.num_sge = uint16_t(wr.sg_list.size());
+      }
+      w.length = total;
+      ++sq.prod_local;
+    }
+    sq.publish();
+  }
+  ring_doorbell(qp);
+  return result;
+}
+
+Status Nic::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
+  QpState st = qp.state();
+  if (st == QpState::Reset) {
+    if (bad) *bad = 0;
+    return make_error(EINVAL, "post_recv: QP is in RESET; move it to INIT first");
+  }
+  auto& rq = qp.rq;
+  Status result;
+  {
+    std::lock_guard g(rq.producer_lock);
+    for (size_t i = 0; i < wrs.size(); ++i) {
+      const RecvWr& wr = wrs[i];
+      Status s;
+      if (wr.sg_list.size() > rq.max_sge())
+        s = make_error(EINVAL, "post_recv: more SGEs than max_recv_sge (" + std::to_string(rq.max_sge()) + ")");
+      else if (rq.free_slots() == 0)
+        s = make_error(ENOMEM, "post_recv: receive queue full (" + std::to_string(rq.capacity()) + " WQEs)");
+      if (!s) {
+        if (bad) *bad = i;
+        result = s;
+        break;
+      }
+      uint32_t idx = rq.prod_local;
+      core::RecvWqe& w = rq.slot(idx);
+      w.wr_id = wr.wr_id;
+      w.num_sge = uint16_t(wr.sg_list.size());
+      uint64_t total = 0;
+      Sge* dst = rq.sges(idx);
+      for (size_t k = 0; k < wr.sg_list.size(); ++k) {
+        dst[k] = wr.sg_list[k];
+        total += wr.sg_list[k].length;
+      }
+      w.length = total > UINT32_MAX ? UINT32_MAX : uint32_t(total);
+      ++rq.prod_local;
+    }
+    rq.publish();
+  }
+  // Only a QP in ERR needs the engine for receives: to flush them.
+  if (qp.state() == QpState::Err) ring_doorbell(qp);
+  return result;
+}
+
+void Nic::ring_doorbell(Qp& qp) {
+  if (!qp.doorbell.exchange(true, std::memory_order_acq_rel)) {
+    {
+      std::lock_guard g(doorbell_lock_);
+      doorbells_.push_back(qp.qpn());
+    }
+    doorbell_count_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  if (waker_) waker_();
+}
+
+// ---------------------------------------------------------------- engine side
+
+void Nic::drain_doorbells() {
+  doorbells_swap_.clear();
+  {
+    std::lock_guard g(doorbell_lock_);
+    doorbells_swap_.swap(doorbells_);
+  }
+  doorbell_count_.fetch_sub(uint32_t(doorbells_swap_.size()), std::memory_order_seq_cst);
+  for (uint32_t qpn : doorbells_swap_) {
+    Qp* q = qp(qpn);
+    if (!q) continue;
+    q->doorbell.store(false, std::memory_order_release);
+    if (q->state() == QpState::Err) q->flush_pending = true;
+    schedule(*q);
+  }
+}
+
+void Nic::schedule(Qp& qp) {
+  if (!qp.active) {
+    qp.active = true;
+    run_list_.push_back(&qp);
+  }
+}
+
+void Nic::want_ack(Qp& qp) {
+  qp.resp.ack_pending = true;
+  if (!qp.resp.in_ack_list) {
+    qp.resp.in_ack_list = true;
+    ack_list_.push_back(&qp);
+  }
+}
+
+void Nic::arm_timer(Qp& qp, uint64_t deadline) {
+  if (qp.timer_queued == 0 || deadline < qp.timer_queued) {
+    qp.timer_queued = deadline;
+    timers_.emplace(deadline, qp.qpn());
+  }
+}
+
+void Nic::run_timers(uint64_t now) {
+  while (!timers_.empty() && timers_.top().first <= now) {
+    auto [when, qpn] = timers_.top();
+    timers_.pop();
+    Qp* q = qp(qpn);
+    if (!q || q->timer_queued != when) continue;
+    q->timer_queued = 0;
+    if (q->req.rnr_until && q->req.rnr_until <= now) {
+      q->req.rnr_until = 0;
+      schedule(*q);
+    }
+    if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) completer_on_timer(*this, *q, now);
+    uint64_t next = UINT64_MAX;
+    if (q->req.rnr_until) next = std::min(next, q->req.rnr_until);
+    if (q->comp.retrans_deadline) next = std::min(next, q->comp.retrans_deadline);
+    if (next != UINT64_MAX) arm_timer(*q, next);
+  }
+}
+
+uint64_t Nic::next_deadline() {
+  while (!timers_.empty()) {
+    auto [when, qpn] = timers_.top();
+    Qp* q = qp(qpn);
+    if (q && q->timer_queued == when) return when;
+    timers_.pop();
+  }
+  return UINT64_MAX;
+}
+
+bool Nic::progress(uint64_t now) {
+  bool did = false;
+  if (doorbell_count_.load(std::memory_order_seq_cst)) {
+    drain_doorbells();
+    did = true;
+  }
+  run_timers(now);
+  if (!run_list_.empty()) {
+    did = true;
+    std::vector<Qp*> list;
+    list.swap(run_list_);
+    for (Qp* q : list) q->active = false;
+    for (Qp* q : list) {
+      if (q->flush_pending) {
+        flush(*q);
+        continue;
+      }
+      uint32_t budget = cfg_.budget_per_qp;
+      bool more = responder_run(*this, *q, budget);
+      more |= requester_run(*this, *q, now, budget);
+      if (more) schedule(*q);
+    }
+  }
+  if (!ack_list_.empty()) {
+    did = true;
+    for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(*this, *ack_list_[i]);
+    // responder_flush_ack keeps a QP listed while its ACK must wait behind responses.
+    std::erase_if(ack_list_, [](Qp* q) { return !q->resp.in_ack_list; });
+  }
+  return did || !tx_.empty();
+}
+
+void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now) {
+  ++ctr_.rx_packets;
+  ctr_.rx_bytes += buf.size();
+  if (!wire::icrc_ok(from, buf)) {
+    ++ctr_.rx_bad_icrc;
+    return;
+  }
+  wire::Packet p;
+  if (wire::decode(buf, p) != wire::ParseError::None) {
+    ++ctr_.rx_malformed;
+    return;
+  }
+  Qp* q = qp(p.bth.dest_qp);
+  if (!q) {
+    ++ctr_.rx_unknown_qp;
+    return;
+  }
+  if ((p.bth.pkey & 0x7fff) != 0x7fff) {  // we hold only the default partition
+    ++ctr_.rx_bad_pkey;
+    return;
+  }
+  const wire::OpcodeInfo& info = p.info();
+  if (info.transport != wire::Transport::RC || q->type() != QpType::RC) {
+    ++ctr_.rx_bad_opcode;
+    return;
+  }
+  if (from.src_ip != q->flow.dst_ip) {
+    ++ctr_.rx_bad_source;
+    return;
+  }
+  QpState st = q->state();
+  if (info.flags & wire::kRequest) {
+    if (st != QpState::Rtr && st != QpState::Rts && st != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    responder_on_request(*this, *q, p, now);
+  } else {
+    if (st != QpState::Rts && st != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    completer_on_response(*this, *q, p, now);
+  }
+}
+
+// ---------------------------------------------------------------- shared helpers
+
+TxPacket* Nic::alloc_tx() {
+  if (pool_.empty()) {
+    if (pool_blocks_.size() * kPoolBlock >= cfg_.tx_pool) {
+      ++ctr_.tx_pool_exhausted;
+      return nullptr;
+    }
+    pool_blocks_.emplace_back(new TxPacket[kPoolBlock]);
+    for (uint32_t i = 0; i < kPoolBlock; ++i) pool_.push_back(&pool_blocks_.back()[i]);
+  }
+  TxPacket* p = pool_.back();
+  pool_.pop_back();
+  return p;
+}
+
+void Nic::emit(TxPacket* p, size_t ib_len) {
+  uint32_t crc = wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
+  wire::icrc_store(p->data + ib_len, crc);
+  p->len = uint32_t(ib_len + wire::kIcrcLen);
+  ++ctr_.tx_packets;
+  ctr_.tx_bytes += p->len;
+  tx_.push_back(p);
+}
+
+void Nic::push_wc(Cq* cq, const Wc& wc) {
+  if (!cq->push(wc)) {
+    ++ctr_.cq_overruns;
+    return;
+  }
+  if (cq->take_event_for(wc)) cq_events_.push_back(cq);
+}
+
+static WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::Send:
+    case WrOpcode::SendWithImm: return WcOpcode::Send;
+    case WrOpcode::RdmaWrite:
+    case WrOpcode::RdmaWriteWithImm: return WcOpcode::RdmaWrite;
+    case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
+    case WrOpcode::AtomicCmpSwp: return WcOpcode::CompSwap;
+    case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
+  }
+  return WcOpcode::Send;
+}
+
+void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
+  bool rd_atomic = w.opcode == WrOpcode::RdmaRead || w.opcode == WrOpcode::AtomicCmpSwp ||
+                   w.opcode == WrOpcode::AtomicFetchAdd;
+  if (rd_atomic && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
+  if (qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success) {
+    Wc wc;
+    wc.wr_id = w.wr_id;
+    wc.status = st;
+    wc.opcode = wc_opcode(w.opcode);
+    wc.byte_len = st == WcStatus::Success ? w.length : 0;
+    wc.qp_num = qp.qpn();
+    push_wc(qp.send_cq, wc);
+  }
+  uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
+  if (qp.req.next == d) {  // never let the requester point at a freed slot
+    qp.req.next = d + 1;
+    qp.req.pkt = 0;
+  }
+  qp.sq.done.store(d + 1, std::memory_order_release);
+}
+
+void Nic::qp_to_error(Qp& qp) {
+  qp.set_state(QpState::Err);
+  qp.flush_pending = true;
+  qp.comp.retrans_deadline = 0;
+  qp.req.rnr_until = 0;
+  schedule(qp);
+}
+
+void Nic::flush(Qp& qp) {
+  qp.flush_pending = false;
+  auto& sq = qp.sq;
+  uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  while (sq.done.load(std::memory_order_relaxed) != prod)
+    complete_send(qp, sq.slot(sq.done.load(std::memory_order_relaxed)), WcStatus::WrFlushErr);
+  qp.req.next = prod;
+  qp.req.pkt = 0;
+  qp.req.rd_atomic_out = 0;
+  Wc wc;
+  wc.status = WcStatus::WrFlushErr;
+  wc.opcode = WcOpcode::Recv;
+  wc.qp_num = qp.qpn();
+  if (qp.resp.have_recv) {
+    wc.wr_id = qp.resp.recv_wr_id;
+    qp.resp.have_recv = false;
+    push_wc(qp.recv_cq, wc);
+  }
+  auto& rq = qp.rq;
+  uint32_t rprod = rq.prod.load(std::memory_order_acquire);
+  for (uint32_t i = rq.done.load(std::memory_order_relaxed); i != rprod; ++i) {
+    wc.wr_id = rq.slot(i).wr_id;
+    push_wc(qp.recv_cq, wc);
+    rq.done.store(i + 1, std::memory_order_release);
+  }
+  qp.resp.jobs.clear();
+  qp.resp.msg = core::RespMsg::None;
+}
+
+void Nic::reset_qp(Qp& qp) {
+  {
+    std::lock_guard g(qp.sq.producer_lock);
+    qp.sq.prod_local = 0;
+    qp.sq.prod.store(0);
+    qp.sq.done.store(0);
+  }
+  {
+    std::lock_guard g(qp.rq.producer_lock);
+    qp.rq.prod_local = 0;
+    qp.rq.prod.store(0);
+    qp.rq.done.store(0);
+  }
+  qp.req = core::RequesterState{};
+  qp.comp = core::CompleterState{};
+  auto replay = std::move(qp.resp.replay);
+  qp.resp = core::ResponderState{};
+  qp.resp.replay.assign(replay.size(), core::AtomicReplay{});
+  qp.flush_pending = false;
+  qp.timer_queued = 0;
+  std::erase(ack_list_, &qp);
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,150 @@
+// The protocol core of one device: object tables, receive dispatch, the run list of QPs with
+// work, and timers. It performs no I/O and reads no clock: callers pass packets and `now`,
+// and collect packets (take_tx), completion events and the next deadline. The threaded engine,
+// the in-memory test link and the simulator all drive it through this interface.
+//
+// Threading: control calls (create/modify/destroy, reg_mr) and the engine calls (on_packet,
+// progress, take_*) must be serialized by the caller (the engine lock). post_send/post_recv and
+// CQ polling are safe from application threads concurrently with the engine.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "core/cq.hpp"
+#include "core/mr.hpp"
+#include "core/qp.hpp"
+#include "core/spinlock.hpp"
+#include "transport/counters.hpp"
+#include "uroce/result.hpp"
+#include "wire/ipv4_udp.hpp"
+
+namespace uroce::wire { struct Packet; }
+
+namespace uroce::transport {
+
+inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
+
+struct TxPacket {
+  wire::FlowAddr flow;
+  uint32_t len = 0;
+  uint8_t data[kMaxPacket];
+};
+
+struct NicConfig {
+  uint32_t local_ip = 0x7f000001;
+  uint64_t seed = 0;                    // 0: from std::random_device
+  uint32_t max_inflight_pkts = 64;      // requester window per QP
+  uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
+  uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
+  uint32_t tx_pool = 4096;              // packet buffers
+  std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
+};
+
+struct DeviceLimits {
+  uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
+  uint32_t max_inline = 512, max_rd_atomic = 16, max_pd = 1 << 16;
+  uint64_t max_msg = 1ull << 31;
+};
+
+class Nic {
+ public:
+  explicit Nic(NicConfig cfg);
+  ~Nic();
+  Nic(const Nic&) = delete;
+  Nic& operator=(const Nic&) = delete;
+
+  const NicConfig& config() const { return cfg_; }
+  const DeviceLimits& limits() const { return limits_; }
+  const Counters& counters() const { return ctr_; }
+  Counters& counters_mut() { return ctr_; }
+  core::MrTable& mrs() { return mrs_; }
+
+  // ---- control path (engine lock held) ----
+  Result<uint32_t> alloc_pd();
+  Status dealloc_pd(uint32_t pd);
+  Result<core::Mr> reg_mr(uint32_t pd, void* addr, uint64_t len, uint32_t access);
+  Status dereg_mr(uint32_t lkey);
+  Result<core::Cq*> create_cq(uint32_t depth);
+  Status destroy_cq(core::Cq* cq);
+  Result<core::Qp*> create_qp(uint32_t pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
+                              const QpCap& cap, bool sq_sig_all);
+  Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
+  Status destroy_qp(core::Qp* qp);
+  core::Qp* qp(uint32_t qpn);
+
+  // ---- data path (application threads) ----
+  // On error returns it and sets *bad to the index of the first rejected request.
+  Status post_send(core::Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
+  Status post_recv(core::Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  // Called after posting; the engine installs a waker to leave its idle sleep.
+  void set_waker(std::function<void()> w) { waker_ = std::move(w); }
+  bool has_doorbells() const { return doorbell_count_.load(std::memory_order_seq_cst) != 0; }
+
+  // ---- engine side (engine lock held) ----
+  // A received UDP payload (BTH .. ICRC) from flow `from` (its ICRC is checked here).
+  void on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now);
+  // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
+  bool progress(uint64_t now);
+  // Earliest timer deadline, or UINT64_MAX.
+  uint64_t next_deadline();
+  bool has_work() const { return !run_list_.empty() || !ack_list_.empty(); }
+  std::vector<TxPacket*>& tx_queue() { return tx_; }
+  void release(TxPacket* p) { pool_.push_back(p); }
+  std::vector<core::Cq*>& cq_events() { return cq_events_; }
+
+  // ---- used by the transport engines ----
+  TxPacket* alloc_tx();
+  void emit(TxPacket* p, size_t ib_len);  // appends the ICRC and queues the packet
+  void push_wc(core::Cq* cq, const Wc& wc);
+  void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st);
+  void qp_to_error(core::Qp& qp);
+  void schedule(core::Qp& qp);             // put on the run list
+  void arm_timer(core::Qp& qp, uint64_t deadline);
+  void want_ack(core::Qp& qp);             // coalesced ACK at the end of this pass
+  const NicConfig& cfg() const { return cfg_; }
+  Counters& ctr() { return ctr_; }
+
+ private:
+  void ring_doorbell(core::Qp& qp);
+  void drain_doorbells();
+  void run_timers(uint64_t now);
+  void flush(core::Qp& qp);
+  void reset_qp(core::Qp& qp);
+  Status check_send_wr(const core::Qp& qp, const SendWr& wr) const;
+
+  NicConfig cfg_;
+  DeviceLimits limits_;
+  Counters ctr_;
+  core::MrTable mrs_;
+  std::map<uint32_t, uint32_t> pds_;  // handle -> users (MRs + QPs)
+  uint32_t next_pd_ = 1;
+  std::map<uint32_t, std::unique_ptr<core::Cq>> cqs_;
+  std::map<core::Cq*, uint32_t> cq_users_;
+  uint32_t next_cq_ = 1;
+  std::map<uint32_t, std::unique_ptr<core::Qp>> qps_;
+  uint32_t next_qpn_ = 0x11;  // QPNs 0 and 1 are special (SMI/GSI)
+
+  std::function<void()> waker_;
+  core::SpinLock doorbell_lock_;
+  std::vector<uint32_t> doorbells_;  // QPNs, under doorbell_lock_
+  std::atomic<uint32_t> doorbell_count_{0};
+  std::vector<uint32_t> doorbells_swap_;
+
+  std::vector<core::Qp*> run_list_;
+  std::vector<core::Qp*> ack_list_;
+  using TimerEntry = std::pair<uint64_t, uint32_t>;  // (deadline, qpn); stale entries skipped
+  std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
+
+  std::vector<std::unique_ptr<TxPacket[]>> pool_blocks_;
+  std::vector<TxPacket*> pool_;
+  std::vector<TxPacket*> tx_;
+  std::vector<core::Cq*> cq_events_;
+};
+
+}  // namespace uroce::transport

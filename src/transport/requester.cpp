@@ -1,0 +1,173 @@
+// Requester (IBA 9.7.4): segments send WQEs into request packets at the path MTU, assigns
+// PSNs, keeps at most `max_inflight_pkts` unacknowledged and max_rd_atomic READ/atomics
+// outstanding, honours fences, and resends from a given PSN on go-back-N.
+#include <algorithm>
+
+#include "transport/engines.hpp"
+#include "transport/sgl.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+using core::SendWqe;
+using wire::Opcode;
+using wire::Psn;
+
+namespace {
+
+bool is_rd_atomic(WrOpcode op) {
+  return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
+}
+
+uint32_t packets_for(const SendWqe& w, uint32_t mtu) {
+  if (w.opcode == WrOpcode::AtomicCmpSwp || w.opcode == WrOpcode::AtomicFetchAdd) return 1;
+  return w.length == 0 ? 1 : (w.length + mtu - 1) / mtu;
+}
+
+// FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of a SEND or WRITE (IBA 9.4.1.1).
+Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n) {
+  bool send = w.opcode == WrOpcode::Send || w.opcode == WrOpcode::SendWithImm;
+  bool imm = w.opcode == WrOpcode::SendWithImm || w.opcode == WrOpcode::RdmaWriteWithImm;
+  if (n == 1) {
+    if (send) return imm ? Opcode::RC_SEND_ONLY_IMM : Opcode::RC_SEND_ONLY;
+    return imm ? Opcode::RC_WRITE_ONLY_IMM : Opcode::RC_WRITE_ONLY;
+  }
+  if (k == 0) return send ? Opcode::RC_SEND_FIRST : Opcode::RC_WRITE_FIRST;
+  if (k + 1 < n) return send ? Opcode::RC_SEND_MIDDLE : Opcode::RC_WRITE_MIDDLE;
+  if (send) return imm ? Opcode::RC_SEND_LAST_IMM : Opcode::RC_SEND_LAST;
+  return imm ? Opcode::RC_WRITE_LAST_IMM : Opcode::RC_WRITE_LAST;
+}
+
+void fail_wqe(Nic& nic, Qp& qp, SendWqe& w, WcStatus st) {
+  w.failed = true;
+  w.error = st;
+  completer_retire_failed(nic, qp);
+}
+
+}  // namespace
+
+TxPacket* start_packet(Nic& nic, const Qp& qp) {
+  TxPacket* tx = nic.alloc_tx();
+  if (tx) tx->flow = qp.flow;
+  return tx;
+}
+
+void send_packet(Nic& nic, TxPacket* tx, wire::Packet& p) {
+  nic.emit(tx, wire::encode(p, tx->data));
+}
+
+bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
+  if (qp.state() != QpState::Rts || qp.req.rnr_until) return false;
+  auto& sq = qp.sq;
+  auto& req = qp.req;
+  const uint32_t mtu = qp.mtu();
+  const uint32_t window = nic.cfg().max_inflight_pkts;
+  const uint32_t max_rd = std::max<uint32_t>(1, qp.attr().max_rd_atomic);
+  uint32_t prod = sq.prod.load(std::memory_order_acquire);
+
+  while (req.next != prod) {
+    if (budget == 0) return true;
+    SendWqe& w = sq.slot(req.next);
+    if (w.failed) return false;
+    bool rd_atomic = is_rd_atomic(w.opcode);
+    if (!w.assigned) {
+      if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
+      if (rd_atomic && req.rd_atomic_out >= max_rd) return false;
+      if (Psn::distance(qp.comp.una, req.psn) >= window) return false;
+      if (!w.is_inline) {
+        // READ and atomic results are written into the local SGEs.
+        uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
+        if (sgl_check(nic.mrs(), qp.pd(), sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
+          fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+          return false;
+        }
+      }
+      w.npkts = packets_for(w, mtu);
+      w.first_psn = req.psn;
+      w.last_psn = req.psn + (w.npkts - 1);
+      w.resp_pkts = 0;
+      w.assigned = true;
+      req.psn += w.npkts;
+      req.pkt = 0;
+      if (rd_atomic) ++req.rd_atomic_out;
+    }
+    Psn psn = w.first_psn + req.pkt;
+    if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
+
+    TxPacket* tx = start_packet(nic, qp);
+    if (!tx) return true;
+    wire::Packet p;
+    p.bth.dest_qp = qp.attr().dest_qp_num;
+    p.bth.psn = psn;
+    uint32_t offset = req.pkt * mtu;
+    bool last = true;
+    if (w.opcode == WrOpcode::RdmaRead) {
+      // A retried READ asks only for the responses still missing (IBA 9.7.5.1.5).
+      p.bth.opcode = Opcode::RC_READ_REQUEST;
+      p.reth = {w.remote_addr + offset, w.rkey, w.length - std::min(offset, w.length)};
+    } else if (rd_atomic) {
+      bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
+      p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
+      p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
+    } else {
+      p.bth.opcode = segment_opcode(w, req.pkt, w.npkts);
+      last = req.pkt + 1 == w.npkts;
+      uint32_t len = std::min(mtu, w.length - offset);
+      if (w.is_inline) {
+        p.payload = {sq.inline_data(req.next) + offset, len};
+      } else {
+        // Gather straight into the packet buffer, after the headers.
+        uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
+        if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(req.next), w.num_sge, offset, dst, len, SglDir::ToBuffer) !=
+            core::KeyCheck::Ok) {
+          nic.release(tx);
+          fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+          return false;
+        }
+        p.payload = {dst, len};
+      }
+      if (req.pkt == 0 && (w.opcode == WrOpcode::RdmaWrite || w.opcode == WrOpcode::RdmaWriteWithImm))
+        p.reth = {w.remote_addr, w.rkey, w.length};
+      if (last) {
+        p.imm = w.imm;
+        p.bth.solicited = (w.flags & kSendSolicited) != 0;
+      }
+    }
+    uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
+    p.bth.ack_req = last || inflight % nic.cfg().ack_req_every == 0 || inflight + 1 >= window;
+    send_packet(nic, tx, p);
+    --budget;
+
+    if (last || rd_atomic) {
+      ++req.next;
+      req.pkt = 0;
+    } else {
+      ++req.pkt;
+    }
+    if (!qp.comp.retrans_deadline) {
+      if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
+        qp.comp.retrans_deadline = now + t;
+        nic.arm_timer(qp, qp.comp.retrans_deadline);
+      }
+    }
+  }
+  return false;
+}
+
+void requester_go_back(Nic& nic, Qp& qp, Psn psn) {
+  auto& sq = qp.sq;
+  uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  // Assigned WQEs are contiguous from the oldest uncompleted one.
+  for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
+    SendWqe& w = sq.slot(i);
+    if (psn >= w.first_psn && psn <= w.last_psn) {
+      nic.ctr().retransmitted_packets += Psn::distance(psn, qp.req.psn);
+      qp.req.next = i;
+      qp.req.pkt = Psn::distance(w.first_psn, psn);
+      nic.schedule(qp);
+      return;
+    }
+  }
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,123 @@
+// Two protocol cores with one connected RC QP pair on the simulator's lossy link.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "sim/sim.hpp"
+#include "transport/nic.hpp"
+
+namespace uroce::test {
+
+struct Side {
+  transport::Nic* nic = nullptr;
+  uint32_t pd = 0;
+  core::Cq* scq = nullptr;
+  core::Cq* rcq = nullptr;
+  core::Qp* qp = nullptr;
+};
+
+struct PairOptions {
+  uint64_t seed = 1;
+  link::FaultConfig faults;
+  Mtu mtu = Mtu::Mtu1024;
+  uint32_t psn_a = 0x100, psn_b = 0x200;
+  uint8_t timeout = 10, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 1;
+  uint8_t max_rd_atomic = 4;
+  uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  QpCap cap{256, 256, 4, 4, 64};
+  uint32_t cq_depth = 4096;
+};
+
+inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
+
+class CorePair {
+ public:
+  explicit CorePair(const PairOptions& o = {}) : opt(o), sim(o.seed, o.faults) {
+    a.nic = &sim.add_nic(kIpA);
+    b.nic = &sim.add_nic(kIpB);
+    setup(a);
+    setup(b);
+    connect(a, b, o.psn_a, o.psn_b, kIpB);
+    connect(b, a, o.psn_b, o.psn_a, kIpA);
+  }
+
+  void setup(Side& s) {
+    s.pd = *s.nic->alloc_pd();
+    s.scq = *s.nic->create_cq(opt.cq_depth);
+    s.rcq = *s.nic->create_cq(opt.cq_depth);
+    auto qp = s.nic->create_qp(s.pd, QpType::RC, s.scq, s.rcq, opt.cap, false);
+    ASSERT_TRUE(qp.ok()) << qp.error().message;
+    s.qp = *qp;
+  }
+
+  void connect(Side& s, Side& peer, uint32_t my_psn, uint32_t peer_psn, uint32_t peer_ip) {
+    QpAttr at;
+    at.qp_state = QpState::Init;
+    at.qp_access_flags = opt.access;
+    ASSERT_TRUE(s.nic->modify_qp(*s.qp, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags));
+    at.qp_state = QpState::Rtr;
+    at.path_mtu = opt.mtu;
+    at.dest_qp_num = peer.qp ? peer.qp->qpn() : 0;
+    at.rq_psn = peer_psn;
+    at.dgid = Gid::from_ipv4(peer_ip);
+    at.max_dest_rd_atomic = 16;
+    at.min_rnr_timer = opt.min_rnr_timer;
+    auto st = s.nic->modify_qp(*s.qp, at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                              kQpMaxDestRdAtomic | kQpMinRnrTimer);
+    ASSERT_TRUE(st) << st.error().message;
+    at.qp_state = QpState::Rts;
+    at.sq_psn = my_psn;
+    at.timeout = opt.timeout;
+    at.retry_cnt = opt.retry_cnt;
+    at.rnr_retry = opt.rnr_retry;
+    at.max_rd_atomic = opt.max_rd_atomic;
+    st = s.nic->modify_qp(*s.qp, at, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    ASSERT_TRUE(st) << st.error().message;
+  }
+
+  core::Mr reg(Side& s, void* p, size_t len, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite |
+                                                                 kAccessRemoteRead | kAccessRemoteAtomic) {
+    auto r = s.nic->reg_mr(s.pd, p, len, access);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.ok() ? *r : core::Mr{};
+  }
+
+  Status send(Side& s, const SendWr& wr) { return s.nic->post_send(*s.qp, std::span<const SendWr>(&wr, 1)); }
+  Status recv(Side& s, const RecvWr& wr) { return s.nic->post_recv(*s.qp, std::span<const RecvWr>(&wr, 1)); }
+
+  // Runs until `n` completions are on cq (collected into out) or the time limit passes.
+  bool wait_wc(core::Cq* cq, size_t n, std::vector<Wc>& out, uint64_t max_ns = 10'000'000'000ull) {
+    return sim.run_until(
+        [&] {
+          Wc wc[64];
+          int k;
+          while ((k = cq->poll(wc)) > 0) out.insert(out.end(), wc, wc + k);
+          return out.size() >= n;
+        },
+        max_ns);
+  }
+  Wc one_wc(core::Cq* cq, uint64_t max_ns = 10'000'000'000ull) {
+    std::vector<Wc> v;
+    EXPECT_TRUE(wait_wc(cq, 1, v, max_ns)) << "no completion";
+    return v.empty() ? Wc{} : v[0];
+  }
+
+  PairOptions opt;
+  sim::Sim sim;
+  Side a, b;
+};
+
+}  // namespace uroce::test
+
+namespace uroce::test {
+inline std::string dump_counters(const transport::Nic& n) {
+  std::string s;
+  n.counters().for_each([&](const char* name, uint64_t v) {
+    if (v) s += std::string(name) + "=" + std::to_string(v) + " ";
+  });
+  return s;
+}
+}  // namespace uroce::test
