@@ -137,6 +137,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (mask & kQpSqPsn) {
     attr_.sq_psn = a.sq_psn;
     req.psn = wire::Psn(a.sq_psn);
+    req.high = req.psn;
     comp.una = req.psn;
   }
   if (mask & kQpMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;

@@ -21,6 +21,7 @@ struct RequesterState {
   uint32_t next = 0;       // SQ index of the WQE being sent
   uint32_t pkt = 0;        // packet index within that WQE
   wire::Psn psn;           // next new PSN to assign
+  wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
 };

@@ -19,9 +19,11 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
       ++st_.reordered;
       fr.due += std::uniform_int_distribution<uint64_t>(1, f_.reorder_ns)(rng_);
     }
-    if (len && chance(f_.corrupt)) {
+    if (len > 5 && chance(f_.corrupt)) {
       ++st_.corrupted;
-      fr.bytes[std::uniform_int_distribution<size_t>(0, len - 1)(rng_)] ^= uint8_t(1 + rng_() % 255);
+      // Byte 4 (BTH resv8a) is outside the ICRC by definition (A17.4.1): flip any other.
+      size_t at = std::uniform_int_distribution<size_t>(0, len - 2)(rng_);
+      fr.bytes[at < 4 ? at : at + 1] ^= uint8_t(1 + rng_() % 255);
     }
     fr.seq = seq_++;
     q_.push(std::move(fr));

@@ -122,10 +122,10 @@ void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   bool last = k + 1 == w->npkts;
   uint32_t want = last ? w->length - k * mtu : mtu;
   uint32_t flags = p.info().flags;
-  bool pos_ok = w->npkts == 1 ? p.bth.opcode == Opcode::RC_READ_RESPONSE_ONLY
-                : k == 0      ? p.bth.opcode == Opcode::RC_READ_RESPONSE_FIRST
-                : last        ? p.bth.opcode == Opcode::RC_READ_RESPONSE_LAST
-                              : p.bth.opcode == Opcode::RC_READ_RESPONSE_MIDDLE;
+  // A retried READ restarts its response stream with FIRST (or ONLY) at the PSN it asked for.
+  Opcode op = p.bth.opcode;
+  bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
+                     : (op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
   if (!pos_ok || p.payload.size() != want || ((flags & wire::kAck) && p.aeth.type() != AethType::Ack)) {
     ++nic.ctr().rx_malformed;
     return;

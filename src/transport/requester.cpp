@@ -137,6 +137,11 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     p.bth.ack_req = last || inflight % nic.cfg().ack_req_every == 0 || inflight + 1 >= window;
     send_packet(nic, tx, p);
     --budget;
+    if (psn < req.high) {
+      ++nic.ctr().retransmitted_packets;
+    } else {
+      req.high = psn + 1;
+    }
 
     if (last || rd_atomic) {
       ++req.next;
@@ -161,7 +166,6 @@ void requester_go_back(Nic& nic, Qp& qp, Psn psn) {
   for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
     SendWqe& w = sq.slot(i);
     if (psn >= w.first_psn && psn <= w.last_psn) {
-      nic.ctr().retransmitted_packets += Psn::distance(psn, qp.req.psn);
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
       nic.schedule(qp);
