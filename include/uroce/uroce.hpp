@@ -1,0 +1,171 @@
+// uroce: a user-space RoCEv2 NIC. RAII objects with verbs semantics:
+//   Device -> ProtectionDomain -> MemoryRegion, QueuePair;  Device -> CompletionQueue.
+// Objects keep their device alive. Data-path calls (post_send, post_recv, poll) make no
+// syscalls and take no lock held across I/O; control calls serialize with the NIC engine.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "uroce/result.hpp"
+#include "uroce/types.hpp"
+
+namespace uroce {
+
+namespace detail { struct DeviceCore; }
+
+struct DeviceOptions {
+  std::string addr;   // IPv4 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
+  std::string pcap;   // capture file; empty: $UROCE_PCAP ("%p" expands to the process id)
+  uint64_t seed = 0;  // key randomness; 0: from the system
+};
+
+struct DeviceAttr {
+  std::string name;
+  uint64_t max_mr_size;
+  uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom,
+      max_qp_init_rd_atom, max_inline_data;
+  bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
+};
+
+struct PortAttr {
+  bool active;
+  Mtu max_mtu;
+  Mtu active_mtu;
+  uint32_t gid_tbl_len;
+  const char* link_layer;  // "Ethernet"
+};
+
+class ProtectionDomain;
+class CompletionQueue;
+
+class Device {
+ public:
+  // Opens a device ("uroce0") bound to its own IPv4 address on UDP port 4791.
+  static Result<std::unique_ptr<Device>> open(const std::string& name = "uroce0", DeviceOptions opts = {});
+  ~Device();
+
+  const std::string& name() const;
+  DeviceAttr query_device() const;
+  PortAttr query_port() const;
+  // GID 0 is the IPv4-mapped address the device is bound to (RoCE v2).
+  Result<Gid> query_gid(int index) const;
+  uint32_t ipv4() const;
+  std::map<std::string, uint64_t> counters() const;
+
+  Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
+  Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth);
+
+ private:
+  explicit Device(std::shared_ptr<detail::DeviceCore> c) : core_(std::move(c)) {}
+  std::shared_ptr<detail::DeviceCore> core_;
+};
+
+class MemoryRegion {
+ public:
+  ~MemoryRegion();  // deregisters: the keys stop working at once
+  uint32_t lkey() const { return lkey_; }
+  uint32_t rkey() const { return rkey_; }
+  void* addr() const { return addr_; }
+  size_t length() const { return len_; }
+  Sge sge(size_t offset, uint32_t length) const {
+    return Sge{uint64_t(static_cast<uint8_t*>(addr_) + offset), length, lkey_};
+  }
+
+ private:
+  friend class ProtectionDomain;
+  MemoryRegion() = default;
+  std::shared_ptr<detail::DeviceCore> core_;
+  void* addr_ = nullptr;
+  size_t len_ = 0;
+  uint32_t lkey_ = 0, rkey_ = 0;
+};
+
+class CompletionQueue {
+ public:
+  ~CompletionQueue();
+  // Returns how many completions were written to out (0 if none). Never blocks.
+  int poll(std::span<Wc> out);
+  // Arms the completion event: the next completion (or next solicited/error one) makes fd()
+  // readable once.
+  Status req_notify(bool solicited_only = false);
+  // An eventfd to put in poll/epoll for event-driven users; read it to consume events.
+  int fd() const { return event_fd_; }
+  // Polls; if nothing is there, arms and blocks on fd() up to timeout_ms (-1: forever).
+  // Returns the number of completions, 0 on timeout.
+  Result<int> wait(std::span<Wc> out, int timeout_ms);
+  uint32_t capacity() const;
+  bool overrun() const;
+
+ private:
+  friend class Device;
+  friend class ProtectionDomain;
+  CompletionQueue() = default;
+  std::shared_ptr<detail::DeviceCore> core_;
+  void* cq_ = nullptr;  // core::Cq
+  int event_fd_ = -1;
+};
+
+struct QpInit {
+  QpType type = QpType::RC;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* recv_cq = nullptr;
+  QpCap cap;
+  bool sq_sig_all = false;
+};
+
+// What one side tells the other to connect an RC QP (exchanged out of band, see oob.hpp).
+struct Endpoint {
+  Gid gid;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint64_t addr = 0;  // optional: a memory region the peer may access
+  uint32_t rkey = 0;
+  uint64_t len = 0;
+};
+
+struct ConnectOptions {
+  Mtu path_mtu = Mtu::Mtu4096;
+  uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
+  uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
+};
+
+class QueuePair {
+ public:
+  ~QueuePair();
+  uint32_t qp_num() const;
+  QpState state() const;
+  QpAttr query() const;
+  Status modify(const QpAttr& attr, uint32_t mask);
+  // RESET -> INIT -> RTR -> RTS towards `remote`, sending from PSN `local_psn`.
+  Status connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o = {});
+
+  Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
+  Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);
+  Status post_recv(const RecvWr& wr) { return post_recv(std::span<const RecvWr>(&wr, 1)); }
+  Status post_recv(std::span<const RecvWr> wrs, size_t* bad = nullptr);
+
+ private:
+  friend class ProtectionDomain;
+  QueuePair() = default;
+  std::shared_ptr<detail::DeviceCore> core_;
+  void* qp_ = nullptr;  // core::Qp
+};
+
+class ProtectionDomain {
+ public:
+  ~ProtectionDomain();
+  Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
+  Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);
+
+ private:
+  friend class Device;
+  ProtectionDomain() = default;
+  std::shared_ptr<detail::DeviceCore> core_;
+  uint32_t pd_ = 0;
+};
+
+}  // namespace uroce

@@ -1,0 +1,245 @@
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "api/device_core.hpp"
+#include "uroce/uroce.hpp"
+
+namespace uroce {
+
+using detail::DeviceCore;
+
+namespace {
+std::string env_or(const std::string& v, const char* name) {
+  if (!v.empty()) return v;
+  const char* e = std::getenv(name);
+  return e ? e : "";
+}
+}  // namespace
+
+// ---------------------------------------------------------------- Device
+
+Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
+  if (name.rfind("uroce", 0) != 0) return make_error(ENODEV, "no device named '" + name + "' (uroce devices are uroce0, uroce1, ...)");
+  uint32_t ip = 0;
+  std::string addr = env_or(opts.addr, "UROCE_ADDR");
+  if (!addr.empty()) {
+    in_addr a;
+    if (inet_pton(AF_INET, addr.c_str(), &a) != 1) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 address: " + addr);
+    ip = ntohl(a.s_addr);
+  }
+  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"));
+  if (!link) return link.error();
+  auto core = std::make_shared<DeviceCore>();
+  core->name = name;
+  core->link = std::move(*link);
+  transport::NicConfig cfg;
+  cfg.local_ip = core->link->local_ip();
+  cfg.seed = opts.seed;
+  link::UdpLink* l = core->link.get();
+  cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
+  core->nic = std::make_unique<transport::Nic>(std::move(cfg));
+  core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link);
+  core->engine->start();
+  return std::unique_ptr<Device>(new Device(std::move(core)));
+}
+
+Device::~Device() = default;
+
+const std::string& Device::name() const { return core_->name; }
+uint32_t Device::ipv4() const { return core_->link->local_ip(); }
+
+DeviceAttr Device::query_device() const {
+  const auto& l = core_->nic->limits();
+  DeviceAttr a;
+  a.name = core_->name;
+  a.max_mr_size = l.max_msg;
+  a.max_qp = l.max_qp;
+  a.max_qp_wr = l.max_qp_wr;
+  a.max_sge = l.max_sge;
+  a.max_cq = 1 << 16;
+  a.max_cqe = l.max_cqe;
+  a.max_mr = l.max_mr;
+  a.max_pd = l.max_pd;
+  a.max_qp_rd_atom = l.max_rd_atomic;
+  a.max_qp_init_rd_atom = l.max_rd_atomic;
+  a.max_inline_data = l.max_inline;
+  a.atomic_supported = true;
+  return a;
+}
+
+PortAttr Device::query_port() const { return PortAttr{true, Mtu::Mtu4096, Mtu::Mtu4096, 1, "Ethernet"}; }
+
+Result<Gid> Device::query_gid(int index) const {
+  if (index != 0) return make_error(EINVAL, "query_gid: the port has one GID (index 0)");
+  return Gid::from_ipv4(ipv4());
+}
+
+std::map<std::string, uint64_t> Device::counters() const {
+  std::map<std::string, uint64_t> m;
+  auto g = core_->lock();
+  core_->nic->counters().for_each([&](const char* n, uint64_t v) { m[n] = v; });
+  return m;
+}
+
+Result<std::unique_ptr<ProtectionDomain>> Device::alloc_pd() {
+  auto g = core_->lock();
+  auto pd = core_->nic->alloc_pd();
+  if (!pd) return pd.error();
+  std::unique_ptr<ProtectionDomain> p(new ProtectionDomain);
+  p->core_ = core_;
+  p->pd_ = *pd;
+  return p;
+}
+
+Result<std::unique_ptr<CompletionQueue>> Device::create_cq(uint32_t depth) {
+  int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd < 0) return make_error(errno, std::string("create_cq: eventfd: ") + std::strerror(errno));
+  auto g = core_->lock();
+  auto cq = core_->nic->create_cq(depth);
+  if (!cq) {
+    close(efd);
+    return cq.error();
+  }
+  (*cq)->event_fd = efd;
+  std::unique_ptr<CompletionQueue> c(new CompletionQueue);
+  c->core_ = core_;
+  c->cq_ = *cq;
+  c->event_fd_ = efd;
+  return c;
+}
+
+// ---------------------------------------------------------------- ProtectionDomain
+
+ProtectionDomain::~ProtectionDomain() {
+  auto g = core_->lock();
+  (void)core_->nic->dealloc_pd(pd_);
+}
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t len, uint32_t access) {
+  auto g = core_->lock();
+  auto mr = core_->nic->reg_mr(pd_, addr, len, access);
+  if (!mr) return mr.error();
+  std::unique_ptr<MemoryRegion> m(new MemoryRegion);
+  m->core_ = core_;
+  m->addr_ = addr;
+  m->len_ = len;
+  m->lkey_ = mr->lkey;
+  m->rkey_ = mr->rkey;
+  return m;
+}
+
+Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& init) {
+  if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
+  auto g = core_->lock();
+  auto qp = core_->nic->create_qp(pd_, init.type, static_cast<core::Cq*>(init.send_cq->cq_),
+                                  static_cast<core::Cq*>(init.recv_cq->cq_), init.cap, init.sq_sig_all);
+  if (!qp) return qp.error();
+  std::unique_ptr<QueuePair> q(new QueuePair);
+  q->core_ = core_;
+  q->qp_ = *qp;
+  return q;
+}
+
+// ---------------------------------------------------------------- MemoryRegion
+
+MemoryRegion::~MemoryRegion() {
+  auto g = core_->lock();
+  (void)core_->nic->dereg_mr(lkey_);
+}
+
+// ---------------------------------------------------------------- CompletionQueue
+
+CompletionQueue::~CompletionQueue() {
+  {
+    auto g = core_->lock();
+    (void)core_->nic->destroy_cq(static_cast<core::Cq*>(cq_));
+  }
+  close(event_fd_);
+}
+
+int CompletionQueue::poll(std::span<Wc> out) { return static_cast<core::Cq*>(cq_)->poll(out); }
+
+Status CompletionQueue::req_notify(bool solicited_only) {
+  static_cast<core::Cq*>(cq_)->arm(solicited_only ? core::CqArm::Solicited : core::CqArm::Next);
+  return {};
+}
+
+uint32_t CompletionQueue::capacity() const { return static_cast<core::Cq*>(cq_)->capacity(); }
+bool CompletionQueue::overrun() const { return static_cast<core::Cq*>(cq_)->overrun(); }
+
+Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
+  for (;;) {
+    int n = poll(out);
+    if (n) return n;
+    (void)req_notify(false);
+    n = poll(out);  // a completion that raced with arming
+    if (n) return n;
+    pollfd p{event_fd_, POLLIN, 0};
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno != EINTR) return make_error(errno, std::string("wait: ") + std::strerror(errno));
+    uint64_t v;
+    (void)!read(event_fd_, &v, sizeof v);
+    if (r == 0) return poll(out);
+  }
+}
+
+// ---------------------------------------------------------------- QueuePair
+
+QueuePair::~QueuePair() {
+  auto g = core_->lock();
+  (void)core_->nic->destroy_qp(static_cast<core::Qp*>(qp_));
+}
+
+uint32_t QueuePair::qp_num() const { return static_cast<core::Qp*>(qp_)->qpn(); }
+QpState QueuePair::state() const { return static_cast<core::Qp*>(qp_)->state(); }
+
+QpAttr QueuePair::query() const {
+  auto g = core_->lock();
+  QpAttr a = static_cast<core::Qp*>(qp_)->attr();
+  a.qp_state = a.cur_qp_state = state();
+  return a;
+}
+
+Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
+  auto g = core_->lock();
+  return core_->nic->modify_qp(*static_cast<core::Qp*>(qp_), attr, mask);
+}
+
+Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  a.qp_access_flags = o.access;
+  if (Status s = modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
+  a.qp_state = QpState::Rtr;
+  a.path_mtu = o.path_mtu;
+  a.dest_qp_num = remote.qpn;
+  a.rq_psn = remote.psn;
+  a.dgid = remote.gid;
+  a.max_dest_rd_atomic = o.max_dest_rd_atomic;
+  a.min_rnr_timer = o.min_rnr_timer;
+  if (Status s = modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer); !s)
+    return s;
+  a.qp_state = QpState::Rts;
+  a.sq_psn = local_psn;
+  a.timeout = o.timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.max_rd_atomic = o.max_rd_atomic;
+  return modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+}
+
+Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
+  return core_->nic->post_send(*static_cast<core::Qp*>(qp_), wrs, bad);
+}
+
+Status QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
+  return core_->nic->post_recv(*static_cast<core::Qp*>(qp_), wrs, bad);
+}
+
+}  // namespace uroce

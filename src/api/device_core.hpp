@@ -1,0 +1,25 @@
+// What every API object shares: the protocol core, its UDP link and the engine thread.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/engine.hpp"
+#include "link/udp_link.hpp"
+#include "transport/nic.hpp"
+
+namespace uroce::detail {
+
+struct DeviceCore {
+  std::string name;
+  std::unique_ptr<link::UdpLink> link;
+  std::unique_ptr<transport::Nic> nic;
+  std::unique_ptr<engine::Engine> engine;
+
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(engine->mutex()); }
+  ~DeviceCore() {
+    if (engine) engine->stop();
+  }
+};
+
+}  // namespace uroce::detail

@@ -1,0 +1,103 @@
+#include "engine/engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "engine/clock.hpp"
+
+namespace uroce::engine {
+
+Engine::Engine(transport::Nic& nic, link::UdpLink& link, uint64_t spin_ns)
+    : nic_(nic), link_(link), spin_ns_(spin_ns) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  ev.data.fd = link_.rx_fd();
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
+  nic_.set_waker([this] { wake(); });
+}
+
+Engine::~Engine() {
+  stop();
+  nic_.set_waker(nullptr);
+  close(wake_fd_);
+  close(epoll_fd_);
+}
+
+void Engine::start() {
+  if (running_.exchange(true)) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Engine::stop() {
+  if (!running_.exchange(false)) return;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  thread_.join();
+}
+
+void Engine::wake() {
+  // Pairs with the seq_cst store of sleeping_ and the doorbell re-check in run().
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    stats_.wakeups_sent.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Engine::run() {
+  uint64_t idle_since = monotonic_ns();
+  while (running_.load(std::memory_order_relaxed)) {
+    bool did = false;
+    uint64_t now, deadline;
+    {
+      std::lock_guard g(mu_);
+      now = monotonic_ns();
+      did |= link_.poll_rx(nic_, now, 256) > 0;
+      did |= nic_.progress(now);
+      if (!nic_.tx_queue().empty()) link_.flush_tx(nic_, now);
+      for (core::Cq* cq : nic_.cq_events()) {
+        uint64_t one = 1;
+        if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
+      }
+      nic_.cq_events().clear();
+      did |= nic_.has_work();
+      deadline = nic_.next_deadline();
+    }
+    stats_.loops.fetch_add(1, std::memory_order_relaxed);
+    if (did) {
+      idle_since = now;
+      continue;
+    }
+    if (now - idle_since < spin_ns_ && deadline > now) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    if (deadline <= now) continue;
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (nic_.has_doorbells()) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    timespec ts{}, *tsp = nullptr;
+    if (deadline != UINT64_MAX) {
+      uint64_t d = deadline - now;
+      ts.tv_sec = time_t(d / 1'000'000'000);
+      ts.tv_nsec = long(d % 1'000'000'000);
+      tsp = &ts;
+    }
+    epoll_event evs[2];
+    stats_.sleeps.fetch_add(1, std::memory_order_relaxed);
+    epoll_pwait2(epoll_fd_, evs, 2, tsp, nullptr);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    uint64_t v;
+    (void)!read(wake_fd_, &v, sizeof v);
+    idle_since = monotonic_ns();
+  }
+}
+
+}  // namespace uroce::engine

@@ -1,0 +1,48 @@
+// The NIC as a thread: it drives one protocol core (transport::Nic) with a UDP link and the
+// monotonic clock. Adaptive polling: it spins while there is traffic and for a short while
+// after, then blocks in epoll on the link's socket and a wake-up eventfd, with a timeout at
+// the next protocol timer. Application threads post without syscalls while it spins; only a
+// post that finds it asleep writes the eventfd.
+//
+// Locking: mutex() serializes control operations (create/modify/destroy, reg_mr) with the
+// engine loop. It is never held while blocking.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "link/udp_link.hpp"
+#include "transport/nic.hpp"
+
+namespace uroce::engine {
+
+struct EngineStats {
+  std::atomic<uint64_t> loops{0}, sleeps{0}, wakeups_sent{0};
+};
+
+class Engine {
+ public:
+  Engine(transport::Nic& nic, link::UdpLink& link, uint64_t spin_ns = 50'000);
+  ~Engine();
+  void start();
+  void stop();
+  std::mutex& mutex() { return mu_; }
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  void run();
+  void wake();
+  transport::Nic& nic_;
+  link::UdpLink& link_;
+  uint64_t spin_ns_;
+  std::mutex mu_;
+  std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> sleeping_{false};
+  int wake_fd_ = -1;
+  int epoll_fd_ = -1;
+  EngineStats stats_;
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,55 @@
+#include "link/pcap_writer.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "wire/bytes.hpp"
+
+namespace uroce::link {
+
+std::string PcapWriter::expand_path(const std::string& path) {
+  std::string out = path;
+  if (auto at = out.find("%p"); at != std::string::npos) out.replace(at, 2, std::to_string(getpid()));
+  return out;
+}
+
+bool PcapWriter::open(const std::string& path) {
+  f_ = std::fopen(expand_path(path).c_str(), "wb");
+  if (!f_) return false;
+  uint8_t hdr[24] = {};
+  uint32_t magic = 0xa1b2c3d4, snap = 262144, linktype = 1;
+  uint16_t major = 2, minor = 4;
+  std::memcpy(hdr, &magic, 4);
+  std::memcpy(hdr + 4, &major, 2);
+  std::memcpy(hdr + 6, &minor, 2);
+  std::memcpy(hdr + 16, &snap, 4);
+  std::memcpy(hdr + 20, &linktype, 4);
+  std::fwrite(hdr, 1, sizeof hdr, f_);
+  std::fflush(f_);
+  return true;
+}
+
+PcapWriter::~PcapWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payload, uint64_t t) {
+  if (!f_) return;
+  uint8_t frame[wire::kEthLen + wire::kIpv4Len + wire::kUdpLen];
+  // Locally administered MACs derived from the IPv4 addresses.
+  uint8_t* e = frame;
+  e[0] = 0x02; e[1] = 0x00; wire::write_be32(e + 2, flow.dst_ip);
+  e[6] = 0x02; e[7] = 0x00; wire::write_be32(e + 8, flow.src_ip);
+  wire::write_be16(e + 12, 0x0800);
+  wire::write_ipv4_udp(frame + wire::kEthLen, flow, payload.size());
+  uint32_t len = uint32_t(sizeof frame + payload.size());
+  uint32_t rec[4] = {uint32_t(t / 1'000'000'000), uint32_t(t % 1'000'000'000 / 1000), len, len};
+  std::lock_guard g(mu_);
+  std::fwrite(rec, 1, sizeof rec, f_);
+  std::fwrite(frame, 1, sizeof frame, f_);
+  std::fwrite(payload.data(), 1, payload.size(), f_);
+  std::fflush(f_);
+}
+
+}  // namespace uroce::link

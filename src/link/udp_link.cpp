@@ -1,0 +1,162 @@
+#include "link/udp_link.hpp"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "wire/ipv4_udp.hpp"
+
+namespace uroce::link {
+
+namespace {
+
+int make_socket(uint32_t ip, uint16_t port, int* err) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  int pmtu = IP_PMTUDISC_DO;  // DF=1, and with it IP ID 0 on an unconnected socket
+  setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  int buf = 8 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  a.sin_port = htons(port);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    *err = errno;
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string ip_str(uint32_t ip) {
+  in_addr a{htonl(ip)};
+  return inet_ntoa(a);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path) {
+  std::unique_ptr<UdpLink> l(new UdpLink);
+  int err = 0;
+  if (ip) {
+    l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);
+    if (l->rx_fd_ < 0)
+      return make_error(err, "cannot bind " + ip_str(ip) + ":4791: " + std::strerror(err));
+  } else {
+    for (uint32_t x = 1; x < 255 && l->rx_fd_ < 0; ++x) {
+      ip = 0x7f000000 | x;
+      l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);
+    }
+    if (l->rx_fd_ < 0) return make_error(EADDRINUSE, "no free 127.0.0.x:4791 on loopback");
+  }
+  l->ip_ = ip;
+  for (int i = 0; i < kTxSockets; ++i) {
+    l->tx_fd_[i] = make_socket(ip, 0, &err);
+    if (l->tx_fd_[i] < 0) return make_error(err, std::string("cannot open a UDP send socket: ") + std::strerror(err));
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    getsockname(l->tx_fd_[i], reinterpret_cast<sockaddr*>(&a), &len);
+    l->tx_port_[i] = ntohs(a.sin_port);
+  }
+  if (!pcap_path.empty()) {
+    l->pcap_ = std::make_unique<PcapWriter>();
+    if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
+  }
+  l->rx_buf_.resize(size_t(kBatch) * transport::kMaxPacket);
+  return l;
+}
+
+UdpLink::~UdpLink() {
+  if (rx_fd_ >= 0) close(rx_fd_);
+  for (int fd : tx_fd_)
+    if (fd >= 0) close(fd);
+}
+
+uint16_t UdpLink::src_port_for(uint32_t qpn) const {
+  uint32_t h = qpn * 2654435761u;
+  return tx_port_[(h >> 16) % kTxSockets];
+}
+
+void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
+  auto& q = nic.tx_queue();
+  size_t i = 0;
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch];
+  sockaddr_in dst[kBatch];
+  while (i < q.size()) {
+    // One sendmmsg per run of packets leaving from the same source port.
+    uint16_t port = q[i]->flow.src_port;
+    int fd = -1;
+    for (int k = 0; k < kTxSockets; ++k)
+      if (tx_port_[k] == port) fd = tx_fd_[k];
+    if (fd < 0) fd = tx_fd_[0];
+    unsigned n = 0;
+    while (i + n < q.size() && n < kBatch && q[i + n]->flow.src_port == port) {
+      transport::TxPacket* p = q[i + n];
+      if (pcap_) pcap_->write(p->flow, {p->data, p->len}, now);
+      iov[n] = {p->data, p->len};
+      dst[n] = {};
+      dst[n].sin_family = AF_INET;
+      dst[n].sin_addr.s_addr = htonl(p->flow.dst_ip);
+      dst[n].sin_port = htons(p->flow.dst_port);
+      msgs[n] = {};
+      msgs[n].msg_hdr.msg_iov = &iov[n];
+      msgs[n].msg_hdr.msg_iovlen = 1;
+      msgs[n].msg_hdr.msg_name = &dst[n];
+      msgs[n].msg_hdr.msg_namelen = sizeof dst[n];
+      ++n;
+    }
+    unsigned sent = 0;
+    while (sent < n) {
+      int r = sendmmsg(fd, msgs + sent, n - sent, 0);
+      if (r <= 0) break;  // a full socket buffer is a lost packet: retransmission recovers
+      sent += unsigned(r);
+    }
+    i += n;
+  }
+  for (auto* p : q) nic.release(p);
+  q.clear();
+}
+
+int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
+  int total = 0;
+  while (total < max) {
+    mmsghdr msgs[kBatch];
+    iovec iov[kBatch];
+    sockaddr_in src[kBatch];
+    for (int k = 0; k < kBatch; ++k) {
+      iov[k] = {rx_buf_.data() + size_t(k) * transport::kMaxPacket, transport::kMaxPacket};
+      msgs[k] = {};
+      msgs[k].msg_hdr.msg_iov = &iov[k];
+      msgs[k].msg_hdr.msg_iovlen = 1;
+      msgs[k].msg_hdr.msg_name = &src[k];
+      msgs[k].msg_hdr.msg_namelen = sizeof src[k];
+    }
+    int r = recvmmsg(rx_fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+    if (r <= 0) break;
+    for (int k = 0; k < r; ++k) {
+      wire::FlowAddr f;
+      f.src_ip = ntohl(src[k].sin_addr.s_addr);
+      f.dst_ip = ip_;
+      f.src_port = ntohs(src[k].sin_port);
+      f.dst_port = wire::kRoceV2Port;
+      std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
+      if (pcap_) pcap_->write(f, pkt, now);
+      nic.on_packet(pkt, f, now);
+    }
+    total += r;
+    if (r < kBatch) break;
+  }
+  return total;
+}
+
+}  // namespace uroce::link

@@ -1,0 +1,48 @@
+// RoCEv2 over kernel UDP sockets: the receive socket is bound to IP:4791; a small pool of send
+// sockets bound to ephemeral ports gives each QP its own UDP source port (flow entropy, as a
+// RoCE NIC does). Sockets are unconnected with PMTU discovery on, so Linux writes DF=1 and IP
+// ID 0: the IP header the ICRC covers is predictable on both ends. Batched with
+// sendmmsg/recvmmsg.
+#pragma once
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "link/pcap_writer.hpp"
+#include "transport/nic.hpp"
+#include "uroce/result.hpp"
+
+namespace uroce::link {
+
+class UdpLink {
+ public:
+  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254).
+  static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path);
+  ~UdpLink();
+
+  uint32_t local_ip() const { return ip_; }
+  uint16_t src_port_for(uint32_t qpn) const;
+  int rx_fd() const { return rx_fd_; }
+
+  // Sends and releases every queued packet of the NIC.
+  void flush_tx(transport::Nic& nic, uint64_t now);
+  // Receives up to `max` packets and hands them to the NIC. Returns how many.
+  int poll_rx(transport::Nic& nic, uint64_t now, int max);
+
+ private:
+  UdpLink() = default;
+  static constexpr int kTxSockets = 8;
+  static constexpr int kBatch = 32;
+  uint32_t ip_ = 0;
+  int rx_fd_ = -1;
+  int tx_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  uint16_t tx_port_[kTxSockets] = {};
+  std::unique_ptr<PcapWriter> pcap_;
+  std::vector<uint8_t> rx_buf_;
+};
+
+}  // namespace uroce::link
