@@ -33,6 +33,8 @@ struct CompleterState {
   uint8_t rnr_left = 7;
   uint64_t retrans_deadline = 0;  // 0: timer off
   bool gap_retry_sent = false;    // one go-back-N per response gap until progress is made
+  bool rewound = false;           // went back to rewound_to and has not progressed since
+  wire::Psn rewound_to;
 };
 
 // Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).

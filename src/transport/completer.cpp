@@ -40,6 +40,7 @@ void progressed(Nic& nic, Qp& qp, uint64_t now) {
   c.retry_left = qp.attr().retry_cnt;
   c.rnr_left = qp.attr().rnr_retry;
   c.gap_retry_sent = false;
+  c.rewound = false;
   if (c.una == qp.req.psn) {
     c.retrans_deadline = 0;
   } else if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
@@ -218,6 +219,9 @@ void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now
         auto code = NakCode(p.aeth.value());
         if (code == NakCode::PsnSequenceError) {
           ++nic.ctr().rx_naks_seq;
+          // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the
+          // same gap): this NAK reports the packets that were in flight behind it, nothing new.
+          if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) break;
           if (!progress) {
             if (c.retry_left == 0) {
               fatal(nic, qp, WcStatus::RetryExcErr);

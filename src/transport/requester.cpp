@@ -168,6 +168,8 @@ void requester_go_back(Nic& nic, Qp& qp, Psn psn) {
     if (psn >= w.first_psn && psn <= w.last_psn) {
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
+      qp.comp.rewound = true;
+      qp.comp.rewound_to = psn;
       nic.schedule(qp);
       return;
     }

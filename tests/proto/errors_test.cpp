@@ -244,3 +244,31 @@ TEST(RcErrors, QpToErrFlushesBothQueues) {
   ASSERT_TRUE(f.t.recv(f.t.b, {9, {&r, 1}}));
   EXPECT_EQ(f.t.one_wc(f.t.b.rcq).status, WcStatus::WrFlushErr);
 }
+
+// rnr.pcap's pattern: an RNR NAK for the first SEND, a sequence NAK for those behind it. The
+// sequence NAK repeats what the RNR NAK said and must not use up retry_cnt.
+TEST(RcErrors, RnrFollowedBySequenceNakDoesNotExhaustRetries) {
+  PairOptions o;
+  o.retry_cnt = 1;
+  o.rnr_retry = 7;
+  o.min_rnr_timer = 1;
+  Fixture f(o);
+  auto rmr = f.t.reg(f.t.b, f.dst.data(), f.dst.size());
+  Sge s{uint64_t(f.src.data()), 64, f.smr.lkey};
+  for (uint64_t i = 0; i < 8; ++i) ASSERT_TRUE(f.t.send(f.t.a, {i, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+  std::vector<Wc> w;
+  for (uint64_t i = 0; i < 8; ++i) {
+    // One receive at a time, each after a few RNR rounds.
+    EXPECT_FALSE(f.t.wait_wc(f.t.a.scq, i + 1, w, 50'000)) << "completed without a receive";
+    Sge r{uint64_t(f.dst.data() + i * 64), 64, rmr.lkey};
+    ASSERT_TRUE(f.t.recv(f.t.b, {i, {&r, 1}}));
+    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, i + 1, w, 1'000'000'000)) << dump_counters(*f.t.a.nic);
+  }
+  for (uint64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(w[i].wr_id, i);
+    EXPECT_EQ(w[i].status, WcStatus::Success);
+  }
+  EXPECT_GE(f.t.a.nic->counters().rx_rnr_naks, 8u);
+  EXPECT_GE(f.t.a.nic->counters().rx_naks_seq, 1u);
+  EXPECT_EQ(f.t.a.nic->counters().retransmit_timeouts, 0u);
+}
