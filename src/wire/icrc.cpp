@@ -1,9 +1,8 @@
 #include "wire/icrc.hpp"
 
-#include <zlib.h>
-
 #include <cstring>
 
+#include "wire/crc32.hpp"
 #include "wire/opcode.hpp"
 
 namespace uroce::wire {
@@ -20,9 +19,9 @@ uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
   size_t bth = ib.size() < kBthLen ? ib.size() : kBthLen;
   std::memcpy(pre + 8 + kIpv4Len + kUdpLen, ib.data(), bth);
   if (bth > 4) pre[8 + kIpv4Len + kUdpLen + 4] = 0xff;  // BTH resv8a
-  uLong crc = crc32(0L, pre, uInt(8 + kIpv4Len + kUdpLen + bth));
-  if (ib.size() > bth) crc = crc32(crc, ib.data() + bth, uInt(ib.size() - bth));
-  return uint32_t(crc);
+  uint32_t crc = crc32_update(0, pre, 8 + kIpv4Len + kUdpLen + bth);
+  if (ib.size() > bth) crc = crc32_update(crc, ib.data() + bth, ib.size() - bth);
+  return crc;
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {

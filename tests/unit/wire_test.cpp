@@ -6,7 +6,10 @@
 #include <random>
 
 #include "../common/pcap_reader.hpp"
+#include <zlib.h>
+
 #include "wire/bytes.hpp"
+#include "wire/crc32.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 #include "wire/psn.hpp"
@@ -213,4 +216,18 @@ TEST(Icrc, RxeCapturesParseVerifyAndReencode) {
   EXPECT_EQ(per_file["rc-atomic.pcap"], 20);
   EXPECT_EQ(per_file["rc-retransmit.pcap"], 113);
   EXPECT_GE(total, 400);
+}
+
+// The folding CRC must equal zlib's table CRC for every length and alignment.
+TEST(Crc32, MatchesZlibOnRandomInputs) {
+  std::mt19937_64 rng(11);
+  std::vector<uint8_t> buf(9000);
+  for (auto& b : buf) b = uint8_t(rng());
+  for (int i = 0; i < 3000; ++i) {
+    size_t off = rng() % 64, len = rng() % (buf.size() - off);
+    if (i < 300) len = size_t(i);  // every small length
+    uint32_t seed = i % 3 == 0 ? 0 : uint32_t(rng());
+    uint32_t want = uint32_t(crc32(seed, buf.data() + off, uInt(len)));
+    ASSERT_EQ(uroce::wire::crc32_update(seed, buf.data() + off, len), want) << "len " << len << " off " << off;
+  }
 }
