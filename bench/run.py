@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""uroce benchmarks: every uroce number beside kernel TCP over loopback measured in the same run
+on the same machine, as ratios (the machine is shared and noisy; ratios travel, absolute numbers
+do not). Each measurement is the median of REPEAT runs. Writes bench/results/latest.md and .json.
+
+usage: bench/run.py BUILD_DIR [--repeat N] [--quick]
+"""
+import json, os, statistics, subprocess, sys, time
+
+build = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith('-') else 'build'
+repeat = 3
+if '--repeat' in sys.argv:
+    repeat = int(sys.argv[sys.argv.index('--repeat') + 1])
+quick = '--quick' in sys.argv
+bindir = os.path.join(build, 'bin')
+here = os.path.dirname(os.path.abspath(__file__))
+results = os.path.join(here, 'results')
+os.makedirs(results, exist_ok=True)
+
+def run_json(args):
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(args)}\n{out.stdout}{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+def median_of(args, key):
+    vals, last = [], None
+    for _ in range(repeat):
+        last = run_json(args)
+        vals.append(last[key])
+    return statistics.median(vals), last
+
+lat_iters = '3000' if quick else '20000'
+bw_iters = '2000' if quick else '10000'
+
+rows = []
+def lat_row(name, op, target):
+    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', 'lat', '--size', '64', '--iters', lat_iters], 'lat_p50_us')
+    if not j['verified']:
+        raise SystemExit(f'{op} lat: data not verified')
+    t, _ = median_of([f'{bindir}/tcp_baseline', 'lat', '64', lat_iters], 'lat_p50_us')
+    rows.append(dict(metric=name, uroce=u, tcp=t, unit='us (p50)', ratio=u / t, target=target, better='lower'))
+
+def bw_row(name, op, target):
+    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', 'bw', '--size', '65536', '--iters', bw_iters], 'bw_gbps')
+    if not j['verified']:
+        raise SystemExit(f'{op} bw: data not verified')
+    t, _ = median_of([f'{bindir}/tcp_baseline', 'bw', '65536', bw_iters], 'bw_gbps')
+    rows.append(dict(metric=name, uroce=u, tcp=t, unit='Gb/s', ratio=u / t, target=target, better='higher'))
+
+t0 = time.time()
+lat_row('64 B RC SEND latency (half round trip)', 'send', '<= 1.5')
+lat_row('64 B RDMA WRITE latency (half round trip)', 'write', None)
+lat_row('64 B RDMA READ latency (whole operation)', 'read', None)
+bw_row('64 KiB RC SEND bandwidth', 'send', None)
+bw_row('64 KiB RDMA WRITE bandwidth', 'write', '>= 0.5')
+bw_row('64 KiB RDMA READ bandwidth', 'read', None)
+mem = run_json([f'{bindir}/idle_qp_memory', '1000', '3'])
+
+def verdict(r):
+    if not r['target']:
+        return ''
+    op, v = r['target'].split()
+    ok = r['ratio'] <= float(v) if op == '<=' else r['ratio'] >= float(v)
+    return f"{r['target']} {'met' if ok else 'NOT met'}"
+
+cpu = subprocess.run(['sh', '-c', "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
+lines = [
+    f"# uroce benchmark ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {cpu})",
+    '',
+    f'Command: `make bench` (bench/run.py {build}); median of {repeat} runs each; TCP = kernel TCP over loopback, same run.',
+    '',
+    '| metric | uroce | kernel TCP | unit | ratio uroce/TCP | target |',
+    '|---|---:|---:|---|---:|---|',
+]
+for r in rows:
+    lines.append(f"| {r['metric']} | {r['uroce']:.2f} | {r['tcp']:.2f} | {r['unit']} | {r['ratio']:.2f} | {verdict(r)} |")
+per_qp = mem['bytes_per_qp'] / 1024
+lines += [
+    '',
+    '| resource | measured | target |',
+    '|---|---:|---|',
+    f"| host memory per idle connected RC QP (RSS growth over {mem['qps']} QPs, 128/128 depths) | {per_qp:.1f} KiB | <= 64 KiB {'met' if per_qp <= 64 else 'NOT met'} |",
+    f"| idle engine CPU | {mem['idle_cpu_percent']:.3f} % of a core | < 1 % {'met' if mem['idle_cpu_percent'] < 1 else 'NOT met'} |",
+    '',
+    f'Took {time.time() - t0:.0f} s.',
+]
+md = '\n'.join(lines) + '\n'
+open(os.path.join(results, 'latest.md'), 'w').write(md)
+json.dump(dict(rows=rows, memory=mem, repeat=repeat), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
+print(md)
