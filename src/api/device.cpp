@@ -44,7 +44,9 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   link::UdpLink* l = core->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   core->nic = std::make_unique<transport::Nic>(std::move(cfg));
-  core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link);
+  uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
+  if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
+  core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link, spin_ns);
   core->engine->start();
   return std::unique_ptr<Device>(new Device(std::move(core)));
 }
