@@ -3,7 +3,11 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <netinet/udp.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "wire/ipv4_udp.hpp"
@@ -71,7 +75,13 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
     l->pcap_ = std::make_unique<PcapWriter>();
     if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
   }
-  l->rx_buf_.resize(size_t(kBatch) * transport::kMaxPacket);
+  l->rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
+  const char* g = std::getenv("UROCE_GSO");
+  l->gso_ = !(g && std::string(g) == "0");
+  if (l->gso_) {
+    int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
+    setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
+  }
   return l;
 }
 
@@ -86,33 +96,74 @@ uint16_t UdpLink::src_port_for(uint32_t qpn) const {
   return tx_port_[(h >> 16) % kTxSockets];
 }
 
+namespace {
+
+// Segmentation offload (UDP GSO): one send carries a run of equal-size RoCE packets, each its
+// own datagram on the wire. GSO numbers the IP ID of each segment, and the ICRC covers the IP
+// ID, so it is used only towards loopback peers, which are other uroce devices; real RoCE
+// peers get one datagram per send with ID 0.
+bool gso_allowed(uint32_t dst_ip) { return (dst_ip >> 24) == 127; }
+
+constexpr unsigned kMaxGsoSegs = 64;
+constexpr size_t kMaxGsoBytes = 65000;
+
+}  // namespace
+
 void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
   auto& q = nic.tx_queue();
+  constexpr unsigned kMsgs = kBatch;
+  mmsghdr msgs[kMsgs];
+  iovec iov[kMsgs * kMaxGsoSegs];
+  sockaddr_in dst[kMsgs];
+  alignas(cmsghdr) char ctrl[kMsgs][CMSG_SPACE(sizeof(uint16_t))];
   size_t i = 0;
-  mmsghdr msgs[kBatch];
-  iovec iov[kBatch];
-  sockaddr_in dst[kBatch];
   while (i < q.size()) {
     // One sendmmsg per run of packets leaving from the same source port.
     uint16_t port = q[i]->flow.src_port;
-    int fd = -1;
+    int fd = tx_fd_[0];
     for (int k = 0; k < kTxSockets; ++k)
       if (tx_port_[k] == port) fd = tx_fd_[k];
-    if (fd < 0) fd = tx_fd_[0];
-    unsigned n = 0;
-    while (i + n < q.size() && n < kBatch && q[i + n]->flow.src_port == port) {
-      transport::TxPacket* p = q[i + n];
-      if (pcap_) pcap_->write(p->flow, {p->data, p->len}, now);
-      iov[n] = {p->data, p->len};
+    unsigned n = 0, nio = 0;
+    while (i < q.size() && n < kMsgs && q[i]->flow.src_port == port) {
+      transport::TxPacket* p = q[i];
+      // A GSO run: same destination, same size (the last may be shorter).
+      unsigned segs = 1;
+      if (gso_ && gso_allowed(p->flow.dst_ip)) {
+        while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
+          const transport::TxPacket* nx = q[i + segs];
+          if (nx->flow.src_port != port || nx->flow.dst_ip != p->flow.dst_ip || nx->flow.dst_port != p->flow.dst_port ||
+              nx->len > p->len)
+            break;
+          ++segs;
+          if (nx->len < p->len) break;
+        }
+      }
+      for (unsigned k = 0; k < segs; ++k) {
+        transport::TxPacket* s = q[i + k];
+        if (pcap_) pcap_->write(s->flow, {s->data, s->len}, now);
+        iov[nio + k] = {s->data, s->len};
+      }
       dst[n] = {};
       dst[n].sin_family = AF_INET;
       dst[n].sin_addr.s_addr = htonl(p->flow.dst_ip);
       dst[n].sin_port = htons(p->flow.dst_port);
       msgs[n] = {};
-      msgs[n].msg_hdr.msg_iov = &iov[n];
-      msgs[n].msg_hdr.msg_iovlen = 1;
+      msgs[n].msg_hdr.msg_iov = &iov[nio];
+      msgs[n].msg_hdr.msg_iovlen = segs;
       msgs[n].msg_hdr.msg_name = &dst[n];
       msgs[n].msg_hdr.msg_namelen = sizeof dst[n];
+      if (segs > 1) {
+        msgs[n].msg_hdr.msg_control = ctrl[n];
+        msgs[n].msg_hdr.msg_controllen = sizeof ctrl[n];
+        cmsghdr* cm = CMSG_FIRSTHDR(&msgs[n].msg_hdr);
+        cm->cmsg_level = SOL_UDP;
+        cm->cmsg_type = UDP_SEGMENT;
+        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        uint16_t gso_size = uint16_t(p->len);
+        std::memcpy(CMSG_DATA(cm), &gso_size, sizeof gso_size);
+      }
+      nio += segs;
+      i += segs;
       ++n;
     }
     unsigned sent = 0;
@@ -121,7 +172,6 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       if (r <= 0) break;  // a full socket buffer is a lost packet: retransmission recovers
       sent += unsigned(r);
     }
-    i += n;
   }
   for (auto* p : q) nic.release(p);
   q.clear();
@@ -130,18 +180,21 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
 int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
   int total = 0;
   while (total < max) {
-    mmsghdr msgs[kBatch];
-    iovec iov[kBatch];
-    sockaddr_in src[kBatch];
-    for (int k = 0; k < kBatch; ++k) {
-      iov[k] = {rx_buf_.data() + size_t(k) * transport::kMaxPacket, transport::kMaxPacket};
+    mmsghdr msgs[kRxBatch];
+    iovec iov[kRxBatch];
+    sockaddr_in src[kRxBatch];
+    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];
+    for (int k = 0; k < kRxBatch; ++k) {
+      iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
       msgs[k] = {};
       msgs[k].msg_hdr.msg_iov = &iov[k];
       msgs[k].msg_hdr.msg_iovlen = 1;
       msgs[k].msg_hdr.msg_name = &src[k];
       msgs[k].msg_hdr.msg_namelen = sizeof src[k];
+      msgs[k].msg_hdr.msg_control = ctrl[k];
+      msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
     }
-    int r = recvmmsg(rx_fd_, msgs, kBatch, MSG_DONTWAIT, nullptr);
+    int r = recvmmsg(rx_fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int k = 0; k < r; ++k) {
       wire::FlowAddr f;
@@ -149,12 +202,23 @@ int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
       f.dst_ip = ip_;
       f.src_port = ntohs(src[k].sin_port);
       f.dst_port = wire::kRoceV2Port;
-      std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
-      if (pcap_) pcap_->write(f, pkt, now);
-      nic.on_packet(pkt, f, now);
+      // With UDP GRO one buffer may hold several datagrams of gso_size bytes each.
+      size_t len = msgs[k].msg_len, seg = len;
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm))
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+          int v;
+          std::memcpy(&v, CMSG_DATA(cm), sizeof v);
+          if (v > 0) seg = size_t(v);
+        }
+      const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
+      for (size_t off = 0; off < len; off += seg) {
+        std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
+        if (pcap_) pcap_->write(f, pkt, now);
+        nic.on_packet(pkt, f, now);
+        ++total;
+      }
     }
-    total += r;
-    if (r < kBatch) break;
+    if (r < kRxBatch) break;
   }
   return total;
 }

@@ -2,7 +2,7 @@
 // sockets bound to ephemeral ports gives each QP its own UDP source port (flow entropy, as a
 // RoCE NIC does). Sockets are unconnected with PMTU discovery on, so Linux writes DF=1 and IP
 // ID 0: the IP header the ICRC covers is predictable on both ends. Batched with
-// sendmmsg/recvmmsg.
+// sendmmsg/recvmmsg, with UDP segmentation offload towards loopback peers (UROCE_GSO=0: off).
 #pragma once
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -37,6 +37,9 @@ class UdpLink {
   UdpLink() = default;
   static constexpr int kTxSockets = 8;
   static constexpr int kBatch = 32;
+  static constexpr int kRxBatch = 16;
+  static constexpr size_t kRxBufBytes = 65536;  // a GRO buffer holds up to 64 KiB of datagrams
+  bool gso_ = true;
   uint32_t ip_ = 0;
   int rx_fd_ = -1;
   int tx_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};
