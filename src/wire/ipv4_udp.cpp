@@ -11,7 +11,7 @@ uint16_t ipv4_checksum(const uint8_t* h, size_t len) {
   return uint16_t(~sum);
 }
 
-void write_ipv4_udp(uint8_t* p, const FlowAddr& f, size_t payload_len, const Ipv4Fields& ip) {
+void write_ipv4_udp(uint8_t* p, const FlowAddr& f, size_t payload_len, const Ipv4Fields& ip, bool with_checksum) {
   p[0] = 0x45;
   p[1] = ip.tos;
   write_be16(p + 2, uint16_t(kIpv4Len + kUdpLen + payload_len));
@@ -22,7 +22,7 @@ void write_ipv4_udp(uint8_t* p, const FlowAddr& f, size_t payload_len, const Ipv
   write_be16(p + 10, 0);
   write_be32(p + 12, f.src_ip);
   write_be32(p + 16, f.dst_ip);
-  write_be16(p + 10, ipv4_checksum(p, kIpv4Len));
+  if (with_checksum) write_be16(p + 10, ipv4_checksum(p, kIpv4Len));
   uint8_t* u = p + kIpv4Len;
   write_be16(u, f.src_port);
   write_be16(u + 2, f.dst_port);

@@ -25,7 +25,9 @@ struct Ipv4Fields {
 };
 
 // Writes 20 bytes of IPv4 and 8 of UDP for a UDP payload of udp_payload_len bytes.
-void write_ipv4_udp(uint8_t* out, const FlowAddr& f, size_t udp_payload_len, const Ipv4Fields& ip = {});
+// with_checksum = false leaves the IPv4 checksum 0 (the ICRC masks it anyway).
+void write_ipv4_udp(uint8_t* out, const FlowAddr& f, size_t udp_payload_len, const Ipv4Fields& ip = {},
+                    bool with_checksum = true);
 
 uint16_t ipv4_checksum(const uint8_t* hdr, size_t len);
 
