@@ -57,7 +57,9 @@ void send_packet(Nic& nic, TxPacket* tx, wire::Packet& p) {
 }
 
 bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
-  if (qp.state() != QpState::Rts || qp.req.rnr_until) return false;
+  // In SQD the send queue drains: a message already started is finished, no new one begins.
+  QpState st = qp.state();
+  if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
   const uint32_t mtu = qp.mtu();
@@ -71,6 +73,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     if (w.failed) return false;
     bool rd_atomic = is_rd_atomic(w.opcode);
     if (!w.assigned) {
+      if (st != QpState::Rts) return false;
       if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
       if (rd_atomic && req.rd_atomic_out >= max_rd) return false;
       if (Psn::distance(qp.comp.una, req.psn) >= window) return false;
@@ -146,6 +149,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     if (last || rd_atomic) {
       ++req.next;
       req.pkt = 0;
+      if (st != QpState::Rts) return false;
     } else {
       ++req.pkt;
     }

@@ -218,3 +218,52 @@ TEST(RcOps, PsnWraparound) {
   }
   EXPECT_LT(t.a.qp->req.psn.value(), 0x100u);  // crossed 2^24
 }
+
+TEST(RcOps, LargeMessage64MiB) {
+  PairOptions o;
+  o.mtu = Mtu::Mtu4096;
+  CorePair t(o);
+  const size_t n = 64u << 20;
+  std::vector<uint8_t> src(n), dst(n, 0);
+  for (size_t i = 0; i < n; i += 4096) src[i] = uint8_t(i >> 12), src[i + 4095] = uint8_t(~(i >> 12));
+  auto smr = t.reg(t.a, src.data(), n);
+  auto dmr = t.reg(t.b, dst.data(), n);
+  Sge s{uint64_t(src.data()), uint32_t(n), smr.lkey};
+  SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  w.remote_addr = uint64_t(dst.data());
+  w.rkey = dmr.rkey;
+  ASSERT_TRUE(t.send(t.a, w));
+  Wc c = t.one_wc(t.a.scq, 100'000'000'000ull);
+  EXPECT_EQ(c.status, WcStatus::Success);
+  EXPECT_EQ(c.byte_len, n);
+  EXPECT_TRUE(src == dst);
+  EXPECT_EQ(t.a.nic->counters().tx_packets, n / 4096);
+}
+
+TEST(RcOps, SqdFinishesTheCurrentMessageThenHolds) {
+  CorePair t;
+  std::vector<uint8_t> src(100000, 7), dst(100000, 0);
+  auto smr = t.reg(t.a, src.data(), src.size());
+  auto dmr = t.reg(t.b, dst.data(), dst.size());
+  Sge s{uint64_t(src.data()), 100000, smr.lkey};
+  SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  w.remote_addr = uint64_t(dst.data());
+  w.rkey = dmr.rkey;
+  ASSERT_TRUE(t.send(t.a, w));
+  w.wr_id = 2;
+  ASSERT_TRUE(t.send(t.a, w));
+  t.sim.step();  // the first message is partly sent
+  ASSERT_GT(t.a.qp->req.pkt, 0u);
+  QpAttr a;
+  a.qp_state = QpState::Sqd;
+  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, a, kQpState));
+  std::vector<Wc> wc;
+  t.wait_wc(t.a.scq, 2, wc, 50'000'000);
+  ASSERT_EQ(wc.size(), 1u);  // the started message completes, the next one waits
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  a.qp_state = QpState::Rts;
+  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, a, kQpState));
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 2, wc));
+  EXPECT_EQ(wc[1].wr_id, 2u);
+}
