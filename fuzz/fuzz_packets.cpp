@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cm/rc_connect.hpp"
 #include "transport/nic.hpp"
 #include "wire/bytes.hpp"
 #include "wire/icrc.hpp"
@@ -47,25 +48,19 @@ struct Side {
       if (mem[i] != kCanary || mem[kGuard + kArena + i] != kCanary) __builtin_trap();
   }
   void connect(uint32_t peer_qpn, uint32_t peer_ip, uint32_t my_psn, uint32_t peer_psn) {
-    QpAttr a;
-    a.qp_state = QpState::Init;
-    a.qp_access_flags = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-    (void)nic.modify_qp(*qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    a.qp_state = QpState::Rtr;
-    a.path_mtu = Mtu::Mtu1024;
-    a.dest_qp_num = peer_qpn;
-    a.rq_psn = peer_psn;
-    a.dgid = Gid::from_ipv4(peer_ip);
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 1;
-    (void)nic.modify_qp(*qp, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer);
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 4;
-    a.retry_cnt = 3;
-    a.rnr_retry = 3;
-    a.max_rd_atomic = 2;
-    (void)nic.modify_qp(*qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    ConnectOptions o;
+    o.path_mtu = Mtu::Mtu1024;
+    o.max_dest_rd_atomic = 4;
+    o.min_rnr_timer = 1;
+    o.timeout = 4;
+    o.retry_cnt = 3;
+    o.rnr_retry = 3;
+    o.max_rd_atomic = 2;
+    Endpoint remote;
+    remote.gid = Gid::from_ipv4(peer_ip);
+    remote.qpn = peer_qpn;
+    remote.psn = peer_psn;
+    (void)cm::connect_rc(nic, *qp, remote, my_psn, o);
   }
   void drain() {
     for (auto* p : nic.tx_queue()) nic.release(p);

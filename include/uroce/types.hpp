@@ -127,4 +127,21 @@ struct QpAttr {
   bool sq_sig_all = false;
 };
 
+// What one side tells the other to connect an RC QP (exchanged out of band, see oob.hpp).
+struct Endpoint {
+  Gid gid;
+  uint32_t qpn = 0;
+  uint32_t psn = 0;
+  uint64_t addr = 0;  // optional: a memory region the peer may access
+  uint32_t rkey = 0;
+  uint64_t len = 0;
+};
+
+struct ConnectOptions {
+  Mtu path_mtu = Mtu::Mtu4096;
+  uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
+  uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
+};
+
 }  // namespace uroce

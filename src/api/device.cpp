@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "api/device_core.hpp"
+#include "cm/rc_connect.hpp"
 #include "uroce/uroce.hpp"
 
 namespace uroce {
@@ -214,26 +215,8 @@ Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
-  QpAttr a;
-  a.qp_state = QpState::Init;
-  a.qp_access_flags = o.access;
-  if (Status s = modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
-  a.qp_state = QpState::Rtr;
-  a.path_mtu = o.path_mtu;
-  a.dest_qp_num = remote.qpn;
-  a.rq_psn = remote.psn;
-  a.dgid = remote.gid;
-  a.max_dest_rd_atomic = o.max_dest_rd_atomic;
-  a.min_rnr_timer = o.min_rnr_timer;
-  if (Status s = modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer); !s)
-    return s;
-  a.qp_state = QpState::Rts;
-  a.sq_psn = local_psn;
-  a.timeout = o.timeout;
-  a.retry_cnt = o.retry_cnt;
-  a.rnr_retry = o.rnr_retry;
-  a.max_rd_atomic = o.max_rd_atomic;
-  return modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  auto g = core_->lock();
+  return cm::connect_rc(*core_->nic, *static_cast<core::Qp*>(qp_), remote, local_psn, o);
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {

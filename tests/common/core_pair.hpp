@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "cm/rc_connect.hpp"
 #include "sim/sim.hpp"
 #include "transport/nic.hpp"
 
@@ -54,27 +55,20 @@ class CorePair {
   }
 
   void connect(Side& s, Side& peer, uint32_t my_psn, uint32_t peer_psn, uint32_t peer_ip) {
-    QpAttr at;
-    at.qp_state = QpState::Init;
-    at.qp_access_flags = opt.access;
-    ASSERT_TRUE(s.nic->modify_qp(*s.qp, at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags));
-    at.qp_state = QpState::Rtr;
-    at.path_mtu = opt.mtu;
-    at.dest_qp_num = peer.qp ? peer.qp->qpn() : 0;
-    at.rq_psn = peer_psn;
-    at.dgid = Gid::from_ipv4(peer_ip);
-    at.max_dest_rd_atomic = 16;
-    at.min_rnr_timer = opt.min_rnr_timer;
-    auto st = s.nic->modify_qp(*s.qp, at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                              kQpMaxDestRdAtomic | kQpMinRnrTimer);
-    ASSERT_TRUE(st) << st.error().message;
-    at.qp_state = QpState::Rts;
-    at.sq_psn = my_psn;
-    at.timeout = opt.timeout;
-    at.retry_cnt = opt.retry_cnt;
-    at.rnr_retry = opt.rnr_retry;
-    at.max_rd_atomic = opt.max_rd_atomic;
-    st = s.nic->modify_qp(*s.qp, at, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    ConnectOptions c;
+    c.path_mtu = opt.mtu;
+    c.access = opt.access;
+    c.timeout = opt.timeout;
+    c.retry_cnt = opt.retry_cnt;
+    c.rnr_retry = opt.rnr_retry;
+    c.min_rnr_timer = opt.min_rnr_timer;
+    c.max_rd_atomic = opt.max_rd_atomic;
+    c.max_dest_rd_atomic = 16;
+    Endpoint remote;
+    remote.gid = Gid::from_ipv4(peer_ip);
+    remote.qpn = peer.qp->qpn();
+    remote.psn = peer_psn;
+    auto st = cm::connect_rc(*s.nic, *s.qp, remote, my_psn, c);
     ASSERT_TRUE(st) << st.error().message;
   }
 

@@ -1,0 +1,31 @@
+#include "cm/rc_connect.hpp"
+
+namespace uroce::cm {
+
+Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+                  const ConnectOptions& o) {
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  a.qp_access_flags = o.access;
+  if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
+  a.qp_state = QpState::Rtr;
+  a.path_mtu = o.path_mtu;
+  a.dest_qp_num = remote.qpn;
+  a.rq_psn = remote.psn;
+  a.dgid = remote.gid;
+  a.max_dest_rd_atomic = o.max_dest_rd_atomic;
+  a.min_rnr_timer = o.min_rnr_timer;
+  if (Status s = nic.modify_qp(qp, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                                          kQpMinRnrTimer);
+      !s)
+    return s;
+  a.qp_state = QpState::Rts;
+  a.sq_psn = local_psn;
+  a.timeout = o.timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.max_rd_atomic = o.max_rd_atomic;
+  return nic.modify_qp(qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+}
+
+}  // namespace uroce::cm

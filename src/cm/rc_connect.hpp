@@ -1,0 +1,12 @@
+// Connecting an RC QP: RESET -> INIT -> RTR -> RTS towards a remote endpoint, with the
+// attributes each transition requires. Engine lock held by the caller.
+#pragma once
+#include "transport/nic.hpp"
+#include "uroce/types.hpp"
+
+namespace uroce::cm {
+
+Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+                  const ConnectOptions& o);
+
+}  // namespace uroce::cm
