@@ -9,7 +9,7 @@
 
 namespace uroce::engine {
 
-Engine::Engine(transport::Nic& nic, link::UdpLink& link, uint64_t spin_ns)
+Engine::Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns)
     : nic_(nic), link_(link), spin_ns_(spin_ns) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -17,8 +17,10 @@ Engine::Engine(transport::Nic& nic, link::UdpLink& link, uint64_t spin_ns)
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  ev.data.fd = link_.rx_fd();
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
+  if (link_.rx_fd() >= 0) {
+    ev.data.fd = link_.rx_fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
+  }
   nic_.set_waker([this] { wake(); });
 }
 

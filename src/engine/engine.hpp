@@ -1,4 +1,4 @@
-// The NIC as a thread: it drives one protocol core (transport::Nic) with a UDP link and the
+// The NIC as a thread: it drives one protocol core (transport::Nic) with a link and the
 // monotonic clock. Adaptive polling: it spins while there is traffic and for a short while
 // after, then blocks in epoll on the link's socket and a wake-up eventfd, with a timeout at
 // the next protocol timer. Application threads post without syscalls while it spins; only a
@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "link/udp_link.hpp"
+#include "link/link.hpp"
 #include "transport/nic.hpp"
 
 namespace uroce::engine {
@@ -23,7 +23,7 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(transport::Nic& nic, link::UdpLink& link, uint64_t spin_ns = 50'000);
+  Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns = 200'000);
   ~Engine();
   void start();
   void stop();
@@ -34,7 +34,7 @@ class Engine {
   void run();
   void wake();
   transport::Nic& nic_;
-  link::UdpLink& link_;
+  link::Link& link_;
   uint64_t spin_ns_;
   std::mutex mu_;
   std::thread thread_;

@@ -1,9 +1,17 @@
 #include "link/lossy_link.hpp"
 
+#include <algorithm>
+
+#include "transport/nic.hpp"
+
 namespace uroce::link {
 
 void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now) {
   ++st_.sent;
+  if (std::find(attached_.begin(), attached_.end(), flow.dst_ip) == attached_.end()) {
+    ++st_.unroutable;
+    return;
+  }
   if (chance(f_.drop)) {
     ++st_.dropped;
     return;
@@ -31,11 +39,65 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
 }
 
 bool LossyLink::pop_due(uint64_t now, Frame& out) {
-  if (q_.empty() || q_.top().due > now) return false;
+  if (q_.empty() || q_.top().due > now) return false;  // (held_ frames were already counted)
   out = std::move(const_cast<Frame&>(q_.top()));
   q_.pop();
   ++st_.delivered;
   return true;
+}
+
+bool LossyLink::pop_due_for(uint32_t ip, uint64_t now, Frame& out) {
+  for (size_t i = 0; i < held_.size(); ++i)
+    if (held_[i].flow.dst_ip == ip) {
+      out = std::move(held_[i]);
+      held_.erase(held_.begin() + long(i));
+      return true;
+    }
+  Frame f;
+  while (pop_due(now, f)) {
+    if (f.flow.dst_ip == ip) {
+      out = std::move(f);
+      return true;
+    }
+    held_.push_back(std::move(f));
+  }
+  return false;
+}
+
+namespace {
+
+class LossyPort final : public Link {
+ public:
+  LossyPort(LossyLink& medium, uint32_t ip) : m_(medium), ip_(ip) {}
+  uint32_t local_ip() const override { return ip_; }
+  uint16_t src_port_for(uint32_t qpn) const override { return uint16_t(0xc000 | (qpn & 0x3fff)); }
+  void flush_tx(transport::Nic& nic, uint64_t now) override {
+    for (transport::TxPacket* p : nic.tx_queue()) {
+      m_.send(p->data, p->len, p->flow, now);
+      nic.release(p);
+    }
+    nic.tx_queue().clear();
+  }
+  int poll_rx(transport::Nic& nic, uint64_t now, int max) override {
+    int n = 0;
+    LossyLink::Frame f;
+    while (n < max && m_.pop_due_for(ip_, now, f)) {
+      nic.on_packet(f.bytes, f.flow, now);
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  LossyLink& m_;
+  uint32_t ip_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> LossyLink::attach(uint32_t ip) {
+  attached_.push_back(ip);
+  return std::make_unique<LossyPort>(*this, ip);
 }
 
 }  // namespace uroce::link

@@ -3,10 +3,12 @@
 // delivery time, so runs are exactly repeatable for a seed.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <queue>
 #include <random>
 #include <vector>
 
+#include "link/link.hpp"
 #include "wire/ipv4_udp.hpp"
 
 namespace uroce::link {
@@ -21,7 +23,7 @@ struct FaultConfig {
 };
 
 struct LinkStats {
-  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0;
 };
 
 class LossyLink {
@@ -35,11 +37,15 @@ class LossyLink {
   };
 
   LossyLink(uint64_t seed, FaultConfig f) : rng_(seed), f_(f) {}
+  // A device's attachment to this medium at address ip: a Link in virtual time.
+  std::unique_ptr<Link> attach(uint32_t ip);
   void set_faults(FaultConfig f) { f_ = f; }
   void send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now);
   bool pop_due(uint64_t now, Frame& out);
-  uint64_t next_due() const { return q_.empty() ? UINT64_MAX : q_.top().due; }
-  bool empty() const { return q_.empty(); }
+  // The next frame for ip that is due at `now`, if any.
+  bool pop_due_for(uint32_t ip, uint64_t now, Frame& out);
+  uint64_t next_due() const { return !held_.empty() ? 0 : q_.empty() ? UINT64_MAX : q_.top().due; }
+  bool empty() const { return q_.empty() && held_.empty(); }
   const LinkStats& stats() const { return st_; }
 
  private:
@@ -49,6 +55,8 @@ class LossyLink {
   LinkStats st_;
   uint64_t seq_ = 0;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
+  std::vector<Frame> held_;
+  std::vector<uint32_t> attached_;  // addresses with a port  // due frames popped for another address, in due order
 };
 
 }  // namespace uroce::link

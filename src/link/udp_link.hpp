@@ -12,26 +12,24 @@
 #include <string>
 #include <vector>
 
+#include "link/link.hpp"
 #include "link/pcap_writer.hpp"
 #include "transport/nic.hpp"
 #include "uroce/result.hpp"
 
 namespace uroce::link {
 
-class UdpLink {
+class UdpLink final : public Link {
  public:
   // ip_host_order == 0: the first free 127.0.0.x (x = 1..254).
   static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path);
   ~UdpLink();
 
-  uint32_t local_ip() const { return ip_; }
-  uint16_t src_port_for(uint32_t qpn) const;
-  int rx_fd() const { return rx_fd_; }
-
-  // Sends and releases every queued packet of the NIC.
-  void flush_tx(transport::Nic& nic, uint64_t now);
-  // Receives up to `max` packets and hands them to the NIC. Returns how many.
-  int poll_rx(transport::Nic& nic, uint64_t now, int max);
+  uint32_t local_ip() const override { return ip_; }
+  uint16_t src_port_for(uint32_t qpn) const override;
+  int rx_fd() const override { return rx_fd_; }
+  void flush_tx(transport::Nic& nic, uint64_t now) override;
+  int poll_rx(transport::Nic& nic, uint64_t now, int max) override;
 
  private:
   UdpLink() = default;

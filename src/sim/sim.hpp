@@ -28,7 +28,11 @@ class Sim {
  private:
   link::LossyLink link_;
   uint64_t now_ = 1'000'000;
-  std::vector<std::unique_ptr<transport::Nic>> nics_;
+  struct Node {
+    std::unique_ptr<link::Link> port;
+    std::unique_ptr<transport::Nic> nic;
+  };
+  std::vector<Node> nodes_;
 };
 
 }  // namespace uroce::sim

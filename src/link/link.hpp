@@ -1,0 +1,25 @@
+// What a protocol core is attached to: something that carries its packets. Implemented by
+// UdpLink (kernel UDP, real time) and by LossyLink's ports (in memory, virtual time, seeded
+// faults). The engine and the simulator drive a core through this interface only.
+#pragma once
+#include <cstdint>
+
+namespace uroce::transport { class Nic; }
+
+namespace uroce::link {
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual uint32_t local_ip() const = 0;
+  // UDP source port for a QP's packets (flow entropy).
+  virtual uint16_t src_port_for(uint32_t qpn) const = 0;
+  // Sends every packet queued on the core and gives the buffers back.
+  virtual void flush_tx(transport::Nic& nic, uint64_t now) = 0;
+  // Hands up to `max` received packets to the core; returns how many.
+  virtual int poll_rx(transport::Nic& nic, uint64_t now, int max) = 0;
+  // A file descriptor that becomes readable when packets arrive, or -1.
+  virtual int rx_fd() const { return -1; }
+};
+
+}  // namespace uroce::link
