@@ -21,31 +21,34 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=ON -DUROCE_BENCH=OFF >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 
 build-fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DUROCE_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) -- --no-print-directory
 
 demo: build
 	@$(BUILD)/bin/uroce-demo
 
 test: test-release test-asan fuzz
-	@echo "make test: all stages passed"
+	@p=0; f=0; for log in $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log; do \
+	  t=$$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\)/\1 \2/p' $$log | tail -1); \
+	  set -- $$t; f=$$((f + $$1)); p=$$((p + $$2 - $$1)); done; \
+	echo "make test (release + ASan/UBSan + fuzz): $$p passed, $$f failed"
 
 test-release: build
 	@echo "== tests (release) =="
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) > ctest.log 2>&1; rc=$$?; cat ctest.log; exit $$rc
 
 test-asan: build-asan
 	@echo "== tests (ASan + UBSan) =="
 	@cd $(ASAN_BUILD) && UROCE_PROTO_MESSAGES=$(ASAN_PROTO_MESSAGES) \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS)
+	  ctest --output-on-failure -j $(JOBS) > ctest.log 2>&1; rc=$$?; cat ctest.log; exit $$rc
 
 fuzz: build-fuzz
 	@echo "== fuzz: random packets into a connected responder/requester pair, $(FUZZ_SECONDS) s =="

@@ -421,8 +421,8 @@ double percentile(std::vector<double>& v, double p) {
   return v[k];
 }
 
-int run_server(const Opts& base, uint16_t port) {
-  auto ch = must(OobChannel::accept("127.0.0.1", port, 30'000), "out-of-band accept");
+int run_server(const Opts& base, uint16_t port, const char* listen_on) {
+  auto ch = must(OobChannel::accept(listen_on, port, base.server ? -1 : 30'000), "out-of-band accept");
   auto line = must(ch.recv_line(), "read options");
   Opts o = base;
   char op[32], mode[8];
@@ -507,13 +507,13 @@ int main(int argc, char** argv) {
   if (o.iters == 0 || o.qps == 0 || o.qps > 64) die("--iters must be > 0 and --qps 1..64");
   if (o.size > (16u << 20)) die("--size at most 16 MiB");
   if (is_atomic(o.op)) o.size = 8;
-  if (o.server) return run_server(o, o.port);
+  if (o.server) return run_server(o, o.port, "0.0.0.0");
   if (!o.connect.empty()) return run_client(o, o.connect);
   // Both sides here: the server in a child process, on a port the kernel picks for us.
   Opts local = o;
   local.port = uint16_t(20000 + getpid() % 20000);
   pid_t pid = fork();
-  if (pid == 0) _exit(run_server(local, local.port));
+  if (pid == 0) _exit(run_server(local, local.port, "127.0.0.1"));
   int rc = run_client(local, "127.0.0.1");
   int st = 0;
   waitpid(pid, &st, 0);
