@@ -20,6 +20,9 @@ struct DeviceOptions {
   std::string addr;   // IPv4 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
   std::string pcap;   // capture file; empty: $UROCE_PCAP ("%p" expands to the process id)
   uint64_t seed = 0;  // key randomness; 0: from the system
+  // Receive through a raw socket (needs CAP_NET_RAW; also $UROCE_RAW_RX=1) so the ICRC is
+  // checked against the sender's real IPv4 ID, as peers other than uroce vary it.
+  bool raw_rx = false;
 };
 
 struct DeviceAttr {

@@ -34,7 +34,8 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
     if (inet_pton(AF_INET, addr.c_str(), &a) != 1) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 address: " + addr);
     ip = ntohl(a.s_addr);
   }
-  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"));
+  const char* raw = std::getenv("UROCE_RAW_RX");
+  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"), opts.raw_rx || (raw && std::string(raw) == "1"));
   if (!link) return link.error();
   auto core = std::make_shared<DeviceCore>();
   core->name = name;

@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <linux/filter.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
 #include <netinet/udp.h>
 
 #include <algorithm>
@@ -10,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "wire/bytes.hpp"
 #include "wire/ipv4_udp.hpp"
 
 namespace uroce::link {
@@ -48,7 +52,38 @@ std::string ip_str(uint32_t ip) {
 
 }  // namespace
 
-Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path) {
+namespace {
+
+// Classic BPF on the IP header (AF_PACKET, SOCK_DGRAM): IPv4/UDP to dst_ip, port 4791, unfragmented.
+int open_raw(uint32_t dst_ip, int* err) {
+  int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_IP));
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 8),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, dst_ip, 0, 6),
+      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6), BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 4, 0),
+      BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0), BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kRoceV2Port, 0, 1), BPF_STMT(BPF_RET | BPF_K, 0xffff),
+      BPF_STMT(BPF_RET | BPF_K, 0),
+  };
+  sock_fprog prog{uint16_t(sizeof code / sizeof code[0]), code};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
+    *err = errno;
+    close(fd);
+    return -1;
+  }
+  int buf = 8 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path, bool raw_rx) {
   std::unique_ptr<UdpLink> l(new UdpLink);
   int err = 0;
   if (ip) {
@@ -76,8 +111,13 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
     if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
   }
   l->rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
+  if (raw_rx) {
+    l->raw_fd_ = open_raw(ip, &err);
+    if (l->raw_fd_ < 0)
+      return make_error(err, std::string("raw receive (UROCE_RAW_RX) needs CAP_NET_RAW: ") + std::strerror(err));
+  }
   const char* g = std::getenv("UROCE_GSO");
-  l->gso_ = !(g && std::string(g) == "0");
+  l->gso_ = !(g && std::string(g) == "0") && !raw_rx;
   if (l->gso_) {
     int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
     setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
@@ -87,6 +127,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
 
 UdpLink::~UdpLink() {
   if (rx_fd_ >= 0) close(rx_fd_);
+  if (raw_fd_ >= 0) close(raw_fd_);
   for (int fd : tx_fd_)
     if (fd >= 0) close(fd);
 }
@@ -177,7 +218,48 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
   q.clear();
 }
 
+void UdpLink::drain_udp() {
+  // In raw mode the same datagrams also reach the UDP socket, which only keeps the port ours.
+  mmsghdr msgs[kRxBatch];
+  iovec iov[kRxBatch];
+  for (;;) {
+    for (int k = 0; k < kRxBatch; ++k) {
+      iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
+      msgs[k] = {};
+      msgs[k].msg_hdr.msg_iov = &iov[k];
+      msgs[k].msg_hdr.msg_iovlen = 1;
+    }
+    if (recvmmsg(rx_fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr) < kRxBatch) return;
+  }
+}
+
+int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
+  drain_udp();
+  int total = 0;
+  uint8_t* buf = rx_buf_.data();
+  while (total < max) {
+    sockaddr_ll from{};
+    socklen_t fl = sizeof from;
+    ssize_t n = recvfrom(raw_fd_, buf, kRxBufBytes, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &fl);
+    if (n <= 0) break;
+    if (from.sll_pkttype == PACKET_OUTGOING) continue;
+    size_t ihl = size_t(buf[0] & 0xf) * 4, tot = wire::read_be16(buf + 2);
+    if (n < 28 || ihl < 20 || tot > size_t(n) || tot < ihl + 8) continue;  // the filter let it by; still check
+    const uint8_t* udp = buf + ihl;
+    size_t ulen = wire::read_be16(udp + 4);
+    if (ulen < 8 || ihl + ulen > tot) continue;
+    wire::FlowAddr f{wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp), wire::read_be16(udp + 2)};
+    wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};
+    std::span<const uint8_t> pkt(udp + 8, ulen - 8);
+    if (pcap_) pcap_->write(f, pkt, now);
+    nic.on_packet(pkt, f, now, ipf);
+    ++total;
+  }
+  return total;
+}
+
 int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
+  if (raw_fd_ >= 0) return poll_raw(nic, now, max);
   int total = 0;
   while (total < max) {
     mmsghdr msgs[kRxBatch];

@@ -21,18 +21,23 @@ namespace uroce::link {
 
 class UdpLink final : public Link {
  public:
-  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254).
-  static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path);
+  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254). raw_rx: receive through an
+  // AF_PACKET socket (needs CAP_NET_RAW) to see the IPv4 header, so that the ICRC is checked
+  // against the sender's real IP ID; peers other than uroce (rxe, RoCE NICs) vary it.
+  static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path,
+                                               bool raw_rx = false);
   ~UdpLink();
 
   uint32_t local_ip() const override { return ip_; }
   uint16_t src_port_for(uint32_t qpn) const override;
-  int rx_fd() const override { return rx_fd_; }
+  int rx_fd() const override { return raw_fd_ >= 0 ? raw_fd_ : rx_fd_; }
   void flush_tx(transport::Nic& nic, uint64_t now) override;
   int poll_rx(transport::Nic& nic, uint64_t now, int max) override;
 
  private:
   UdpLink() = default;
+  int poll_raw(transport::Nic& nic, uint64_t now, int max);
+  void drain_udp();
   static constexpr int kTxSockets = 8;
   static constexpr int kBatch = 32;
   static constexpr int kRxBatch = 16;
@@ -40,6 +45,7 @@ class UdpLink final : public Link {
   bool gso_ = true;
   uint32_t ip_ = 0;
   int rx_fd_ = -1;
+  int raw_fd_ = -1;
   int tx_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};
   uint16_t tx_port_[kTxSockets] = {};
   std::unique_ptr<PcapWriter> pcap_;

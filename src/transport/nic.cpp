@@ -383,10 +383,11 @@ bool Nic::progress(uint64_t now) {
   return did || !tx_.empty();
 }
 
-void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now) {
+void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
+                    const wire::Ipv4Fields& ip) {
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
-  if (!wire::icrc_ok(from, buf)) {
+  if (!wire::icrc_ok(from, buf, ip)) {
     ++ctr_.rx_bad_icrc;
     return;
   }

@@ -87,8 +87,10 @@ class Nic {
   bool has_doorbells() const { return doorbell_count_.load(std::memory_order_seq_cst) != 0; }
 
   // ---- engine side (engine lock held) ----
-  // A received UDP payload (BTH .. ICRC) from flow `from` (its ICRC is checked here).
-  void on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now);
+  // A received UDP payload (BTH .. ICRC) from flow `from` (its ICRC is checked here). `ip`
+  // holds the IPv4 fields the ICRC covers, when the link can see them (else ID 0 and DF).
+  void on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now,
+                 const wire::Ipv4Fields& ip = {});
   // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
   bool progress(uint64_t now);
   // Earliest timer deadline, or UINT64_MAX.

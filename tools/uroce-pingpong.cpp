@@ -1,0 +1,212 @@
+// uroce-pingpong: RC SEND ping-pong that speaks ibv_rc_pingpong's out-of-band protocol
+// (rdma-core's libibverbs/examples), so that uroce and an unmodified ibv_rc_pingpong (on rxe or
+// a RoCE NIC) can be each other's peer. ibv_rc_pingpong sends from the buffer it receives into,
+// so every message it returns must equal the one we sent before: we check every byte. Our data
+// keeps a zero at the start of each 4 KiB page, which is what its --chk verifies.
+//   server: uroce-pingpong [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
+//   client: uroce-pingpong [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "uroce/uroce.hpp"
+
+using namespace uroce;
+
+namespace {
+
+[[noreturn]] void die(const std::string& m) {
+  std::fprintf(stderr, "uroce-pingpong: %s\n", m.c_str());
+  std::exit(1);
+}
+
+constexpr size_t kMsg = sizeof "0000:000000:000000:00000000000000000000000000000000";  // with its NUL
+
+std::string wire_dest(uint32_t qpn, uint32_t psn, const Gid& gid) {
+  char m[kMsg];
+  int n = std::snprintf(m, sizeof m, "%04x:%06x:%06x:", 0, qpn, psn);
+  for (int i = 0; i < 16; ++i) n += std::snprintf(m + n, sizeof m - size_t(n), "%02x", gid.raw[size_t(i)]);
+  return std::string(m, kMsg);
+}
+
+Endpoint parse_dest(const char* m) {
+  unsigned lid, qpn, psn;
+  char g[33] = {};
+  if (std::sscanf(m, "%x:%x:%x:%32s", &lid, &qpn, &psn, g) != 4 || std::strlen(g) != 32)
+    die(std::string("bad peer address message: ") + m);
+  Endpoint e;
+  e.qpn = qpn;
+  e.psn = psn;
+  for (int i = 0; i < 16; ++i) e.gid.raw[size_t(i)] = uint8_t(std::strtoul(std::string(g + 2 * i, 2).c_str(), nullptr, 16));
+  return e;
+}
+
+bool full(int fd, void* p, size_t n, bool rd) {
+  auto* b = static_cast<char*>(p);
+  while (n) {
+    ssize_t r = rd ? read(fd, b, n) : write(fd, b, n);
+    if (r <= 0) return false;
+    b += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+int tcp_connect(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) die("cannot resolve " + host);
+  for (int attempt = 0; attempt < 300; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+      freeaddrinfo(res);
+      return fd;
+    }
+    close(fd);
+    usleep(100'000);
+  }
+  die("cannot connect to " + host + ":" + std::to_string(port));
+}
+
+int tcp_accept(int port) {
+  int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(ls, 1) != 0) die("cannot listen");
+  int fd = accept(ls, nullptr, nullptr);
+  close(ls);
+  if (fd < 0) die("accept failed");
+  return fd;
+}
+
+void fill(std::vector<uint8_t>& b, size_t size, uint64_t k) {
+  std::mt19937_64 r(k * 7919 + 1);
+  for (size_t i = 0; i < size; ++i) b[i] = (i % 4096 == 0) ? 0 : uint8_t(r() >> 56);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int port = 18515, iters = 1000;
+  size_t size = 4096;
+  Mtu mtu = Mtu::Mtu1024;
+  int c;
+  while ((c = getopt(argc, argv, "p:s:n:m:g:d:ec")) != -1) {
+    switch (c) {
+      case 'p': port = std::atoi(optarg); break;
+      case 's': size = std::strtoul(optarg, nullptr, 0); break;
+      case 'n': iters = std::atoi(optarg); break;
+      case 'm': {
+        int m = std::atoi(optarg);
+        mtu = m == 256 ? Mtu::Mtu256 : m == 512 ? Mtu::Mtu512 : m == 2048 ? Mtu::Mtu2048 : m == 4096 ? Mtu::Mtu4096 : Mtu::Mtu1024;
+        break;
+      }
+      case 'g': case 'd': case 'e': case 'c': break;  // accepted for ibv_rc_pingpong compatibility
+      default: die("usage: uroce-pingpong [-p port] [-s size] [-n iters] [-m mtu] [server]");
+    }
+  }
+  std::string server = optind < argc ? argv[optind] : "";
+  if (size == 0 || size > (1u << 24)) die("size must be 1..16 MiB");
+
+  auto dev = Device::open();
+  if (!dev) die(dev.error().message);
+  auto pd = std::move(*(*dev)->alloc_pd());
+  auto cq = std::move(*(*dev)->create_cq(1024));
+  std::vector<uint8_t> sbuf(size), rbuf(size * 16), expect(size);
+  auto smr = std::move(*pd->reg_mr(sbuf.data(), sbuf.size(), kAccessLocalWrite));
+  auto rmr = std::move(*pd->reg_mr(rbuf.data(), rbuf.size(), kAccessLocalWrite));
+  auto qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
+  Gid gid = *(*dev)->query_gid(0);
+  uint32_t psn = std::random_device{}() & 0xffffff;
+  std::string mine = wire_dest(qp->qp_num(), psn, gid);
+
+  int fd;
+  Endpoint peer;
+  ConnectOptions co;
+  co.path_mtu = mtu;
+  co.max_rd_atomic = co.max_dest_rd_atomic = 1;
+  char msg[kMsg];
+  auto connect_qp = [&] {
+    if (Status s = qp->connect(peer, psn, co); !s) die("connect: " + s.error().message);
+    for (uint64_t i = 0; i < 16; ++i) {
+      Sge s{uint64_t(rbuf.data() + i * size), uint32_t(size), rmr->lkey()};
+      if (!qp->post_recv({i, {&s, 1}})) die("post_recv");
+    }
+  };
+  if (server.empty()) {
+    fd = tcp_accept(port);
+    if (!full(fd, msg, kMsg, true)) die("reading the client's address");
+    peer = parse_dest(msg);
+    connect_qp();
+    if (!full(fd, mine.data(), kMsg, false)) die("sending our address");
+    char done[5];
+    if (read(fd, done, sizeof done) <= 0) die("client did not finish the exchange");
+  } else {
+    fd = tcp_connect(server, port);
+    if (!full(fd, mine.data(), kMsg, false) || !full(fd, msg, kMsg, true)) die("address exchange");
+    peer = parse_dest(msg);
+    if (!full(fd, const_cast<char*>("done"), 5, false)) die("sending done");
+    connect_qp();
+  }
+  std::printf("  local address:  LID 0x0000, QPN 0x%06x, PSN 0x%06x, GID %s\n", qp->qp_num(), psn, gid.to_string().c_str());
+  std::printf("  remote address: LID 0x0000, QPN 0x%06x, PSN 0x%06x, GID %s\n", peer.qpn, peer.psn, peer.gid.to_string().c_str());
+
+  bool client = !server.empty();
+  uint64_t sent = 0, received = 0, bad = 0;
+  bool peer_echoes = true;
+  auto t0 = std::chrono::steady_clock::now();
+  auto send_next = [&] {
+    fill(sbuf, size, sent);
+    Sge s{uint64_t(sbuf.data()), uint32_t(size), smr->lkey()};
+    if (!qp->post_send({1000 + sent, WrOpcode::Send, kSendSignaled, {&s, 1}})) die("post_send");
+    ++sent;
+  };
+  if (client) send_next();
+  while (received < uint64_t(iters) || sent < uint64_t(iters)) {
+    Wc wc[4];
+    auto r = cq->wait(wc, 10'000);
+    if (!r || *r == 0) die("no completion for 10 s (sent " + std::to_string(sent) + ", received " + std::to_string(received) + ")");
+    for (int k = 0; k < *r; ++k) {
+      if (wc[k].status != WcStatus::Success) die(std::string("completion error ") + to_string(wc[k].status));
+      if (wc[k].opcode != WcOpcode::Recv) continue;
+      uint8_t* got = rbuf.data() + wc[k].wr_id * size;
+      if (wc[k].byte_len != size) ++bad;
+      // An ibv_rc_pingpong client starts with its initial buffer (0x7b bytes, --chk's page
+      // zeros) and then echoes our previous message; a uroce-pingpong client sends fresh data,
+      // message k being our pattern k. The first message says which.
+      if (!client && received == 0) {
+        fill(expect, size, 0);
+        peer_echoes = std::memcmp(got, expect.data(), size) != 0;
+        for (size_t i = 0; i < size; i += 4096) bad += got[i] != 0;
+        for (size_t i = 0; peer_echoes && i < size; ++i) bad += (i % 4096) && got[i] != 0x7b;
+      } else {
+        fill(expect, size, client || !peer_echoes ? received : received - 1);
+        if (std::memcmp(got, expect.data(), size) != 0) ++bad;
+      }
+      ++received;
+      Sge s{uint64_t(got), uint32_t(size), rmr->lkey()};
+      if (!qp->post_recv({wc[k].wr_id, {&s, 1}})) die("post_recv");
+      if (sent < uint64_t(iters)) send_next();
+    }
+  }
+  double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%zu bytes in %.2f seconds = %.2f Mbit/sec\n", size * size_t(iters) * 2, sec,
+              double(size) * iters * 2 * 8 / sec / 1e6);
+  std::printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, sec, sec * 1e6 / iters);
+  std::printf("verified %llu messages: %s\n", (unsigned long long)received, bad ? "MISMATCH" : "all bytes equal");
+  close(fd);
+  return bad ? 1 : 0;
+}
