@@ -12,7 +12,7 @@ FUZZ_SECONDS ?= 60
 # The ASan run repeats the whole suite with a smaller protocol stress load.
 ASAN_PROTO_MESSAGES ?= 2000
 
-.PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench clean
+.PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench interop clean
 
 all: build
 
@@ -58,6 +58,10 @@ fuzz: build-fuzz
 	  tail -n 8 $(FUZZ_BUILD)/fuzz.log; \
 	  if [ $$rc -ne 0 ]; then echo "fuzzer failed (exit $$rc), see $(FUZZ_BUILD)/fuzz.log"; exit 1; fi; \
 	  echo "fuzz: no crash, leak or canary hit"
+
+# uroce <-> Linux Soft-RoCE in a qemu guest (root; boots ../shared/rxe-peer).
+interop: build
+	@bash tests/interop/rxe_interop.sh $(BUILD)
 
 bench: build
 	@sh bench/run.sh $(BUILD)

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   std::printf("  remote address: LID 0x0000, QPN 0x%06x, PSN 0x%06x, GID %s\n", peer.qpn, peer.psn, peer.gid.to_string().c_str());
 
   bool client = !server.empty();
-  uint64_t sent = 0, received = 0, bad = 0;
+  uint64_t sent = 0, send_done = 0, received = 0, bad = 0;
   bool peer_echoes = true;
   auto t0 = std::chrono::steady_clock::now();
   auto send_next = [&] {
@@ -175,13 +175,17 @@ int main(int argc, char** argv) {
     ++sent;
   };
   if (client) send_next();
-  while (received < uint64_t(iters) || sent < uint64_t(iters)) {
+  // Like ibv_rc_pingpong: done when every message was received and every send completed.
+  while (received < uint64_t(iters) || send_done < uint64_t(iters)) {
     Wc wc[4];
     auto r = cq->wait(wc, 10'000);
     if (!r || *r == 0) die("no completion for 10 s (sent " + std::to_string(sent) + ", received " + std::to_string(received) + ")");
     for (int k = 0; k < *r; ++k) {
       if (wc[k].status != WcStatus::Success) die(std::string("completion error ") + to_string(wc[k].status));
-      if (wc[k].opcode != WcOpcode::Recv) continue;
+      if (wc[k].opcode != WcOpcode::Recv) {
+        ++send_done;
+        continue;
+      }
       uint8_t* got = rbuf.data() + wc[k].wr_id * size;
       if (wc[k].byte_len != size) ++bad;
       // An ibv_rc_pingpong client starts with its initial buffer (0x7b bytes, --chk's page

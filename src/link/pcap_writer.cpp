@@ -34,7 +34,8 @@ PcapWriter::~PcapWriter() {
   if (f_) std::fclose(f_);
 }
 
-void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payload, uint64_t t) {
+void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payload, uint64_t t,
+                       const wire::Ipv4Fields& ip) {
   if (!f_) return;
   uint8_t frame[wire::kEthLen + wire::kIpv4Len + wire::kUdpLen];
   // Locally administered MACs derived from the IPv4 addresses.
@@ -42,7 +43,7 @@ void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payl
   e[0] = 0x02; e[1] = 0x00; wire::write_be32(e + 2, flow.dst_ip);
   e[6] = 0x02; e[7] = 0x00; wire::write_be32(e + 8, flow.src_ip);
   wire::write_be16(e + 12, 0x0800);
-  wire::write_ipv4_udp(frame + wire::kEthLen, flow, payload.size());
+  wire::write_ipv4_udp(frame + wire::kEthLen, flow, payload.size(), ip);
   uint32_t len = uint32_t(sizeof frame + payload.size());
   uint32_t rec[4] = {uint32_t(t / 1'000'000'000), uint32_t(t % 1'000'000'000 / 1000), len, len};
   std::lock_guard g(mu_);

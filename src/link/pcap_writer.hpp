@@ -17,7 +17,9 @@ class PcapWriter {
   static std::string expand_path(const std::string& path);
   bool open(const std::string& path);
   ~PcapWriter();
-  void write(const wire::FlowAddr& flow, std::span<const uint8_t> udp_payload, uint64_t time_ns);
+  // `ip`: the IPv4 fields as received (raw receive) or as our sockets send them.
+  void write(const wire::FlowAddr& flow, std::span<const uint8_t> udp_payload, uint64_t time_ns,
+             const wire::Ipv4Fields& ip = {});
   bool is_open() const { return f_ != nullptr; }
 
  private:

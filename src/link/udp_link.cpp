@@ -251,7 +251,7 @@ int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
     wire::FlowAddr f{wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp), wire::read_be16(udp + 2)};
     wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};
     std::span<const uint8_t> pkt(udp + 8, ulen - 8);
-    if (pcap_) pcap_->write(f, pkt, now);
+    if (pcap_) pcap_->write(f, pkt, now, ipf);
     nic.on_packet(pkt, f, now, ipf);
     ++total;
   }
