@@ -7,6 +7,7 @@ Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uin
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = o.access;
+  if (qp.type() == QpType::UC) a.qp_access_flags &= kAccessLocalWrite | kAccessRemoteWrite;
   if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
   a.qp_state = QpState::Rtr;
   a.path_mtu = o.path_mtu;
@@ -15,17 +16,19 @@ Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uin
   a.dgid = remote.gid;
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
-  if (Status s = nic.modify_qp(qp, a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
-                                          kQpMinRnrTimer);
-      !s)
-    return s;
+  const bool rc = qp.type() == QpType::RC;  // UC has no ACKs: no timers, retries or READ/atomic state
+  uint32_t rtr = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+  if (rc) rtr |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  if (Status s = nic.modify_qp(qp, a, rtr); !s) return s;
   a.qp_state = QpState::Rts;
   a.sq_psn = local_psn;
   a.timeout = o.timeout;
   a.retry_cnt = o.retry_cnt;
   a.rnr_retry = o.rnr_retry;
   a.max_rd_atomic = o.max_rd_atomic;
-  return nic.modify_qp(qp, a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+  uint32_t rts = kQpState | kQpSqPsn;
+  if (rc) rts |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+  return nic.modify_qp(qp, a, rts);
 }
 
 }  // namespace uroce::cm

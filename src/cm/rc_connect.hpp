@@ -1,5 +1,5 @@
-// Connecting an RC QP: RESET -> INIT -> RTR -> RTS towards a remote endpoint, with the
-// attributes each transition requires. Engine lock held by the caller.
+// Connecting an RC or UC QP: RESET -> INIT -> RTR -> RTS towards a remote endpoint, with the
+// attributes each transition requires for its type. Engine lock held by the caller.
 #pragma once
 #include "transport/nic.hpp"
 #include "uroce/types.hpp"

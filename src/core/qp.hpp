@@ -64,6 +64,7 @@ struct ResponderState {
   uint32_t msn = 0;        // messages completed, 24 bits
   RespMsg msg = RespMsg::None;
   bool nak_sent = false;   // a PSN sequence NAK is outstanding for epsn
+  bool uc_drop = false;    // UC: dropping the rest of a message
   bool ack_pending = false;
   bool in_ack_list = false;
   // Current SEND message: the receive WQE taken for it.

@@ -92,7 +92,8 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
     return make_error(EINVAL, "create_qp: send and receive completion queues are required");
-  if (type != QpType::RC) return make_error(EOPNOTSUPP, "create_qp: only RC queue pairs are supported");
+  if (type != QpType::RC && type != QpType::UC)
+    return make_error(EOPNOTSUPP, "create_qp: only RC and UC queue pairs are supported");
   if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
     return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
@@ -155,6 +156,8 @@ Status Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   for (const Sge& s : wr.sg_list) total += s.length;
   if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
   bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
+  if (qp.type() == QpType::UC && (atomic || wr.opcode == WrOpcode::RdmaRead))
+    return make_error(EINVAL, "post_send: UC queue pairs support SEND and RDMA WRITE only");
   if (wr.send_flags & kSendInline) {
     if (atomic || wr.opcode == WrOpcode::RdmaRead)
       return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
@@ -406,7 +409,9 @@ void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, ui
     return;
   }
   const wire::OpcodeInfo& info = p.info();
-  if (info.transport != wire::Transport::RC || q->type() != QpType::RC) {
+  bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
+               (info.transport == wire::Transport::UC && q->type() == QpType::UC);
+  if (!match) {
     ++ctr_.rx_bad_opcode;
     return;
   }

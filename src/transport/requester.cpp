@@ -24,8 +24,8 @@ uint32_t packets_for(const SendWqe& w, uint32_t mtu) {
   return w.length == 0 ? 1 : (w.length + mtu - 1) / mtu;
 }
 
-// FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of a SEND or WRITE (IBA 9.4.1.1).
-Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n) {
+// FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of an RC SEND or WRITE (IBA 9.4.1.1).
+Opcode segment_opcode_rc(const SendWqe& w, uint32_t k, uint32_t n) {
   bool send = w.opcode == WrOpcode::Send || w.opcode == WrOpcode::SendWithImm;
   bool imm = w.opcode == WrOpcode::SendWithImm || w.opcode == WrOpcode::RdmaWriteWithImm;
   if (n == 1) {
@@ -36,6 +36,12 @@ Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n) {
   if (k + 1 < n) return send ? Opcode::RC_SEND_MIDDLE : Opcode::RC_WRITE_MIDDLE;
   if (send) return imm ? Opcode::RC_SEND_LAST_IMM : Opcode::RC_SEND_LAST;
   return imm ? Opcode::RC_WRITE_LAST_IMM : Opcode::RC_WRITE_LAST;
+}
+
+// RC and UC share the layout: UC's opcodes are RC's plus 0x20.
+Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n, bool uc) {
+  Opcode rc = segment_opcode_rc(w, k, n);
+  return uc ? Opcode(uint8_t(rc) + 0x20) : rc;
 }
 
 void fail_wqe(Nic& nic, Qp& qp, SendWqe& w, WcStatus st) {
@@ -65,6 +71,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
   const uint32_t mtu = qp.mtu();
   const uint32_t window = nic.cfg().max_inflight_pkts;
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attr().max_rd_atomic);
+  const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
   while (req.next != prod) {
@@ -113,7 +120,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
       p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
       p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
     } else {
-      p.bth.opcode = segment_opcode(w, req.pkt, w.npkts);
+      p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, uc);
       last = req.pkt + 1 == w.npkts;
       uint32_t len = std::min(mtu, w.length - offset);
       if (w.is_inline) {
@@ -137,7 +144,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
       }
     }
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
-    p.bth.ack_req = last || inflight % nic.cfg().ack_req_every == 0 || inflight + 1 >= window;
+    p.bth.ack_req = !uc && (last || inflight % nic.cfg().ack_req_every == 0 || inflight + 1 >= window);
     send_packet(nic, tx, p);
     --budget;
     if (psn < req.high) {
@@ -146,6 +153,18 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
       req.high = psn + 1;
     }
 
+    if (uc) {
+      // Unreliable: nothing is acknowledged, a WQE is done once its last packet left (IBA 9.8.2).
+      qp.comp.una = psn + 1;
+      if (!last) {
+        ++req.pkt;
+        continue;
+      }
+      req.pkt = 0;
+      nic.complete_send(qp, w, WcStatus::Success);
+      if (st != QpState::Rts) return false;
+      continue;
+    }
     if (last || rd_atomic) {
       ++req.next;
       req.pkt = 0;

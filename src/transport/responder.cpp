@@ -52,6 +52,18 @@ void fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   nic.qp_to_error(qp);
 }
 
+// An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
+// message silently until the next FIRST or ONLY packet (IBA 9.8.3).
+void reject(Nic& nic, Qp& qp, Psn psn, NakCode code) {
+  if (qp.type() == QpType::UC) {
+    ++nic.ctr().rx_uc_dropped;
+    qp.resp.uc_drop = true;
+    qp.resp.msg = core::RespMsg::None;
+    return;
+  }
+  fatal_nak(nic, qp, psn, code);
+}
+
 void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, const wire::Packet* p) {
   auto& r = qp.resp;
   Wc wc;
@@ -87,6 +99,10 @@ bool take_recv(Qp& qp) {
 }
 
 void rnr_nak(Nic& nic, Qp& qp, Psn psn) {
+  if (qp.type() == QpType::UC) {  // no receive WQE: the message is lost (IBA 9.8.3)
+    reject(nic, qp, psn, NakCode::InvalidRequest);
+    return;
+  }
   ++nic.ctr().tx_rnr_naks;
   answer(nic, qp, psn, Aeth::rnr_nak(qp.resp.msn, qp.attr().min_rnr_timer));
 }
@@ -104,13 +120,13 @@ void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(nic, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
-    fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     return;
   }
   if (sgl_copy(nic.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                const_cast<uint8_t*>(p.payload.data()), len, SglDir::FromBuffer) != core::KeyCheck::Ok) {
     recv_completion(nic, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
-    fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
+    reject(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
     return;
   }
   r.recv_offset += len;
@@ -122,7 +138,7 @@ void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
   } else {
     r.msg = core::RespMsg::Send;
   }
-  if (p.bth.ack_req) nic.want_ack(qp);
+  if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
 }
 
 void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
@@ -130,12 +146,12 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite)) {
-      fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+      reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
       return;
     }
     if (nic.mrs().check_remote(p.reth.rkey, qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
         core::KeyCheck::Ok) {
-      fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+      reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
       return;
     }
     r.write_va = p.reth.va;
@@ -151,7 +167,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.write_offset) + len > r.write_len ||
       ((flags & wire::kLast) && r.write_offset + len != r.write_len)) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     return;
   }
   if (len) {
@@ -159,7 +175,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
     uint8_t* dst = nullptr;
     if (nic.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
         core::KeyCheck::Ok) {
-      fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+      reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
       return;
     }
     std::memcpy(dst, p.payload.data(), len);
@@ -173,7 +189,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   } else {
     r.msg = core::RespMsg::Write;
   }
-  if (p.bth.ack_req) nic.want_ack(qp);
+  if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
 }
 
 uint32_t read_packets(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
@@ -334,8 +350,35 @@ bool run_job(Nic& nic, Qp& qp, RespJob& j) {
 
 }  // namespace
 
+// UC (IBA 9.8.3): a gap in PSNs loses the message in progress; the next FIRST or ONLY packet
+// starts over from its own PSN. Only forward, though: over IP a packet can be duplicated or
+// arrive late, and one behind the expected PSN would deliver an old message again (rxe resyncs
+// on it too; we drop it and leave the message in progress alone). False: drop the packet.
+bool uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
+  auto& r = qp.resp;
+  if (p.bth.psn == r.epsn && !r.uc_drop) return true;
+  if (p.bth.psn < r.epsn) {
+    ++nic.ctr().rx_duplicate;
+    return false;
+  }
+  if (p.info().flags & wire::kFirst) {
+    if (r.msg != core::RespMsg::None && !r.uc_drop) ++nic.ctr().rx_uc_dropped;  // its tail was lost
+    r.uc_drop = false;
+    r.msg = core::RespMsg::None;
+    r.epsn = p.bth.psn;
+    return true;
+  }
+  ++nic.ctr().rx_out_of_sequence;
+  if (!r.uc_drop) ++nic.ctr().rx_uc_dropped;
+  r.uc_drop = true;
+  r.msg = core::RespMsg::None;
+  r.epsn = p.bth.psn + 1;
+  return false;
+}
+
 void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
   auto& r = qp.resp;
+  if (qp.type() == QpType::UC && !uc_sequence(nic, qp, p)) return;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
   if (d < 0) {
     on_duplicate(nic, qp, p);
@@ -364,7 +407,7 @@ void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*no
     ok = (flags & wire::kLast) ? n <= qp.mtu() : n == qp.mtu();
   }
   if (!ok) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     return;
   }
   if (flags & wire::kSend)

@@ -30,6 +30,7 @@ struct PairOptions {
   uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   QpCap cap{256, 256, 4, 4, 64};
   uint32_t cq_depth = 4096;
+  QpType type = QpType::RC;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -49,7 +50,7 @@ class CorePair {
     s.pd = *s.nic->alloc_pd();
     s.scq = *s.nic->create_cq(opt.cq_depth);
     s.rcq = *s.nic->create_cq(opt.cq_depth);
-    auto qp = s.nic->create_qp(s.pd, QpType::RC, s.scq, s.rcq, opt.cap, false);
+    auto qp = s.nic->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
     ASSERT_TRUE(qp.ok()) << qp.error().message;
     s.qp = *qp;
   }
