@@ -3,8 +3,9 @@
 // a RoCE NIC) can be each other's peer. ibv_rc_pingpong sends from the buffer it receives into,
 // so every message it returns must equal the one we sent before: we check every byte. Our data
 // keeps a zero at the start of each 4 KiB page, which is what its --chk verifies.
-//   server: uroce-pingpong [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
-//   client: uroce-pingpong [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
+// With -u it uses a UC QP and pairs with ibv_uc_pingpong (same exchange).
+//   server: uroce-pingpong [-u] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
+//   client: uroce-pingpong [-u] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -103,9 +104,11 @@ int main(int argc, char** argv) {
   int port = 18515, iters = 1000;
   size_t size = 4096;
   Mtu mtu = Mtu::Mtu1024;
+  QpType type = QpType::RC;
   int c;
-  while ((c = getopt(argc, argv, "p:s:n:m:g:d:ec")) != -1) {
+  while ((c = getopt(argc, argv, "up:s:n:m:g:d:ec")) != -1) {
     switch (c) {
+      case 'u': type = QpType::UC; break;
       case 'p': port = std::atoi(optarg); break;
       case 's': size = std::strtoul(optarg, nullptr, 0); break;
       case 'n': iters = std::atoi(optarg); break;
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
         break;
       }
       case 'g': case 'd': case 'e': case 'c': break;  // accepted for ibv_rc_pingpong compatibility
-      default: die("usage: uroce-pingpong [-p port] [-s size] [-n iters] [-m mtu] [server]");
+      default: die("usage: uroce-pingpong [-u] [-p port] [-s size] [-n iters] [-m mtu] [server]");
     }
   }
   std::string server = optind < argc ? argv[optind] : "";
@@ -128,7 +131,7 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> sbuf(size), rbuf(size * 16), expect(size);
   auto smr = std::move(*pd->reg_mr(sbuf.data(), sbuf.size(), kAccessLocalWrite));
   auto rmr = std::move(*pd->reg_mr(rbuf.data(), rbuf.size(), kAccessLocalWrite));
-  auto qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
+  auto qp = std::move(*pd->create_qp({type, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
   Gid gid = *(*dev)->query_gid(0);
   uint32_t psn = std::random_device{}() & 0xffffff;
   std::string mine = wire_dest(qp->qp_num(), psn, gid);

@@ -55,34 +55,38 @@ check_capture() {  # pcap: every packet valid, tshark decodes all as InfiniBand 
   return 0
 }
 
-# RC SEND, uroce requester -> rxe responder (and back: ibv_rc_pingpong answers every message).
+# SEND, uroce requester -> rxe responder (and back: ibv_rc_pingpong answers every message).
+# TRANSPORT=uc uses UC QPs and ibv_uc_pingpong.
+TRANSPORT=rc
+tool() { echo "ibv_${TRANSPORT}_pingpong"; }
+uflag() { [ "$TRANSPORT" = uc ] && echo -u; }
 rc_send_to_rxe() {  # size iters
-  local s=$1 n=$2 tag="rc-send-uroce-client-$1"
-  guest "timeout 120 ibv_rc_pingpong -d rxe0 -g 1 -s $s -n $n -c > /tmp/$tag.log 2>&1 &"
+  local s=$1 n=$2 tag="$TRANSPORT-send-uroce-client-$1-$2"
+  guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c > /tmp/$tag.log 2>&1 &"
   sleep 0.5
-  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" -s "$s" -n "$n" 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
+  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
   local rc=$?
   sleep 0.5
   guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
   check_capture "$OUT/$tag.pcap" || rc=1
-  record "RC SEND $s B x $n, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
+  record "${TRANSPORT^^} SEND $s B x $n, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
 }
 
-# RC SEND, rxe requester -> uroce responder.
+# SEND, rxe requester -> uroce responder.
 rc_send_from_rxe() {
-  local s=$1 n=$2 tag="rc-send-rxe-client-$1"
-  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" -s "$s" -n "$n" > "$OUT/$tag.host.log" 2>&1 &
+  local s=$1 n=$2 tag="$TRANSPORT-send-rxe-client-$1-$2"
+  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" > "$OUT/$tag.host.log" 2>&1 &
   local hp=$!
   sleep 0.5
-  guest "timeout 120 ibv_rc_pingpong -d rxe0 -g 1 -s $s -n $n -c 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
+  guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
   wait $hp
   local rc=$?
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
   check_capture "$OUT/$tag.pcap" || rc=1
-  record "RC SEND $s B x $n, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"
+  record "${TRANSPORT^^} SEND $s B x $n, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"
 }
 
 for size in 64 1024 4096 10000; do
@@ -96,6 +100,13 @@ guest "/usr/sbin/tc qdisc add dev eth0 root netem loss 5%" > /dev/null 2>&1
 rc_send_to_rxe 4096 200
 rc_send_from_rxe 4096 200
 guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
+
+# UC (no loss: ibv_uc_pingpong waits forever for a message UC lost).
+TRANSPORT=uc
+for size in 64 4096 10000; do
+  rc_send_to_rxe $size 20
+  rc_send_from_rxe $size 20
+done
 
 {
   echo "# uroce <-> rxe interop run ($(date -u +%Y-%m-%dT%H:%MZ))"
