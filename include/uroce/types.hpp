@@ -45,6 +45,8 @@ struct Sge {
   uint32_t lkey = 0;
 };
 
+struct Ah;
+
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::Send;
@@ -55,6 +57,9 @@ struct SendWr {
   uint32_t rkey = 0;
   uint64_t compare_add = 0;   // atomics: compare (CMP_SWP) or add (FETCH_ADD)
   uint64_t swap = 0;
+  const Ah* ah = nullptr;     // UD: destination, read when posting
+  uint32_t remote_qpn = 0;    // UD
+  uint32_t remote_qkey = 0;   // UD; with the top bit set, the QP's own Q_Key is used
 };
 
 struct RecvWr {
@@ -70,6 +75,7 @@ struct Wc {
   uint32_t imm_data = 0;  // host order, valid when with_imm
   bool with_imm = false;
   bool solicited = false;
+  bool with_grh = false;  // UD: the buffer starts with the 40-byte GRH area
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;
   uint32_t vendor_err = 0;
@@ -84,6 +90,18 @@ struct Gid {
   static std::optional<Gid> parse(const std::string& s);
   bool operator==(const Gid&) const = default;
 };
+
+// Address handle for UD sends: where a datagram goes. RoCE v2: an IPv4-mapped GID.
+struct Ah {
+  Gid dgid;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint8_t sgid_index = 0;
+  // The sender of a UD receive, from the 40-byte GRH area at the start of its buffer.
+  static Ah from_grh(const void* grh);
+};
+
+inline constexpr uint32_t kGrhBytes = 40;  // UD receives start with this much room for the GRH
 
 struct QpCap {
   uint32_t max_send_wr = 128;

@@ -128,6 +128,8 @@ class QueuePair {
   Status modify(const QpAttr& attr, uint32_t mask);
   // RESET -> INIT -> RTR -> RTS towards `remote`, sending from PSN `local_psn`.
   Status connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o = {});
+  // UD: RESET -> INIT -> RTR -> RTS with this Q_Key; sends then name their destination (SendWr::ah).
+  Status activate_ud(uint32_t qkey, uint32_t sq_psn = 0);
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

@@ -220,6 +220,11 @@ Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const Conn
   return cm::connect_rc(*core_->nic, *static_cast<core::Qp*>(qp_), remote, local_psn, o);
 }
 
+Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
+  auto g = core_->lock();
+  return cm::activate_ud(*core_->nic, *static_cast<core::Qp*>(qp_), qkey, sq_psn);
+}
+
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
   return core_->nic->post_send(*static_cast<core::Qp*>(qp_), wrs, bad);
 }

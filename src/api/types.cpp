@@ -84,4 +84,13 @@ std::optional<Gid> Gid::parse(const std::string& s) {
   return std::nullopt;
 }
 
+Ah Ah::from_grh(const void* grh) {
+  // RoCE v2 over IPv4: bytes 20..39 hold the IPv4 header; its source address is bytes 32..35.
+  const uint8_t* p = static_cast<const uint8_t*>(grh) + 20;
+  Ah a;
+  a.dgid = Gid::from_ipv4(uint32_t(p[12]) << 24 | uint32_t(p[13]) << 16 | uint32_t(p[14]) << 8 | p[15]);
+  a.hop_limit = 64;
+  return a;
+}
+
 }  // namespace uroce

@@ -31,4 +31,16 @@ Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uin
   return nic.modify_qp(qp, a, rts);
 }
 
+Status activate_ud(transport::Nic& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  a.qkey = qkey;
+  if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey); !s) return s;
+  a.qp_state = QpState::Rtr;
+  if (Status s = nic.modify_qp(qp, a, kQpState); !s) return s;
+  a.qp_state = QpState::Rts;
+  a.sq_psn = sq_psn & 0xffffff;
+  return nic.modify_qp(qp, a, kQpState | kQpSqPsn);
+}
+
 }  // namespace uroce::cm

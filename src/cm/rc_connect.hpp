@@ -9,4 +9,7 @@ namespace uroce::cm {
 Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o);
 
+// UD: RESET -> INIT (with its Q_Key) -> RTR -> RTS; datagrams need no remote endpoint.
+Status activate_ud(transport::Nic& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn);
+
 }  // namespace uroce::cm

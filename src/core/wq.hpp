@@ -23,6 +23,9 @@ struct SendWqe {
   uint32_t imm;
   uint32_t length;      // total bytes of the message
   uint32_t flags;       // SendFlags
+  uint32_t ud_ip;       // UD destination, resolved from the address handle when posted
+  uint32_t ud_qpn;
+  uint32_t ud_qkey;
   WrOpcode opcode;
   bool is_inline;
   uint16_t num_sge;

@@ -12,6 +12,8 @@ namespace uroce::transport {
 
 // Sends new or retransmitted requests within the window. Returns true if it has more to send now.
 bool requester_run(Nic& nic, core::Qp& qp, uint64_t now, uint32_t& budget);
+// UD: sends one WQE as a datagram and completes it. False if no packet buffer was free.
+bool requester_send_datagram(Nic& nic, core::Qp& qp, core::SendWqe& w, uint32_t idx);
 // Go-back-N: the next request sent is the one carrying `psn`.
 void requester_go_back(Nic& nic, core::Qp& qp, wire::Psn psn);
 
@@ -25,6 +27,10 @@ void responder_on_request(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_
 bool responder_run(Nic& nic, core::Qp& qp, uint32_t& budget);
 // Sends the coalesced ACK for this QP (or queues it behind pending responses).
 void responder_flush_ack(Nic& nic, core::Qp& qp);
+
+// UD: one datagram into the next receive WQE, after the GRH area (IBA 9.8.4, 11.4.1.2).
+void responder_on_datagram(Nic& nic, core::Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
+                           const wire::Ipv4Fields& ip);
 
 // Starts a packet to the QP's peer; headers are written by the caller.
 TxPacket* start_packet(Nic& nic, const core::Qp& qp);

@@ -92,8 +92,8 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
     return make_error(EINVAL, "create_qp: send and receive completion queues are required");
-  if (type != QpType::RC && type != QpType::UC)
-    return make_error(EOPNOTSUPP, "create_qp: only RC and UC queue pairs are supported");
+  if (type != QpType::RC && type != QpType::UC && type != QpType::UD)
+    return make_error(EOPNOTSUPP, "create_qp: RC, UC and UD queue pairs are supported");
   if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
     return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
@@ -158,6 +158,13 @@ Status Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
   if (qp.type() == QpType::UC && (atomic || wr.opcode == WrOpcode::RdmaRead))
     return make_error(EINVAL, "post_send: UC queue pairs support SEND and RDMA WRITE only");
+  if (qp.type() == QpType::UD) {
+    if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
+      return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
+    if (!wr.ah || !wr.ah->dgid.ipv4()) return make_error(EINVAL, "post_send: UD needs an address handle with an IPv4-mapped GID");
+    if (total > kUdMaxMessage) return make_error(EINVAL, "post_send: a UD message fits in one MTU (4096 bytes)");
+    if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
+  }
   if (wr.send_flags & kSendInline) {
     if (atomic || wr.opcode == WrOpcode::RdmaRead)
       return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
@@ -207,6 +214,11 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
       w.rkey = wr.rkey;
       w.compare_add = wr.compare_add;
       w.swap = wr.swap;
+      if (wr.ah) {
+        w.ud_ip = *wr.ah->dgid.ipv4();
+        w.ud_qpn = wr.remote_qpn;
+        w.ud_qkey = wr.remote_qkey;
+      }
       uint32_t total = 0;
       if (wr.send_flags & kSendInline) {
         uint8_t* dst = sq.inline_data(idx);
@@ -410,9 +422,19 @@ void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, ui
   }
   const wire::OpcodeInfo& info = p.info();
   bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
-               (info.transport == wire::Transport::UC && q->type() == QpType::UC);
+               (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
+               (info.transport == wire::Transport::UD && q->type() == QpType::UD);
   if (!match) {
     ++ctr_.rx_bad_opcode;
+    return;
+  }
+  if (q->type() == QpType::UD) {  // datagrams come from anyone
+    QpState s = q->state();
+    if (s != QpState::Rtr && s != QpState::Rts && s != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    responder_on_datagram(*this, *q, p, from, ip);
     return;
   }
   if (from.src_ip != q->flow.dst_ip) {

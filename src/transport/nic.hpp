@@ -29,6 +29,7 @@ namespace uroce::wire { struct Packet; }
 namespace uroce::transport {
 
 inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
+inline constexpr uint32_t kUdMaxMessage = 4096;          // one packet at the port MTU
 
 struct TxPacket {
   wire::FlowAddr flow;

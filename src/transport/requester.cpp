@@ -78,6 +78,12 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     if (budget == 0) return true;
     SendWqe& w = sq.slot(req.next);
     if (w.failed) return false;
+    if (qp.type() == QpType::UD) {
+      if (st != QpState::Rts) return false;
+      if (!requester_send_datagram(nic, qp, w, req.next)) return true;
+      --budget;
+      continue;
+    }
     bool rd_atomic = is_rd_atomic(w.opcode);
     if (!w.assigned) {
       if (st != QpState::Rts) return false;

@@ -1,0 +1,93 @@
+// Unreliable Datagram (IBA 9.8.4): one packet per message, BTH + DETH (Q_Key, source QP), no
+// connection, no acknowledgement. The receive buffer starts with 40 bytes for the GRH; for
+// RoCE v2 over IPv4 its last 20 bytes hold the packet's IPv4 header (IBA A17.4.5.1).
+#include <algorithm>
+#include <cstring>
+
+#include "transport/engines.hpp"
+#include "transport/sgl.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+using wire::Opcode;
+
+bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
+  TxPacket* tx = start_packet(nic, qp);
+  if (!tx) return false;
+  tx->flow.dst_ip = w.ud_ip;
+  wire::Packet p;
+  p.bth.opcode = w.opcode == WrOpcode::SendWithImm ? Opcode::UD_SEND_ONLY_IMM : Opcode::UD_SEND_ONLY;
+  p.bth.dest_qp = w.ud_qpn;
+  p.bth.psn = qp.req.psn;
+  p.bth.solicited = (w.flags & kSendSolicited) != 0;
+  // IBA 10.2.5: a Q_Key with the top bit set means "use the QP's own".
+  p.deth = {(w.ud_qkey & 0x80000000u) ? qp.attr().qkey : w.ud_qkey, qp.qpn()};
+  p.imm = w.imm;
+  auto& sq = qp.sq;
+  if (w.is_inline) {
+    p.payload = {sq.inline_data(idx), w.length};
+  } else {
+    uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
+    if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length, SglDir::ToBuffer) !=
+        core::KeyCheck::Ok) {
+      nic.release(tx);
+      w.failed = true;
+      w.error = WcStatus::LocProtErr;
+      completer_retire_failed(nic, qp);
+      return true;
+    }
+    p.payload = {dst, w.length};
+  }
+  send_packet(nic, tx, p);
+  qp.req.psn += 1;
+  qp.comp.una = qp.req.psn;
+  nic.complete_send(qp, w, WcStatus::Success);
+  return true;
+}
+
+void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
+                           const wire::Ipv4Fields& ip) {
+  if (p.deth.qkey != qp.attr().qkey) {  // IBA C10-15: a wrong Q_Key is dropped silently
+    ++nic.ctr().rx_bad_qkey;
+    return;
+  }
+  auto& rq = qp.rq;
+  uint32_t idx = rq.done.load(std::memory_order_relaxed);
+  if (idx == rq.prod.load(std::memory_order_acquire)) {
+    ++nic.ctr().rx_ud_no_recv;
+    return;
+  }
+  const core::RecvWqe& w = rq.slot(idx);
+  const Sge* sges = rq.sges(idx);
+  uint32_t len = uint32_t(p.payload.size());
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.opcode = WcOpcode::Recv;
+  wc.qp_num = qp.qpn();
+  wc.src_qp = p.deth.src_qp;
+  wc.with_grh = true;
+  wc.solicited = p.bth.solicited;
+  if (p.info().headers & wire::kImmDt) {
+    wc.with_imm = true;
+    wc.imm_data = p.imm;
+  }
+  if (uint64_t(kGrhBytes) + len > w.length) {
+    wc.status = WcStatus::LocLenErr;
+  } else {
+    uint8_t grh[kGrhBytes] = {};
+    uint8_t hdr[wire::kIpv4Len + wire::kUdpLen];
+    wire::write_ipv4_udp(hdr, from, len + wire::kIcrcLen, ip);
+    std::memcpy(grh + 20, hdr, wire::kIpv4Len);
+    auto st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes, SglDir::FromBuffer);
+    if (st == core::KeyCheck::Ok && len)
+      st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, const_cast<uint8_t*>(p.payload.data()), len,
+                    SglDir::FromBuffer);
+    wc.status = st == core::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
+    wc.byte_len = kGrhBytes + len;
+  }
+  rq.done.store(idx + 1, std::memory_order_release);
+  nic.push_wc(qp.recv_cq, wc);
+}
+
+}  // namespace uroce::transport
