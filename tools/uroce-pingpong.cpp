@@ -3,9 +3,10 @@
 // a RoCE NIC) can be each other's peer. ibv_rc_pingpong sends from the buffer it receives into,
 // so every message it returns must equal the one we sent before: we check every byte. Our data
 // keeps a zero at the start of each 4 KiB page, which is what its --chk verifies.
-// With -u it uses a UC QP and pairs with ibv_uc_pingpong (same exchange).
-//   server: uroce-pingpong [-u] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
-//   client: uroce-pingpong [-u] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
+// -T uc / -T ud use UC or UD QPs and pair with ibv_uc_pingpong / ibv_ud_pingpong (same
+// exchange; UD uses their Q_Key 0x11111111 and receives into SIZE + 40 bytes, GRH first).
+//   server: uroce-pingpong [-T rc|uc|ud] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
+//   client: uroce-pingpong [-T rc|uc|ud] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -106,9 +107,11 @@ int main(int argc, char** argv) {
   Mtu mtu = Mtu::Mtu1024;
   QpType type = QpType::RC;
   int c;
-  while ((c = getopt(argc, argv, "up:s:n:m:g:d:ec")) != -1) {
+  while ((c = getopt(argc, argv, "T:p:s:n:m:g:d:ec")) != -1) {
     switch (c) {
-      case 'u': type = QpType::UC; break;
+      case 'T':
+        type = std::string(optarg) == "uc" ? QpType::UC : std::string(optarg) == "ud" ? QpType::UD : QpType::RC;
+        break;
       case 'p': port = std::atoi(optarg); break;
       case 's': size = std::strtoul(optarg, nullptr, 0); break;
       case 'n': iters = std::atoi(optarg); break;
@@ -118,7 +121,7 @@ int main(int argc, char** argv) {
         break;
       }
       case 'g': case 'd': case 'e': case 'c': break;  // accepted for ibv_rc_pingpong compatibility
-      default: die("usage: uroce-pingpong [-u] [-p port] [-s size] [-n iters] [-m mtu] [server]");
+      default: die("usage: uroce-pingpong [-T rc|uc|ud] [-p port] [-s size] [-n iters] [-m mtu] [server]");
     }
   }
   std::string server = optind < argc ? argv[optind] : "";
@@ -128,7 +131,10 @@ int main(int argc, char** argv) {
   if (!dev) die(dev.error().message);
   auto pd = std::move(*(*dev)->alloc_pd());
   auto cq = std::move(*(*dev)->create_cq(1024));
-  std::vector<uint8_t> sbuf(size), rbuf(size * 16), expect(size);
+  const bool ud = type == QpType::UD;
+  const size_t grh = ud ? kGrhBytes : 0, slot = size + grh;  // UD receives start with the GRH area
+  constexpr uint32_t kQkey = 0x11111111;                      // ibv_ud_pingpong's
+  std::vector<uint8_t> sbuf(size), rbuf(slot * 16), expect(size);
   auto smr = std::move(*pd->reg_mr(sbuf.data(), sbuf.size(), kAccessLocalWrite));
   auto rmr = std::move(*pd->reg_mr(rbuf.data(), rbuf.size(), kAccessLocalWrite));
   auto qp = std::move(*pd->create_qp({type, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
@@ -143,9 +149,10 @@ int main(int argc, char** argv) {
   co.max_rd_atomic = co.max_dest_rd_atomic = 1;
   char msg[kMsg];
   auto connect_qp = [&] {
-    if (Status s = qp->connect(peer, psn, co); !s) die("connect: " + s.error().message);
+    Status st = ud ? qp->activate_ud(kQkey, psn) : qp->connect(peer, psn, co);
+    if (!st) die("connect: " + st.error().message);
     for (uint64_t i = 0; i < 16; ++i) {
-      Sge s{uint64_t(rbuf.data() + i * size), uint32_t(size), rmr->lkey()};
+      Sge s{uint64_t(rbuf.data() + i * slot), uint32_t(slot), rmr->lkey()};
       if (!qp->post_recv({i, {&s, 1}})) die("post_recv");
     }
   };
@@ -168,13 +175,18 @@ int main(int argc, char** argv) {
   std::printf("  remote address: LID 0x0000, QPN 0x%06x, PSN 0x%06x, GID %s\n", peer.qpn, peer.psn, peer.gid.to_string().c_str());
 
   bool client = !server.empty();
+  Ah peer_ah{peer.gid};
   uint64_t sent = 0, send_done = 0, received = 0, bad = 0;
   bool peer_echoes = true;
   auto t0 = std::chrono::steady_clock::now();
   auto send_next = [&] {
     fill(sbuf, size, sent);
     Sge s{uint64_t(sbuf.data()), uint32_t(size), smr->lkey()};
-    if (!qp->post_send({1000 + sent, WrOpcode::Send, kSendSignaled, {&s, 1}})) die("post_send");
+    SendWr w{1000 + sent, WrOpcode::Send, kSendSignaled, {&s, 1}};
+    w.ah = &peer_ah;
+    w.remote_qpn = peer.qpn;
+    w.remote_qkey = kQkey;
+    if (Status st = qp->post_send(w); !st) die("post_send: " + st.error().message);
     ++sent;
   };
   if (client) send_next();
@@ -189,8 +201,8 @@ int main(int argc, char** argv) {
         ++send_done;
         continue;
       }
-      uint8_t* got = rbuf.data() + wc[k].wr_id * size;
-      if (wc[k].byte_len != size) ++bad;
+      uint8_t* got = rbuf.data() + wc[k].wr_id * slot + grh;
+      if (wc[k].byte_len != slot) ++bad;
       // An ibv_rc_pingpong client starts with its initial buffer (0x7b bytes, --chk's page
       // zeros) and then echoes our previous message; a uroce-pingpong client sends fresh data,
       // message k being our pattern k. The first message says which.
@@ -204,7 +216,7 @@ int main(int argc, char** argv) {
         if (std::memcmp(got, expect.data(), size) != 0) ++bad;
       }
       ++received;
-      Sge s{uint64_t(got), uint32_t(size), rmr->lkey()};
+      Sge s{uint64_t(got - grh), uint32_t(slot), rmr->lkey()};
       if (!qp->post_recv({wc[k].wr_id, {&s, 1}})) die("post_recv");
       if (sent < uint64_t(iters)) send_next();
     }

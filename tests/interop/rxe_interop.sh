@@ -59,7 +59,7 @@ check_capture() {  # pcap: every packet valid, tshark decodes all as InfiniBand 
 # TRANSPORT=uc uses UC QPs and ibv_uc_pingpong.
 TRANSPORT=rc
 tool() { echo "ibv_${TRANSPORT}_pingpong"; }
-uflag() { [ "$TRANSPORT" = uc ] && echo -u; }
+uflag() { echo "-T $TRANSPORT"; }
 rc_send_to_rxe() {  # size iters
   local s=$1 n=$2 tag="$TRANSPORT-send-uroce-client-$1-$2"
   guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c > /tmp/$tag.log 2>&1 &"
@@ -104,6 +104,13 @@ guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
 # UC (no loss: ibv_uc_pingpong waits forever for a message UC lost).
 TRANSPORT=uc
 for size in 64 4096 10000; do
+  rc_send_to_rxe $size 20
+  rc_send_from_rxe $size 20
+done
+
+# UD with the GRH, up to rxe's MTU of 1024.
+TRANSPORT=ud
+for size in 64 1024; do
   rc_send_to_rxe $size 20
   rc_send_from_rxe $size 20
 done
