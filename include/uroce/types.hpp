@@ -103,6 +103,20 @@ struct Ah {
 
 inline constexpr uint32_t kGrhBytes = 40;  // UD receives start with this much room for the GRH
 
+// Asynchronous events (values as IBV_EVENT_*).
+enum class AsyncEventType : uint8_t {
+  CqErr = 0, QpFatal = 1, QpLastWqeReached = 16, SrqLimitReached = 18, PortActive = 9,
+};
+const char* to_string(AsyncEventType t);
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::PortActive;
+  uint32_t qp_num = 0;      // QP events
+  uint32_t srq_handle = 0;  // SRQ events
+  uint32_t cq_handle = 0;   // CQ events
+  uint8_t port_num = 1;     // port events
+};
+
 struct QpCap {
   uint32_t max_send_wr = 128;
   uint32_t max_recv_wr = 128;

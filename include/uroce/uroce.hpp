@@ -43,6 +43,7 @@ struct PortAttr {
 
 class ProtectionDomain;
 class CompletionQueue;
+class SharedReceiveQueue;
 
 class Device {
  public:
@@ -60,6 +61,11 @@ class Device {
 
   Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth);
+
+  // Asynchronous events: async_fd() becomes readable when one is waiting; get_async_event()
+  // returns the oldest, or an EAGAIN error when none is left.
+  int async_fd() const;
+  Result<AsyncEvent> get_async_event();
 
  private:
   explicit Device(std::shared_ptr<detail::DeviceCore> c) : core_(std::move(c)) {}
@@ -117,6 +123,26 @@ struct QpInit {
   CompletionQueue* recv_cq = nullptr;
   QpCap cap;
   bool sq_sig_all = false;
+  SharedReceiveQueue* srq = nullptr;  // receives come from here instead of the QP's own queue
+};
+
+class SharedReceiveQueue {
+ public:
+  ~SharedReceiveQueue();
+  uint32_t handle() const;
+  Status post_recv(const RecvWr& wr) { return post_recv(std::span<const RecvWr>(&wr, 1)); }
+  Status post_recv(std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  // Arms SRQ_LIMIT_REACHED for when fewer than `limit` receives remain (0 disarms).
+  Status arm_limit(uint32_t limit);
+  uint32_t limit() const;   // 0 once the event fired
+  uint32_t posted() const;  // receives waiting
+  uint32_t capacity() const;
+
+ private:
+  friend class ProtectionDomain;
+  SharedReceiveQueue() = default;
+  std::shared_ptr<detail::DeviceCore> core_;
+  void* srq_ = nullptr;  // core::Srq
 };
 
 class QueuePair {
@@ -148,6 +174,7 @@ class ProtectionDomain {
   ~ProtectionDomain();
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);
+  Result<std::unique_ptr<SharedReceiveQueue>> create_srq(uint32_t max_wr, uint32_t max_sge = 1, uint32_t limit = 0);
 
  private:
   friend class Device;

@@ -91,6 +91,18 @@ std::map<std::string, uint64_t> Device::counters() const {
   return m;
 }
 
+int Device::async_fd() const { return core_->engine->async_fd(); }
+
+Result<AsyncEvent> Device::get_async_event() {
+  auto g = core_->lock();
+  auto e = core_->nic->get_async_event();
+  if (!e) {
+    uint64_t v;  // none left: make the fd quiet until the next one
+    (void)!read(core_->engine->async_fd(), &v, sizeof v);
+  }
+  return e;
+}
+
 Result<std::unique_ptr<ProtectionDomain>> Device::alloc_pd() {
   auto g = core_->lock();
   auto pd = core_->nic->alloc_pd();
@@ -142,12 +154,49 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
   auto g = core_->lock();
   auto qp = core_->nic->create_qp(pd_, init.type, static_cast<core::Cq*>(init.send_cq->cq_),
-                                  static_cast<core::Cq*>(init.recv_cq->cq_), init.cap, init.sq_sig_all);
+                                  static_cast<core::Cq*>(init.recv_cq->cq_), init.cap, init.sq_sig_all,
+                                  init.srq ? static_cast<core::Srq*>(init.srq->srq_) : nullptr);
   if (!qp) return qp.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->core_ = core_;
   q->qp_ = *qp;
   return q;
+}
+
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(uint32_t max_wr, uint32_t max_sge,
+                                                                         uint32_t limit) {
+  auto g = core_->lock();
+  auto srq = core_->nic->create_srq(pd_, max_wr, max_sge);
+  if (!srq) return srq.error();
+  if (Status s = core_->nic->modify_srq(**srq, limit); !s) {
+    (void)core_->nic->destroy_srq(*srq);
+    return s.error();
+  }
+  std::unique_ptr<SharedReceiveQueue> q(new SharedReceiveQueue);
+  q->core_ = core_;
+  q->srq_ = *srq;
+  return q;
+}
+
+// ---------------------------------------------------------------- SharedReceiveQueue
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+  auto g = core_->lock();
+  (void)core_->nic->destroy_srq(static_cast<core::Srq*>(srq_));
+}
+
+uint32_t SharedReceiveQueue::handle() const { return static_cast<core::Srq*>(srq_)->handle(); }
+uint32_t SharedReceiveQueue::posted() const { return static_cast<core::Srq*>(srq_)->posted(); }
+uint32_t SharedReceiveQueue::capacity() const { return static_cast<core::Srq*>(srq_)->rq.capacity(); }
+uint32_t SharedReceiveQueue::limit() const { return static_cast<core::Srq*>(srq_)->limit.load(); }
+
+Status SharedReceiveQueue::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
+  return core_->nic->post_srq_recv(*static_cast<core::Srq*>(srq_), wrs, bad);
+}
+
+Status SharedReceiveQueue::arm_limit(uint32_t limit) {
+  auto g = core_->lock();
+  return core_->nic->modify_srq(*static_cast<core::Srq*>(srq_), limit);
 }
 
 // ---------------------------------------------------------------- MemoryRegion

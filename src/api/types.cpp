@@ -53,6 +53,17 @@ const char* to_string(QpState s) {
   return "?";
 }
 
+const char* to_string(AsyncEventType t) {
+  switch (t) {
+    case AsyncEventType::CqErr: return "CQ_ERR";
+    case AsyncEventType::QpFatal: return "QP_FATAL";
+    case AsyncEventType::QpLastWqeReached: return "QP_LAST_WQE_REACHED";
+    case AsyncEventType::SrqLimitReached: return "SRQ_LIMIT_REACHED";
+    case AsyncEventType::PortActive: return "PORT_ACTIVE";
+  }
+  return "?";
+}
+
 Gid Gid::from_ipv4(uint32_t ip) {
   Gid g;
   g.raw[10] = g.raw[11] = 0xff;

@@ -15,6 +15,7 @@
 namespace uroce::core {
 
 class Cq;
+class Srq;
 
 // Requester: turns send WQEs into request packets (IBA 9.7.4-9.7.5).
 struct RequesterState {
@@ -100,9 +101,10 @@ class Qp {
   void set_state(QpState s) { state_.store(s, std::memory_order_release); }
 
   WorkQueue<SendWqe> sq;
-  WorkQueue<RecvWqe> rq;
+  WorkQueue<RecvWqe> rq;     // unused when the QP draws from an SRQ
   Cq* send_cq;
   Cq* recv_cq;
+  Srq* srq = nullptr;
 
   RequesterState req;
   CompleterState comp;

@@ -12,6 +12,7 @@ namespace uroce::engine {
 Engine::Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns)
     : nic_(nic), link_(link), spin_ns_(spin_ns) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  async_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -28,10 +29,18 @@ Engine::~Engine() {
   stop();
   nic_.set_waker(nullptr);
   close(wake_fd_);
+  close(async_fd_);
   close(epoll_fd_);
 }
 
 void Engine::start() {
+  {
+    std::lock_guard g(mu_);  // events raised before the engine ran (PORT_ACTIVE)
+    if (nic_.take_async_signal()) {
+      uint64_t one = 1;
+      (void)!write(async_fd_, &one, sizeof one);
+    }
+  }
   if (running_.exchange(true)) return;
   thread_ = std::thread([this] { run(); });
 }
@@ -69,6 +78,10 @@ void Engine::run() {
         if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
       }
       nic_.cq_events().clear();
+      if (nic_.take_async_signal()) {
+        uint64_t one = 1;
+        (void)!write(async_fd_, &one, sizeof one);
+      }
       if (!nic_.tx_queue().empty()) link_.flush_tx(nic_, now);
       did |= nic_.has_work();
       deadline = nic_.next_deadline();

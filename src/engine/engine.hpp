@@ -28,6 +28,8 @@ class Engine {
   void start();
   void stop();
   std::mutex& mutex() { return mu_; }
+  // Readable while async events wait in the NIC (an eventfd; the API drains it).
+  int async_fd() const { return async_fd_; }
   const EngineStats& stats() const { return stats_; }
 
  private:
@@ -41,6 +43,7 @@ class Engine {
   std::atomic<bool> running_{false};
   std::atomic<bool> sleeping_{false};
   int wake_fd_ = -1;
+  int async_fd_ = -1;
   int epoll_fd_ = -1;
   EngineStats stats_;
 };

@@ -52,14 +52,13 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
     ++nic.ctr().rx_bad_qkey;
     return;
   }
-  auto& rq = qp.rq;
-  uint32_t idx = rq.done.load(std::memory_order_relaxed);
-  if (idx == rq.prod.load(std::memory_order_acquire)) {
+  core::RecvWqe w;
+  std::vector<Sge>& sge_vec = qp.resp.recv_sges;  // scratch: UD keeps no message state
+  if (!nic.pop_recv(qp, w, sge_vec)) {
     ++nic.ctr().rx_ud_no_recv;
     return;
   }
-  const core::RecvWqe& w = rq.slot(idx);
-  const Sge* sges = rq.sges(idx);
+  const Sge* sges = sge_vec.data();
   uint32_t len = uint32_t(p.payload.size());
   Wc wc;
   wc.wr_id = w.wr_id;
@@ -86,7 +85,6 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
     wc.status = st == core::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
     wc.byte_len = kGrhBytes + len;
   }
-  rq.done.store(idx + 1, std::memory_order_release);
   nic.push_wc(qp.recv_cq, wc);
 }
 

@@ -28,6 +28,7 @@ constexpr uint32_t kPoolBlock = 256;
 
 Nic::Nic(NicConfig cfg) : cfg_(std::move(cfg)), mrs_(seed_or_random(cfg_.seed)) {
   if (!cfg_.src_port_for) cfg_.src_port_for = [](uint32_t qpn) { return uint16_t(0xc000 | (qpn & 0x3fff)); };
+  raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
 
 Nic::~Nic() = default;
@@ -87,7 +88,8 @@ Status Nic::destroy_cq(Cq* cq) {
   return {};
 }
 
-Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all) {
+Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
+                           core::Srq* srq) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
@@ -101,10 +103,16 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (cap.max_inline_data > limits_.max_inline)
     return make_error(EINVAL, "create_qp: max_inline_data larger than " + std::to_string(limits_.max_inline));
   if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
+  if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
+    return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
   while (qps_.count(next_qpn_) || next_qpn_ < 2) next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
   uint32_t qpn = next_qpn_;
   next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
-  auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, cap);
+  QpCap c = cap;
+  if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
+  auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
+  qp->srq = srq;
+  if (srq) ++srq_users_[srq];
   QpAttr a;
   a.sq_sig_all = sig_all;
   qp->flow.src_ip = cfg_.local_ip;
@@ -124,7 +132,7 @@ Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   if (Status s = qp.modify(attr, mask); !s) return s;
   QpState after = qp.state();
   if (after == QpState::Reset && before != QpState::Reset) reset_qp(qp);
-  if (after == QpState::Err && before != QpState::Err) qp_to_error(qp);
+  if (after == QpState::Err && before != QpState::Err) qp_to_error(qp, /*fatal=*/false);
   if (after == QpState::Rts) schedule(qp);
   return {};
 }
@@ -137,8 +145,69 @@ Status Nic::destroy_qp(Qp* qp) {
   --pds_[qp->pd()];
   --cq_users_[qp->send_cq];
   --cq_users_[qp->recv_cq];
+  if (qp->srq) --srq_users_[qp->srq];
   qps_.erase(it);
   return {};
+}
+
+Result<core::Srq*> Nic::create_srq(uint32_t pd, uint32_t depth, uint32_t max_sge) {
+  auto pit = pds_.find(pd);
+  if (pit == pds_.end()) return make_error(EINVAL, "create_srq: unknown protection domain");
+  if (depth == 0 || depth > limits_.max_qp_wr) return make_error(EINVAL, "create_srq: max_wr must be 1.." + std::to_string(limits_.max_qp_wr));
+  if (max_sge == 0 || max_sge > limits_.max_sge) return make_error(EINVAL, "create_srq: max_sge must be 1.." + std::to_string(limits_.max_sge));
+  auto srq = std::make_unique<core::Srq>(next_srq_++, pd, depth, max_sge);
+  core::Srq* p = srq.get();
+  srqs_[p->handle()] = std::move(srq);
+  srq_users_[p] = 0;
+  ++pit->second;
+  return p;
+}
+
+Status Nic::destroy_srq(core::Srq* srq) {
+  auto it = srq_users_.find(srq);
+  if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
+  if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
+  --pds_[srq->pd()];
+  srq_users_.erase(it);
+  srqs_.erase(srq->handle());
+  return {};
+}
+
+Status Nic::modify_srq(core::Srq& srq, uint32_t limit) {
+  if (limit > srq.rq.capacity()) return make_error(EINVAL, "modify_srq: srq_limit larger than the queue");
+  srq.limit.store(limit, std::memory_order_release);
+  return {};
+}
+
+void Nic::raise(const AsyncEvent& e) {
+  if (async_.size() >= 4096) async_.pop_front();  // nobody reads them: keep the newest
+  async_.push_back(e);
+  async_signal_ = true;
+}
+
+Result<AsyncEvent> Nic::get_async_event() {
+  if (async_.empty()) return make_error(EAGAIN, "no async event pending");
+  AsyncEvent e = async_.front();
+  async_.pop_front();
+  return e;
+}
+
+bool Nic::pop_recv(Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) {
+  auto& rq = qp.srq ? qp.srq->rq : qp.rq;
+  uint32_t idx = rq.done.load(std::memory_order_relaxed);
+  if (idx == rq.prod.load(std::memory_order_acquire)) return false;
+  w = rq.slot(idx);
+  sges.assign(rq.sges(idx), rq.sges(idx) + w.num_sge);
+  rq.done.store(idx + 1, std::memory_order_release);
+  if (core::Srq* srq = qp.srq) {
+    uint32_t limit = srq->limit.load(std::memory_order_acquire);
+    if (limit && srq->posted() < limit && srq->limit.exchange(0) != 0) {
+      AsyncEvent e{AsyncEventType::SrqLimitReached};
+      e.srq_handle = srq->handle();
+      raise(e);
+    }
+  }
+  return true;
 }
 
 Qp* Nic::qp(uint32_t qpn) {
@@ -244,46 +313,53 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
   return result;
 }
 
+Status Nic::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
+  std::lock_guard g(rq.producer_lock);
+  Status result;
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    const RecvWr& wr = wrs[i];
+    Status s;
+    if (wr.sg_list.size() > rq.max_sge())
+      s = make_error(EINVAL, "post_recv: more SGEs than max_recv_sge (" + std::to_string(rq.max_sge()) + ")");
+    else if (rq.free_slots() == 0)
+      s = make_error(ENOMEM, "post_recv: receive queue full (" + std::to_string(rq.capacity()) + " WQEs)");
+    if (!s) {
+      if (bad) *bad = i;
+      result = s;
+      break;
+    }
+    uint32_t idx = rq.prod_local;
+    core::RecvWqe& w = rq.slot(idx);
+    w.wr_id = wr.wr_id;
+    w.num_sge = uint16_t(wr.sg_list.size());
+    uint64_t total = 0;
+    Sge* dst = rq.sges(idx);
+    for (size_t k = 0; k < wr.sg_list.size(); ++k) {
+      dst[k] = wr.sg_list[k];
+      total += wr.sg_list[k].length;
+    }
+    w.length = total > UINT32_MAX ? UINT32_MAX : uint32_t(total);
+    ++rq.prod_local;
+  }
+  rq.publish();
+  return result;
+}
+
 Status Nic::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
   QpState st = qp.state();
-  if (st == QpState::Reset) {
+  if (st == QpState::Reset || qp.srq) {
     if (bad) *bad = 0;
-    return make_error(EINVAL, "post_recv: QP is in RESET; move it to INIT first");
+    return make_error(EINVAL, qp.srq ? "post_recv: the QP takes its receives from an SRQ; post there"
+                                     : "post_recv: QP is in RESET; move it to INIT first");
   }
-  auto& rq = qp.rq;
-  Status result;
-  {
-    std::lock_guard g(rq.producer_lock);
-    for (size_t i = 0; i < wrs.size(); ++i) {
-      const RecvWr& wr = wrs[i];
-      Status s;
-      if (wr.sg_list.size() > rq.max_sge())
-        s = make_error(EINVAL, "post_recv: more SGEs than max_recv_sge (" + std::to_string(rq.max_sge()) + ")");
-      else if (rq.free_slots() == 0)
-        s = make_error(ENOMEM, "post_recv: receive queue full (" + std::to_string(rq.capacity()) + " WQEs)");
-      if (!s) {
-        if (bad) *bad = i;
-        result = s;
-        break;
-      }
-      uint32_t idx = rq.prod_local;
-      core::RecvWqe& w = rq.slot(idx);
-      w.wr_id = wr.wr_id;
-      w.num_sge = uint16_t(wr.sg_list.size());
-      uint64_t total = 0;
-      Sge* dst = rq.sges(idx);
-      for (size_t k = 0; k < wr.sg_list.size(); ++k) {
-        dst[k] = wr.sg_list[k];
-        total += wr.sg_list[k].length;
-      }
-      w.length = total > UINT32_MAX ? UINT32_MAX : uint32_t(total);
-      ++rq.prod_local;
-    }
-    rq.publish();
-  }
+  Status result = post_recv_wrs(qp.rq, wrs, bad);
   // Only a QP in ERR needs the engine for receives: to flush them.
   if (qp.state() == QpState::Err) ring_doorbell(qp);
   return result;
+}
+
+Status Nic::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
+  return post_recv_wrs(srq.rq, wrs, bad);
 }
 
 void Nic::ring_doorbell(Qp& qp) {
@@ -483,8 +559,14 @@ void Nic::emit(TxPacket* p, size_t ib_len) {
 }
 
 void Nic::push_wc(Cq* cq, const Wc& wc) {
+  bool was_overrun = cq->overrun();
   if (!cq->push(wc)) {
     ++ctr_.cq_overruns;
+    if (!was_overrun) {  // reported once per CQ
+      AsyncEvent e{AsyncEventType::CqErr};
+      e.cq_handle = cq->handle();
+      raise(e);
+    }
     return;
   }
   if (cq->take_event_for(wc)) cq_events_.push_back(cq);
@@ -524,7 +606,12 @@ void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
   qp.sq.done.store(d + 1, std::memory_order_release);
 }
 
-void Nic::qp_to_error(Qp& qp) {
+void Nic::qp_to_error(Qp& qp, bool fatal) {
+  if (fatal) {
+    AsyncEvent e{AsyncEventType::QpFatal};
+    e.qp_num = qp.qpn();
+    raise(e);
+  }
   qp.set_state(QpState::Err);
   qp.flush_pending = true;
   qp.comp.retrans_deadline = 0;
@@ -550,12 +637,19 @@ void Nic::flush(Qp& qp) {
     qp.resp.have_recv = false;
     push_wc(qp.recv_cq, wc);
   }
-  auto& rq = qp.rq;
-  uint32_t rprod = rq.prod.load(std::memory_order_acquire);
-  for (uint32_t i = rq.done.load(std::memory_order_relaxed); i != rprod; ++i) {
-    wc.wr_id = rq.slot(i).wr_id;
-    push_wc(qp.recv_cq, wc);
-    rq.done.store(i + 1, std::memory_order_release);
+  if (qp.srq) {
+    // The SRQ's WQEs belong to its other QPs too: nothing more is flushed (IBA 11.6.3).
+    AsyncEvent e{AsyncEventType::QpLastWqeReached};
+    e.qp_num = qp.qpn();
+    raise(e);
+  } else {
+    auto& rq = qp.rq;
+    uint32_t rprod = rq.prod.load(std::memory_order_acquire);
+    for (uint32_t i = rq.done.load(std::memory_order_relaxed); i != rprod; ++i) {
+      wc.wr_id = rq.slot(i).wr_id;
+      push_wc(qp.recv_cq, wc);
+      rq.done.store(i + 1, std::memory_order_release);
+    }
   }
   qp.resp.jobs.clear();
   qp.resp.msg = core::RespMsg::None;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <utility>
 #include <set>
 #include <span>
 #include <vector>
@@ -20,6 +21,8 @@
 #include "core/mr.hpp"
 #include "core/qp.hpp"
 #include "core/spinlock.hpp"
+#include "core/srq.hpp"
+#include <deque>
 #include "transport/counters.hpp"
 #include "uroce/result.hpp"
 #include "wire/ipv4_udp.hpp"
@@ -74,7 +77,13 @@ class Nic {
   Result<core::Cq*> create_cq(uint32_t depth);
   Status destroy_cq(core::Cq* cq);
   Result<core::Qp*> create_qp(uint32_t pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
-                              const QpCap& cap, bool sq_sig_all);
+                              const QpCap& cap, bool sq_sig_all, core::Srq* srq = nullptr);
+  Result<core::Srq*> create_srq(uint32_t pd, uint32_t depth, uint32_t max_sge);
+  Status destroy_srq(core::Srq* srq);
+  // Arms the limit event (limit > 0) or disarms it (0).
+  Status modify_srq(core::Srq& srq, uint32_t limit);
+  // Oldest async event, or an EAGAIN error when there is none.
+  Result<AsyncEvent> get_async_event();
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
   Status destroy_qp(core::Qp* qp);
   core::Qp* qp(uint32_t qpn);
@@ -83,6 +92,7 @@ class Nic {
   // On error returns it and sets *bad to the index of the first rejected request.
   Status post_send(core::Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
   Status post_recv(core::Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  Status post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad = nullptr);
   // Called after posting; the engine installs a waker to leave its idle sleep.
   void set_waker(std::function<void()> w) { waker_ = std::move(w); }
   bool has_doorbells() const { return doorbell_count_.load(std::memory_order_seq_cst) != 0; }
@@ -100,13 +110,19 @@ class Nic {
   std::vector<TxPacket*>& tx_queue() { return tx_; }
   void release(TxPacket* p) { pool_.push_back(p); }
   std::vector<core::Cq*>& cq_events() { return cq_events_; }
+  // True once after new async events were queued: the engine then signals the async fd.
+  bool take_async_signal() { return std::exchange(async_signal_, false); }
 
   // ---- used by the transport engines ----
   TxPacket* alloc_tx();
   void emit(TxPacket* p, size_t ib_len);  // appends the ICRC and queues the packet
   void push_wc(core::Cq* cq, const Wc& wc);
   void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st);
-  void qp_to_error(core::Qp& qp);
+  // fatal: an error moved it there (QP_FATAL is raised), not the application.
+  void qp_to_error(core::Qp& qp, bool fatal = true);
+  // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
+  bool pop_recv(core::Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges);
+  void raise(const AsyncEvent& e);
   void schedule(core::Qp& qp);             // put on the run list
   void arm_timer(core::Qp& qp, uint64_t deadline);
   void want_ack(core::Qp& qp);             // coalesced ACK at the end of this pass
@@ -120,6 +136,7 @@ class Nic {
   void flush(core::Qp& qp);
   void reset_qp(core::Qp& qp);
   Status check_send_wr(const core::Qp& qp, const SendWr& wr) const;
+  Status post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
   NicConfig cfg_;
   DeviceLimits limits_;
@@ -129,6 +146,11 @@ class Nic {
   uint32_t next_pd_ = 1;
   std::map<uint32_t, std::unique_ptr<core::Cq>> cqs_;
   std::map<core::Cq*, uint32_t> cq_users_;
+  std::map<uint32_t, std::unique_ptr<core::Srq>> srqs_;
+  std::map<core::Srq*, uint32_t> srq_users_;
+  uint32_t next_srq_ = 1;
+  std::deque<AsyncEvent> async_;
+  bool async_signal_ = false;
   uint32_t next_cq_ = 1;
   std::map<uint32_t, std::unique_ptr<core::Qp>> qps_;
   uint32_t next_qpn_ = 0x11;  // QPNs 0 and 1 are special (SMI/GSI)

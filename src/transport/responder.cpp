@@ -82,19 +82,15 @@ void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, c
   nic.push_wc(qp.recv_cq, wc);
 }
 
-bool take_recv(Qp& qp) {
+bool take_recv(Nic& nic, Qp& qp) {
   auto& r = qp.resp;
   if (r.have_recv) return true;
-  auto& rq = qp.rq;
-  uint32_t idx = rq.done.load(std::memory_order_relaxed);
-  if (idx == rq.prod.load(std::memory_order_acquire)) return false;
-  const core::RecvWqe& w = rq.slot(idx);
+  core::RecvWqe w;
+  if (!nic.pop_recv(qp, w, r.recv_sges)) return false;
   r.recv_wr_id = w.wr_id;
   r.recv_len = w.length;
-  r.recv_sges.assign(rq.sges(idx), rq.sges(idx) + w.num_sge);
   r.recv_offset = 0;
   r.have_recv = true;
-  rq.done.store(idx + 1, std::memory_order_release);
   return true;
 }
 
@@ -111,7 +107,7 @@ void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
-    if (!take_recv(qp)) {
+    if (!take_recv(nic, qp)) {
       rnr_nak(nic, qp, p.bth.psn);
       return;
     }
@@ -160,7 +156,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
     r.write_offset = 0;
   }
   bool imm = flags & wire::kCarriesImm;
-  if (imm && !take_recv(qp)) {
+  if (imm && !take_recv(nic, qp)) {
     rnr_nak(nic, qp, p.bth.psn);
     return;
   }

@@ -1,0 +1,30 @@
+// A shared receive queue: receive WQEs that several QPs of one PD draw from, in order. When
+// fewer than `limit` WQEs remain after one is taken, an armed SRQ raises SRQ_LIMIT_REACHED once
+// and disarms (IBA 10.2.9.2, 11.6.3).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+#include "core/wq.hpp"
+
+namespace uroce::core {
+
+class Srq {
+ public:
+  Srq(uint32_t handle, uint32_t pd, uint32_t depth, uint32_t max_sge)
+      : rq(depth, max_sge, 0), handle_(handle), pd_(pd) {}
+  uint32_t handle() const { return handle_; }
+  uint32_t pd() const { return pd_; }
+  uint32_t posted() const {
+    return rq.prod.load(std::memory_order_acquire) - rq.done.load(std::memory_order_acquire);
+  }
+
+  WorkQueue<RecvWqe> rq;
+  std::atomic<uint32_t> limit{0};  // 0: not armed
+
+ private:
+  uint32_t handle_;
+  uint32_t pd_;
+};
+
+}  // namespace uroce::core
