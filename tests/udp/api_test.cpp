@@ -1,0 +1,103 @@
+// The public API with its real engine and UDP link, in one process: events reach the
+// application through file descriptors, as an event-driven program uses them.
+#include <gtest/gtest.h>
+#include <poll.h>
+
+#include <cstring>
+
+#include "uroce/uroce.hpp"
+
+using namespace uroce;
+
+namespace {
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1;
+}
+}  // namespace
+
+TEST(Api, SrqLimitEventThroughTheAsyncFd) {
+  auto dev = std::move(*Device::open());
+  auto first = dev->get_async_event();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->type, AsyncEventType::PortActive);
+  EXPECT_EQ(dev->get_async_event().error().code, EAGAIN);
+  EXPECT_FALSE(readable(dev->async_fd(), 0));  // drained
+
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(64));
+  auto srq = std::move(*pd->create_srq(16, 1, 0));
+  std::vector<uint8_t> buf(16 * 256 + 64, 0);
+  auto mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite));
+  for (uint64_t i = 0; i < 8; ++i) {
+    Sge s = mr->sge(i * 256, 256);
+    ASSERT_TRUE(srq->post_recv({i, {&s, 1}}));
+  }
+  ASSERT_TRUE(srq->arm_limit(7));
+  QpInit with_srq{QpType::RC, cq.get(), cq.get(), {}, false, srq.get()};
+  QpInit plain{QpType::RC, cq.get(), cq.get(), {}, false, nullptr};
+  auto rx1 = std::move(*pd->create_qp(with_srq)), rx2 = std::move(*pd->create_qp(with_srq));
+  auto tx1 = std::move(*pd->create_qp(plain)), tx2 = std::move(*pd->create_qp(plain));
+  Gid gid = *dev->query_gid(0);
+  ASSERT_TRUE(tx1->connect({gid, rx1->qp_num(), 1, 0, 0, 0}, 2));
+  ASSERT_TRUE(rx1->connect({gid, tx1->qp_num(), 2, 0, 0, 0}, 1));
+  ASSERT_TRUE(tx2->connect({gid, rx2->qp_num(), 3, 0, 0, 0}, 4));
+  ASSERT_TRUE(rx2->connect({gid, tx2->qp_num(), 4, 0, 0, 0}, 3));
+  QpAttr q = rx1->query();
+  EXPECT_EQ(q.qp_state, QpState::Rts);
+  EXPECT_EQ(q.dest_qp_num, tx1->qp_num());
+  EXPECT_EQ(q.path_mtu, Mtu::Mtu4096);
+
+  std::memcpy(buf.data() + 16 * 256, "from-1", 6);
+  Sge s = mr->sge(16 * 256, 6);
+  ASSERT_TRUE(tx1->post_send({100, WrOpcode::Send, 0, {&s, 1}}));
+  ASSERT_TRUE(tx2->post_send({200, WrOpcode::Send, 0, {&s, 1}}));
+  // Two receives taken from the SRQ: 6 left, below the limit of 7.
+  Wc wc[4];
+  int got = 0;
+  for (int i = 0; i < 200 && got < 2; ++i) {
+    auto r = cq->wait({wc + got, size_t(4 - got)}, 50);
+    ASSERT_TRUE(r);
+    got += *r;
+  }
+  ASSERT_EQ(got, 2);
+  EXPECT_EQ(wc[0].wr_id, 0u);
+  EXPECT_EQ(wc[1].wr_id, 1u);
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf.data()), 6), "from-1");
+  ASSERT_TRUE(readable(dev->async_fd(), 5000));
+  auto e = dev->get_async_event();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->type, AsyncEventType::SrqLimitReached);
+  EXPECT_EQ(e->srq_handle, srq->handle());
+  EXPECT_EQ(srq->limit(), 0u);
+  EXPECT_EQ(srq->posted(), 6u);
+  EXPECT_FALSE(dev->get_async_event());
+}
+
+TEST(Api, SolicitedOnlyArmingWakesOnSolicitedCompletions) {
+  auto dev = std::move(*Device::open());
+  auto pd = std::move(*dev->alloc_pd());
+  auto scq = std::move(*dev->create_cq(16)), rcq = std::move(*dev->create_cq(16));
+  std::vector<uint8_t> buf(1024);
+  auto mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite));
+  auto a = std::move(*pd->create_qp({QpType::RC, scq.get(), scq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, rcq.get(), rcq.get()}));
+  Gid gid = *dev->query_gid(0);
+  ASSERT_TRUE(a->connect({gid, b->qp_num(), 9, 0, 0, 0}, 8));
+  ASSERT_TRUE(b->connect({gid, a->qp_num(), 8, 0, 0, 0}, 9));
+  for (uint64_t i = 0; i < 2; ++i) {
+    Sge r = mr->sge(512 + i * 256, 256);
+    ASSERT_TRUE(b->post_recv({i, {&r, 1}}));
+  }
+  ASSERT_TRUE(rcq->req_notify(/*solicited_only=*/true));
+  Sge s = mr->sge(0, 16);
+  ASSERT_TRUE(a->post_send({1, WrOpcode::Send, 0, {&s, 1}}));  // not solicited: no event
+  Wc wc[2];
+  for (int i = 0; i < 200 && rcq->poll(wc) == 0; ++i) usleep(5000);  // wait for it without the fd
+  EXPECT_FALSE(readable(rcq->fd(), 100));
+  ASSERT_TRUE(a->post_send({2, WrOpcode::Send, kSendSolicited, {&s, 1}}));
+  ASSERT_TRUE(readable(rcq->fd(), 5000));
+  ASSERT_EQ(rcq->poll(wc), 1);
+  EXPECT_TRUE(wc[0].solicited);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+}
