@@ -229,6 +229,10 @@ std::string server_run(Conn& c, const Opts& o, OobChannel& ch) {
   if (o.op == Op::Read)
     for (uint32_t q = 0; q < o.qps; ++q)
       for (uint32_t s = 0; s < kWindow; ++s) std::memcpy(c.slot(q, s), c.pattern(s), size);
+  // Before the barrier: after it, the client's first write may already be landing here.
+  if (o.mode == Mode::Lat && o.op == Op::Write)
+    for (uint32_t s = 0; s < kEcho; ++s)
+      if (size > 8) c.slot(0, kEcho + s)[size - 1] = uint8_t(~c.pattern(s)[size - 1]);
   must(ch.barrier(), "barrier");
   std::string bad;
   if (o.mode == Mode::Lat && (o.op == Op::Send || o.op == Op::SendImm || o.op == Op::WriteImm)) {
@@ -242,8 +246,6 @@ std::string server_run(Conn& c, const Opts& o, OobChannel& ch) {
       send_to_peer(c, 0, o.op, size, uint32_t(i % kWindow), i, false, uint32_t(i % kWindow));
     }
   } else if (o.mode == Mode::Lat && o.op == Op::Write) {
-    for (uint32_t s = 0; s < kEcho; ++s)
-      if (size > 8) c.slot(0, kEcho + s)[size - 1] = uint8_t(~c.pattern(s)[size - 1]);
     for (uint64_t i = 0; i < o.iters; ++i) {
       uint32_t s = uint32_t(i % kEcho);
       wait_arrival(c, s, size, i);

@@ -105,7 +105,7 @@ inline constexpr uint32_t kGrhBytes = 40;  // UD receives start with this much r
 
 // Asynchronous events (values as IBV_EVENT_*).
 enum class AsyncEventType : uint8_t {
-  CqErr = 0, QpFatal = 1, QpLastWqeReached = 16, SrqLimitReached = 18, PortActive = 9,
+  CqErr = 0, QpFatal = 1, PortActive = 9, SrqLimitReached = 15, QpLastWqeReached = 16,
 };
 const char* to_string(AsyncEventType t);
 

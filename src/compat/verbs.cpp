@@ -1,0 +1,627 @@
+// libibverbs.so.1 on uroce: rdma-core's verbs ABI (as Debian 12's rdma-core 44 defines it) for
+// unmodified programs. Errors follow libibverbs: NULL with errno set, or a positive errno.
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "compat/objects.hpp"
+
+using namespace uroce;
+using namespace uroce::compat;
+
+// The header routes these through inline wrappers; the library defines the functions.
+#undef ibv_query_port
+#undef ibv_reg_mr
+
+extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type);
+
+namespace {
+
+ibv_device g_device = [] {
+  ibv_device d{};
+  d.node_type = IBV_NODE_CA;
+  d.transport_type = IBV_TRANSPORT_IB;
+  std::snprintf(d.name, sizeof d.name, "uroce0");
+  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
+  return d;
+}();
+
+template <class T>
+T* fail(const Error& e) {
+  errno = e.code;
+  return nullptr;
+}
+
+// Programs busy-poll: after a run of empty polls, give the core away once so that the NIC
+// engine threads run even where there are fewer cores than spinning threads.
+thread_local unsigned t_empty_polls = 0;
+
+int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
+  Wc wc[32];
+  int total = 0;
+  while (total < n) {
+    int k = from<UCq>(cq)->cq->poll({wc, size_t(std::min(n - total, 32))});
+    for (int i = 0; i < k; ++i) {
+      ibv_wc& o = out[total + i];
+      const Wc& w = wc[i];
+      o = ibv_wc{};
+      o.wr_id = w.wr_id;
+      o.status = ibv_wc_status(w.status);
+      o.opcode = ibv_wc_opcode(w.opcode);
+      o.vendor_err = w.vendor_err;
+      o.byte_len = w.byte_len;
+      o.imm_data = htonl(w.imm_data);
+      o.qp_num = w.qp_num;
+      o.src_qp = w.src_qp;
+      o.wc_flags = (w.with_imm ? IBV_WC_WITH_IMM : 0) | (w.with_grh ? IBV_WC_GRH : 0);
+    }
+    total += k;
+    if (k < 32) break;
+  }
+  if (total) {
+    t_empty_polls = 0;
+  } else if (++t_empty_polls % 64 == 0) {
+    sched_yield();
+  }
+  return total;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  return from<UCq>(cq)->cq->req_notify(solicited_only != 0) ? 0 : EINVAL;
+}
+
+// ibv_send_wr.wr is a union: the UD view is read only for UD QPs.
+Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud) {
+  if (w->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD) return make_error(EOPNOTSUPP, "opcode not supported");
+  o.wr_id = w->wr_id;
+  o.opcode = WrOpcode(w->opcode);
+  o.send_flags = w->send_flags;
+  o.sg_list = {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)};
+  o.imm_data = ntohl(w->imm_data);
+  if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    o.remote_addr = w->wr.atomic.remote_addr;
+    o.rkey = w->wr.atomic.rkey;
+    o.compare_add = w->wr.atomic.compare_add;
+    o.swap = w->wr.atomic.swap;
+  } else {
+    o.remote_addr = w->wr.rdma.remote_addr;
+    o.rkey = w->wr.rdma.rkey;
+  }
+  if (ud) {
+    if (!w->wr.ud.ah) return make_error(EINVAL, "UD send without an address handle");
+    o.ah = &from<UAh>(w->wr.ud.ah)->ah;
+    o.remote_qpn = w->wr.ud.remote_qpn;
+    o.remote_qkey = w->wr.ud.remote_qkey;
+  }
+  return {};
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  UQp* q = from<UQp>(qp);
+  for (; wr; wr = wr->next) {
+    SendWr o;
+    Status s = to_send_wr(wr, o, qp->qp_type == IBV_QPT_UD);
+    if (s) s = q->qp->post_send(o);
+    if (!s) {
+      if (bad) *bad = wr;
+      return s.error().code;
+    }
+  }
+  return 0;
+}
+
+template <class Post>
+int post_recvs(ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
+  for (; wr; wr = wr->next) {
+    RecvWr o{wr->wr_id, {reinterpret_cast<const Sge*>(wr->sg_list), size_t(wr->num_sge)}};
+    if (Status s = post(o); !s) {
+      if (bad) *bad = wr;
+      return s.error().code;
+    }
+  }
+  return 0;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return post_recvs(wr, bad, [qp](const RecvWr& r) { return from<UQp>(qp)->qp->post_recv(r); });
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return post_recvs(wr, bad, [srq](const RecvWr& r) { return from<USrq>(srq)->srq->post_recv(r); });
+}
+
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
+int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
+
+QpAttr to_attr(const ibv_qp_attr* a, int mask) {
+  QpAttr o;
+  o.qp_state = QpState(a->qp_state);
+  o.cur_qp_state = QpState(a->cur_qp_state);
+  o.path_mtu = Mtu(a->path_mtu);
+  o.qkey = a->qkey;
+  o.rq_psn = a->rq_psn;
+  o.sq_psn = a->sq_psn;
+  o.dest_qp_num = a->dest_qp_num;
+  o.qp_access_flags = a->qp_access_flags;
+  if (mask & IBV_QP_AV) {
+    // RoCE addresses by GID; a path without a GRH (LID only) cannot be routed.
+    if (a->ah_attr.is_global) std::memcpy(o.dgid.raw.data(), a->ah_attr.grh.dgid.raw, 16);
+    o.hop_limit = a->ah_attr.grh.hop_limit;
+    o.traffic_class = a->ah_attr.grh.traffic_class;
+    o.sgid_index = a->ah_attr.grh.sgid_index;
+  }
+  o.pkey_index = a->pkey_index;
+  o.port_num = a->port_num;
+  o.max_rd_atomic = a->max_rd_atomic;
+  o.max_dest_rd_atomic = a->max_dest_rd_atomic;
+  o.min_rnr_timer = a->min_rnr_timer;
+  o.timeout = a->timeout;
+  o.retry_cnt = a->retry_cnt;
+  o.rnr_retry = a->rnr_retry;
+  return o;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_device** ibv_get_device_list(int* num) {
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = &g_device;
+  if (num) *num = 1;
+  return list;
+}
+
+void ibv_free_device_list(ibv_device** list) { free(list); }
+const char* ibv_get_device_name(ibv_device* d) { return d->name; }
+__be64 ibv_get_device_guid(ibv_device*) { return htobe64(0x02000000000000a5ull); }
+int ibv_fork_init(void) { return 0; }
+
+ibv_context* ibv_open_device(ibv_device* device) {
+  auto dev = Device::open(device->name);
+  if (!dev) return fail<ibv_context>(dev.error());
+  auto* c = new UContext{};
+  c->dev = std::move(*dev);
+  c->ibv.device = device;
+  c->ibv.cmd_fd = -1;
+  c->ibv.async_fd = c->dev->async_fd();
+  c->ibv.num_comp_vectors = 1;
+  pthread_mutex_init(&c->ibv.mutex, nullptr);
+  ibv_context_ops& ops = c->ibv.ops;
+  ops.poll_cq = poll_cq;
+  ops.req_notify_cq = req_notify_cq;
+  ops.post_send = post_send;
+  ops.post_recv = post_recv;
+  ops.post_srq_recv = post_srq_recv;
+  ops.alloc_mw = alloc_mw;
+  ops.bind_mw = bind_mw;
+  ops.dealloc_mw = dealloc_mw;
+  return &c->ibv;
+}
+
+int ibv_close_device(ibv_context* ctx) {
+  delete from<UContext>(ctx);
+  return 0;
+}
+
+int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
+  DeviceAttr d = from<UContext>(ctx)->dev->query_device();
+  *a = ibv_device_attr{};
+  std::snprintf(a->fw_ver, sizeof a->fw_ver, "uroce 0.1");
+  a->node_guid = ibv_get_device_guid(ctx->device);
+  a->sys_image_guid = a->node_guid;
+  a->max_mr_size = d.max_mr_size;
+  a->page_size_cap = 4096;
+  a->vendor_id = 0;
+  a->max_qp = int(d.max_qp);
+  a->max_qp_wr = int(d.max_qp_wr);
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT;
+  a->max_sge = int(d.max_sge);
+  a->max_sge_rd = int(d.max_sge);
+  a->max_cq = int(d.max_cq);
+  a->max_cqe = int(d.max_cqe);
+  a->max_mr = int(d.max_mr);
+  a->max_pd = int(d.max_pd);
+  a->max_qp_rd_atom = int(d.max_qp_rd_atom);
+  a->max_res_rd_atom = int(d.max_qp_rd_atom) * int(d.max_qp);
+  a->max_qp_init_rd_atom = int(d.max_qp_init_rd_atom);
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_srq = int(d.max_qp);
+  a->max_srq_wr = int(d.max_qp_wr);
+  a->max_srq_sge = int(d.max_sge);
+  a->max_pkeys = 1;
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* out) {
+  if (port != 1) return EINVAL;
+  PortAttr p = from<UContext>(ctx)->dev->query_port();
+  auto* a = reinterpret_cast<ibv_port_attr*>(out);
+  // The fields of the old, shorter layout only: callers may pass it.
+  a->state = p.active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  a->max_mtu = ibv_mtu(p.max_mtu);
+  a->active_mtu = ibv_mtu(p.active_mtu);
+  a->gid_tbl_len = int(p.gid_tbl_len);
+  a->port_cap_flags = 0;
+  a->max_msg_sz = 1u << 31;
+  a->bad_pkey_cntr = a->qkey_viol_cntr = 0;
+  a->pkey_tbl_len = 1;
+  a->lid = a->sm_lid = 0;
+  a->lmc = a->max_vl_num = a->sm_sl = a->subnet_timeout = a->init_type_reply = 0;
+  a->max_vl_num = 1;
+  a->active_width = 2;   // 4x
+  a->active_speed = 32;  // 25 Gb/s per lane, as RoCE NICs report
+  a->phys_state = 5;     // LinkUp
+  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  a->flags = 0;
+  return 0;
+}
+
+int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
+  if (port != 1) return EINVAL;
+  auto g = from<UContext>(ctx)->dev->query_gid(index);
+  if (!g) return g.error().code;
+  std::memcpy(gid->raw, g->raw.data(), 16);
+  return 0;
+}
+
+int ibv_query_gid_type(ibv_context*, uint8_t port, unsigned int index, int* type) {
+  if (port != 1 || index != 0) return EINVAL;
+  *type = 1;  // RoCE v2
+  return 0;
+}
+
+int ibv_query_pkey(ibv_context*, uint8_t port, int index, __be16* pkey) {
+  if (port != 1 || index != 0) return EINVAL;
+  *pkey = htons(0xffff);
+  return 0;
+}
+
+int ibv_read_sysfs_file(const char*, const char*, char*, size_t) {
+  errno = ENOENT;  // no sysfs: uroce devices live in the process
+  return -1;
+}
+
+ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
+  auto pd = from<UContext>(ctx)->dev->alloc_pd();
+  if (!pd) return fail<ibv_pd>(pd.error());
+  auto* p = new UPd{};
+  p->pd = std::move(*pd);
+  p->ibv.context = ctx;
+  return &p->ibv;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  delete from<UPd>(pd);
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  if (access & ~0xf & ~IBV_ACCESS_RELAXED_ORDERING) {
+    errno = EOPNOTSUPP;  // MW binding, zero-based, on-demand paging, ...
+    return nullptr;
+  }
+  auto mr = from<UPd>(pd)->pd->reg_mr(addr, length, uint32_t(access) & 0xf);
+  if (!mr) return fail<ibv_mr>(mr.error());
+  auto* m = new UMr{};
+  m->mr = std::move(*mr);
+  m->ibv.context = pd->context;
+  m->ibv.pd = pd;
+  m->ibv.addr = addr;
+  m->ibv.length = length;
+  m->ibv.lkey = m->mr->lkey();
+  m->ibv.rkey = m->mr->rkey();
+  return &m->ibv;
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  delete from<UMr>(mr);
+  return 0;
+}
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
+  int fd = epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) return nullptr;
+  auto* c = new UChannel{};
+  c->ibv.context = ctx;
+  c->ibv.fd = fd;
+  return &c->ibv;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
+  if (ch->refcnt) return EBUSY;
+  close(ch->fd);
+  delete from<UChannel>(ch);
+  return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int) {
+  if (cqe <= 0) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto cq = from<UContext>(ctx)->dev->create_cq(uint32_t(cqe));
+  if (!cq) return fail<ibv_cq>(cq.error());
+  auto* c = new UCq{};
+  c->cq = std::move(*cq);
+  c->ibv.context = ctx;
+  c->ibv.channel = channel;
+  c->ibv.cq_context = cq_context;
+  c->ibv.cqe = int(c->cq->capacity());
+  pthread_mutex_init(&c->ibv.mutex, nullptr);
+  pthread_cond_init(&c->ibv.cond, nullptr);
+  if (channel) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = c;
+    epoll_ctl(channel->fd, EPOLL_CTL_ADD, c->cq->fd(), &ev);
+    ++channel->refcnt;
+  }
+  return &c->ibv;
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  UCq* c = from<UCq>(cq);
+  if (cq->channel) {
+    epoll_ctl(cq->channel->fd, EPOLL_CTL_DEL, c->cq->fd(), nullptr);
+    --cq->channel->refcnt;
+  }
+  delete c;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  epoll_event ev;
+  int n;
+  do n = epoll_wait(ch->fd, &ev, 1, -1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) return -1;
+  UCq* c = static_cast<UCq*>(ev.data.ptr);
+  uint64_t v;
+  (void)!read(c->cq->fd(), &v, sizeof v);
+  *cq = &c->ibv;
+  *cq_context = c->ibv.cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int n) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += n;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  auto srq = from<UPd>(pd)->pd->create_srq(attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+  if (!srq) return fail<ibv_srq>(srq.error());
+  auto* s = new USrq{};
+  s->srq = std::move(*srq);
+  s->ibv.context = pd->context;
+  s->ibv.srq_context = attr->srq_context;
+  s->ibv.pd = pd;
+  s->ibv.handle = s->srq->handle();
+  attr->attr.max_wr = s->srq->capacity();
+  pthread_mutex_init(&s->ibv.mutex, nullptr);
+  pthread_cond_init(&s->ibv.cond, nullptr);
+  UContext* c = from<UContext>(pd->context);
+  std::lock_guard g(c->mu);
+  c->srqs[s->ibv.handle] = &s->ibv;
+  return &s->ibv;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (mask & ~IBV_SRQ_LIMIT) return EOPNOTSUPP;  // resizing is not supported
+  Status s = from<USrq>(srq)->srq->arm_limit(attr->srq_limit);
+  return s ? 0 : s.error().code;
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  USrq* s = from<USrq>(srq);
+  attr->max_wr = s->srq->capacity();
+  attr->max_sge = 1;
+  attr->srq_limit = s->srq->limit();
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  {
+    UContext* c = from<UContext>(srq->context);
+    std::lock_guard g(c->mu);
+    c->srqs.erase(srq->handle);
+  }
+  delete from<USrq>(srq);
+  return 0;
+}
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+    return nullptr;
+  }
+  if (!attr->send_cq || !attr->recv_cq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  QpInit init;
+  init.type = QpType(attr->qp_type);
+  init.send_cq = from<UCq>(attr->send_cq)->cq.get();
+  init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
+  init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
+  init.cap = QpCap{attr->cap.max_send_wr, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
+                   attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
+                   attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
+  init.sq_sig_all = attr->sq_sig_all != 0;
+  auto qp = from<UPd>(pd)->pd->create_qp(init);
+  if (!qp) return fail<ibv_qp>(qp.error());
+  auto* q = new UQp{};
+  q->qp = std::move(*qp);
+  q->ibv.context = pd->context;
+  q->ibv.qp_context = attr->qp_context;
+  q->ibv.pd = pd;
+  q->ibv.send_cq = attr->send_cq;
+  q->ibv.recv_cq = attr->recv_cq;
+  q->ibv.srq = attr->srq;
+  q->ibv.qp_num = q->qp->qp_num();
+  q->ibv.handle = q->ibv.qp_num;
+  q->ibv.state = IBV_QPS_RESET;
+  q->ibv.qp_type = attr->qp_type;
+  pthread_mutex_init(&q->ibv.mutex, nullptr);
+  pthread_cond_init(&q->ibv.cond, nullptr);
+  QpAttr a = q->qp->query();
+  attr->cap.max_send_wr = a.cap.max_send_wr;
+  attr->cap.max_recv_wr = a.cap.max_recv_wr;
+  UContext* c = from<UContext>(pd->context);
+  std::lock_guard g(c->mu);
+  c->qps[q->ibv.qp_num] = &q->ibv;
+  return &q->ibv;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;  // RoCE needs the GID (-g)
+  Status s = from<UQp>(qp)->qp->modify(to_attr(attr, mask), uint32_t(mask));
+  if (!s) return s.error().code;
+  if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  QpAttr a = from<UQp>(qp)->qp->query();
+  *attr = ibv_qp_attr{};
+  attr->qp_state = ibv_qp_state(a.qp_state);
+  attr->cur_qp_state = attr->qp_state;
+  attr->path_mtu = ibv_mtu(a.path_mtu);
+  attr->qkey = a.qkey;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = int(a.qp_access_flags);
+  attr->cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
+  attr->ah_attr.is_global = 1;
+  std::memcpy(attr->ah_attr.grh.dgid.raw, a.dgid.raw.data(), 16);
+  attr->ah_attr.grh.hop_limit = a.hop_limit;
+  attr->ah_attr.port_num = 1;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = 1;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  if (init) {
+    *init = ibv_qp_init_attr{};
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
+    init->cap = attr->cap;
+    init->qp_type = qp->qp_type;
+  }
+  return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  {
+    UContext* c = from<UContext>(qp->context);
+    std::lock_guard g(c->mu);
+    c->qps.erase(qp->qp_num);
+  }
+  delete from<UQp>(qp);
+  return 0;
+}
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (!attr->is_global) {
+    errno = EINVAL;  // RoCE addresses need a GRH with the destination GID
+    return nullptr;
+  }
+  auto* a = new UAh{};
+  std::memcpy(a->ah.dgid.raw.data(), attr->grh.dgid.raw, 16);
+  if (!a->ah.dgid.ipv4()) {
+    delete a;
+    errno = EINVAL;
+    return nullptr;
+  }
+  a->ah.hop_limit = attr->grh.hop_limit;
+  a->ibv.context = pd->context;
+  a->ibv.pd = pd;
+  return &a->ibv;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  delete from<UAh>(ah);
+  return 0;
+}
+
+int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
+  UContext* c = from<UContext>(ctx);
+  for (;;) {
+    auto e = c->dev->get_async_event();
+    if (e) {
+      event->event_type = ibv_event_type(e->type);
+      std::lock_guard g(c->mu);
+      switch (e->type) {
+        case AsyncEventType::QpFatal:
+        case AsyncEventType::QpLastWqeReached:
+          event->element.qp = c->qps.count(e->qp_num) ? c->qps[e->qp_num] : nullptr;
+          break;
+        case AsyncEventType::SrqLimitReached:
+          event->element.srq = c->srqs.count(e->srq_handle) ? c->srqs[e->srq_handle] : nullptr;
+          break;
+        case AsyncEventType::CqErr:
+          event->element.cq = nullptr;
+          break;
+        case AsyncEventType::PortActive:
+          event->element.port_num = e->port_num;
+          break;
+      }
+      return 0;
+    }
+    epoll_event ev;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event want{};
+    want.events = EPOLLIN;
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->dev->async_fd(), &want);
+    epoll_wait(ep, &ev, 1, -1);
+    close(ep);
+  }
+}
+
+void ibv_ack_async_event(ibv_async_event*) {}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
+  errno = EOPNOTSUPP;  // the extended send API is not there yet
+  return nullptr;
+}
+
+const char* ibv_wc_status_str(ibv_wc_status status) { return to_string(WcStatus(status)); }
+
+const char* ibv_node_type_str(ibv_node_type t) {
+  if (t == IBV_NODE_CA) return "InfiniBand channel adapter";
+  if (t == IBV_NODE_RNIC) return "iWARP NIC";
+  return "unknown";
+}
+
+const char* ibv_port_state_str(ibv_port_state s) {
+  static const char* names[] = {"PORT_NOP", "PORT_DOWN", "PORT_INIT", "PORT_ARMED", "PORT_ACTIVE", "PORT_ACTIVE_DEFER"};
+  return unsigned(s) < 6 ? names[s] : "unknown";
+}
+
+const char* ibv_event_type_str(ibv_event_type e) { return to_string(AsyncEventType(e)); }
+
+}  // extern "C"
