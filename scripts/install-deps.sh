@@ -2,7 +2,7 @@
 # Installs the Debian packages the build, tests and benchmarks need, only those missing.
 set -e
 PKGS="cmake make g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev \
-zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils"
+zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -609,6 +609,57 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
   return nullptr;
 }
 
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  if (!(wc->wc_flags & IBV_WC_GRH) || port_num != 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Ah from = Ah::from_grh(grh);
+  ibv_ah_attr attr{};
+  attr.is_global = 1;
+  std::memcpy(attr.grh.dgid.raw, from.dgid.raw.data(), 16);
+  attr.grh.hop_limit = 64;
+  attr.port_num = 1;
+  return ibv_create_ah(pd, &attr);
+}
+
+int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
+                      size_t size) {
+  if (flags || size < sizeof(ibv_gid_entry)) return EINVAL;
+  ibv_gid gid;
+  if (int rc = ibv_query_gid(ctx, uint8_t(port), int(index), &gid)) return rc;
+  *entry = ibv_gid_entry{};
+  entry->gid = gid;
+  entry->gid_index = index;
+  entry->port_num = port;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  if (iova != uint64_t(addr)) {
+    errno = EOPNOTSUPP;  // remote addresses are virtual addresses: no other IOVA
+    return nullptr;
+  }
+  return ibv_reg_mr(pd, addr, length, int(access));
+}
+
+int ibv_get_pkey_index(ibv_context*, uint8_t port, __be16 pkey) {
+  return port == 1 && ntohs(pkey) == 0xffff ? 0 : -1;
+}
+
+int ibv_get_device_index(ibv_device*) { return 0; }
+int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+
+// Kernel-ABI helpers that librdmacm imports; uroce has no kernel side to copy from.
+void ibv_copy_ah_attr_from_kern(void*, const void*) {}
+void ibv_copy_qp_attr_from_kern(void*, const void*) {}
+void ibv_copy_path_rec_from_kern(void*, const void*) {}
+const char* ibv_get_sysfs_path(void) { return nullptr; }
+
 const char* ibv_wc_status_str(ibv_wc_status status) { return to_string(WcStatus(status)); }
 
 const char* ibv_node_type_str(ibv_node_type t) {

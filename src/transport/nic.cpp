@@ -589,21 +589,24 @@ void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
   bool rd_atomic = w.opcode == WrOpcode::RdmaRead || w.opcode == WrOpcode::AtomicCmpSwp ||
                    w.opcode == WrOpcode::AtomicFetchAdd;
   if (rd_atomic && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
-  if (qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success) {
-    Wc wc;
+  bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
+  Wc wc;
+  if (report) {
     wc.wr_id = w.wr_id;
     wc.status = st;
     wc.opcode = wc_opcode(w.opcode);
     wc.byte_len = st == WcStatus::Success ? w.length : 0;
     wc.qp_num = qp.qpn();
-    push_wc(qp.send_cq, wc);
   }
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
   if (qp.req.next == d) {  // never let the requester point at a freed slot
     qp.req.next = d + 1;
     qp.req.pkt = 0;
   }
+  // Free the slot before the completion is visible: a program that polls it may post at once
+  // and must find the room it was promised.
   qp.sq.done.store(d + 1, std::memory_order_release);
+  if (report) push_wc(qp.send_cq, wc);
 }
 
 void Nic::qp_to_error(Qp& qp, bool fatal) {

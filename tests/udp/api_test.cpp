@@ -101,3 +101,34 @@ TEST(Api, SolicitedOnlyArmingWakesOnSolicitedCompletions) {
   EXPECT_TRUE(wc[0].solicited);
   EXPECT_EQ(wc[0].wr_id, 1u);
 }
+
+// A completion means its send-queue slot is free: a program that keeps the queue full, posting
+// one request per completion it polls, must never see the queue full.
+TEST(Api, CompletionFreesItsSlotBeforeItIsSeen) {
+  auto dev = std::move(*Device::open());
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(64)), rcq = std::move(*dev->create_cq(64));
+  std::vector<uint8_t> src(64, 1), dst(64, 0);
+  auto sm = std::move(*pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto dm = std::move(*pd->reg_mr(dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), QpCap{4, 1, 1, 1, 0}}));
+  auto b = std::move(*pd->create_qp({QpType::RC, rcq.get(), rcq.get()}));
+  Gid gid = *dev->query_gid(0);
+  ASSERT_TRUE(a->connect({gid, b->qp_num(), 5, 0, 0, 0}, 6));
+  ASSERT_TRUE(b->connect({gid, a->qp_num(), 6, 0, 0, 0}, 5));
+  Sge s = sm->sge(0, 64);
+  SendWr w{0, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}, 0, uint64_t(dst.data()), dm->rkey()};
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(a->post_send(w));
+  int done = 0;
+  for (int spins = 0; done < 20000 && spins < 50'000'000; ++spins) {
+    Wc wc[4];
+    int n = cq->poll(wc);
+    for (int k = 0; k < n; ++k) {
+      ASSERT_EQ(wc[k].status, WcStatus::Success);
+      auto st = a->post_send(w);
+      ASSERT_TRUE(st) << "after " << done << " completions: " << st.error().message;
+      ++done;
+    }
+  }
+  EXPECT_EQ(done, 20000);
+}
