@@ -106,9 +106,10 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return make_error(EINVAL, "modify_qp: retry_cnt > 7");
   if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return make_error(EINVAL, "modify_qp: rnr_retry > 7");
   if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return make_error(EINVAL, "modify_qp: min_rnr_timer > 31");
-  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > 16) return make_error(EINVAL, "modify_qp: max_rd_atomic > 16");
-  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > 16)
-    return make_error(EINVAL, "modify_qp: max_dest_rd_atomic > 16");
+  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > kMaxRdAtomic)
+    return make_error(EINVAL, "modify_qp: max_rd_atomic > " + std::to_string(kMaxRdAtomic));
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > kMaxRdAtomic)
+    return make_error(EINVAL, "modify_qp: max_dest_rd_atomic > " + std::to_string(kMaxRdAtomic));
   if ((mask & kQpDestQpn) && a.dest_qp_num > 0xffffff) return make_error(EINVAL, "modify_qp: dest_qp_num > 24 bits");
   if ((mask & kQpRqPsn) && a.rq_psn > 0xffffff) return make_error(EINVAL, "modify_qp: rq_psn > 24 bits");
   if ((mask & kQpSqPsn) && a.sq_psn > 0xffffff) return make_error(EINVAL, "modify_qp: sq_psn > 24 bits");

@@ -129,6 +129,9 @@ class Qp {
   QpAttr attr_;
 };
 
+// Outstanding READ/atomic requests per QP, each way (as rxe allows).
+inline constexpr uint8_t kMaxRdAtomic = 128;
+
 // Transport timeout for the `timeout` attribute: 4.096 us * 2^timeout; 0 means infinite.
 uint64_t transport_timeout_ns(uint8_t timeout);
 

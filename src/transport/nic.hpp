@@ -52,7 +52,7 @@ struct NicConfig {
 
 struct DeviceLimits {
   uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
-  uint32_t max_inline = 512, max_rd_atomic = 16, max_pd = 1 << 16;
+  uint32_t max_inline = 512, max_rd_atomic = core::kMaxRdAtomic, max_pd = 1 << 16;
   uint64_t max_msg = 1ull << 31;
 };
 
