@@ -62,7 +62,7 @@ class Device {
   Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth);
 
-  // Asynchronous events: async_fd() becomes readable when one is waiting; get_async_event()
+  // Asynchronous events: async_fd() is readable exactly while events wait; get_async_event()
   // returns the oldest, or an EAGAIN error when none is left.
   int async_fd() const;
   Result<AsyncEvent> get_async_event();

@@ -96,8 +96,10 @@ int Device::async_fd() const { return core_->engine->async_fd(); }
 Result<AsyncEvent> Device::get_async_event() {
   auto g = core_->lock();
   auto e = core_->nic->get_async_event();
-  if (!e) {
-    uint64_t v;  // none left: make the fd quiet until the next one
+  if (!core_->nic->has_async_events()) {
+    // The fd is readable exactly while events wait; the engine raises and signals under the
+    // lock we hold, so no signal is lost.
+    uint64_t v;
     (void)!read(core_->engine->async_fd(), &v, sizeof v);
   }
   return e;

@@ -84,6 +84,7 @@ class Nic {
   Status modify_srq(core::Srq& srq, uint32_t limit);
   // Oldest async event, or an EAGAIN error when there is none.
   Result<AsyncEvent> get_async_event();
+  bool has_async_events() const { return !async_.empty(); }
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
   Status destroy_qp(core::Qp* qp);
   core::Qp* qp(uint32_t qpn);

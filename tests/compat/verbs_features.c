@@ -1,0 +1,225 @@
+/* Built against Debian's libibverbs-dev and linked with its libibverbs.so, then run on uroce
+ * with uroce-run: completion channels, error completions, an SRQ limit event, UD with the GRH,
+ * and clean errors for what uroce does not implement. Prints "N passed, M failed". */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+#define CHECK(cond, what)                                                        \
+  do {                                                                           \
+    if (cond) { ++passed; printf("ok - %s\n", what); }                           \
+    else { ++failed; printf("NOT OK - %s (%s:%d, errno %d)\n", what, __FILE__, __LINE__, errno); } \
+  } while (0)
+
+static struct ibv_context* ctx;
+static struct ibv_pd* pd;
+static union ibv_gid gid;
+
+static int wait_wc(struct ibv_cq* cq, struct ibv_wc* wc) {
+  for (long i = 0; i < 20000000; ++i) {
+    int n = ibv_poll_cq(cq, 1, wc);
+    if (n) return n;
+  }
+  return 0;
+}
+
+static struct ibv_qp* make_qp(enum ibv_qp_type t, struct ibv_cq* cq, struct ibv_srq* srq) {
+  struct ibv_qp_init_attr a = {.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = t,
+                               .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1}};
+  return ibv_create_qp(pd, &a);
+}
+
+static int connect_rc(struct ibv_qp* q, uint32_t dqpn, uint32_t my_psn, uint32_t peer_psn) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+                          .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+  if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return -1;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dqpn;
+  a.rq_psn = peer_psn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = gid;
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return -1;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = my_psn;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  return ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static int post_send(struct ibv_qp* q, enum ibv_wr_opcode op, struct ibv_mr* mr, void* buf, uint32_t len,
+                     uint64_t raddr, uint32_t rkey, uint64_t id) {
+  struct ibv_sge s = {.addr = (uintptr_t)buf, .length = len, .lkey = mr->lkey};
+  struct ibv_send_wr w = {.wr_id = id, .sg_list = &s, .num_sge = 1, .opcode = op, .send_flags = IBV_SEND_SIGNALED};
+  w.wr.rdma.remote_addr = raddr;
+  w.wr.rdma.rkey = rkey;
+  struct ibv_send_wr* bad;
+  return ibv_post_send(q, &w, &bad);
+}
+
+static int post_recv(struct ibv_qp* q, struct ibv_srq* srq, struct ibv_mr* mr, void* buf, uint32_t len, uint64_t id) {
+  struct ibv_sge s = {.addr = (uintptr_t)buf, .length = len, .lkey = mr->lkey};
+  struct ibv_recv_wr w = {.wr_id = id, .sg_list = &s, .num_sge = 1}, *bad;
+  return srq ? ibv_post_srq_recv(srq, &w, &bad) : ibv_post_recv(q, &w, &bad);
+}
+
+int main(void) {
+  int n = 0;
+  struct ibv_device** list = ibv_get_device_list(&n);
+  CHECK(list && n == 1 && strcmp(ibv_get_device_name(list[0]), "uroce0") == 0, "one device, uroce0");
+  ctx = ibv_open_device(list[0]);
+  CHECK(ctx != NULL, "open_device");
+  if (!ctx) return 1;
+  struct ibv_port_attr port;
+  CHECK(ibv_query_port(ctx, 1, &port) == 0 && port.state == IBV_PORT_ACTIVE &&
+            port.link_layer == IBV_LINK_LAYER_ETHERNET, "query_port: active, Ethernet");
+  CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff, "GID 0 is IPv4-mapped");
+  struct ibv_device_attr_ex dx;
+  CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp > 0, "query_device_ex falls back");
+  pd = ibv_alloc_pd(ctx);
+  static char buf[8192];
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  CHECK(pd && mr, "alloc_pd, reg_mr");
+
+  /* Completion channel: an armed CQ's event arrives through the channel fd. */
+  struct ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  struct ibv_cq* cq = ibv_create_cq(ctx, 64, (void*)0x1234, ch, 0);
+  struct ibv_cq* cq2 = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+  struct ibv_qp *a = make_qp(IBV_QPT_RC, cq2, NULL), *b = make_qp(IBV_QPT_RC, cq, NULL);
+  CHECK(ch && cq && a && b, "channel, CQs, RC QPs");
+  CHECK(connect_rc(a, b->qp_num, 10, 20) == 0 && connect_rc(b, a->qp_num, 20, 10) == 0, "RC QPs to RTS");
+  CHECK(ibv_req_notify_cq(cq, 0) == 0, "req_notify_cq");
+  post_recv(b, NULL, mr, buf + 4096, 1024, 7);
+  strcpy(buf, "event");
+  post_send(a, IBV_WR_SEND, mr, buf, 6, 0, 0, 1);
+  struct pollfd pf = {.fd = ch->fd, .events = POLLIN};
+  CHECK(poll(&pf, 1, 5000) == 1, "channel fd becomes readable");
+  struct ibv_cq* ev_cq = NULL;
+  void* ev_ctx = NULL;
+  CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq && ev_ctx == (void*)0x1234, "get_cq_event names the CQ");
+  ibv_ack_cq_events(cq, 1);
+  struct ibv_wc wc;
+  CHECK(wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 6 &&
+            strcmp(buf + 4096, "event") == 0, "the receive completes with the data");
+  CHECK(wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND, "the send completes");
+
+  /* Error completions: a bad rkey, then everything behind it is flushed. */
+  post_send(a, IBV_WR_RDMA_WRITE, mr, buf, 64, (uintptr_t)(buf + 4096), mr->rkey ^ 0x5a5a, 2);
+  post_send(a, IBV_WR_RDMA_WRITE, mr, buf, 64, (uintptr_t)(buf + 4096), mr->rkey, 3);
+  CHECK(wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR && wc.wr_id == 2, "bad rkey: REM_ACCESS_ERR");
+  CHECK(wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 3, "then WR_FLUSH_ERR");
+  struct ibv_qp_attr qa;
+  struct ibv_qp_init_attr qi;
+  CHECK(ibv_query_qp(a, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR, "the QP is in ERR");
+  CHECK(strcmp(ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR), "REM_ACCESS_ERR") == 0, "wc_status_str");
+
+  /* SRQ with a limit: the async event arrives when fewer receives remain. */
+  struct ibv_srq_init_attr sa = {.attr = {.max_wr = 16, .max_sge = 1}};
+  struct ibv_srq* srq = ibv_create_srq(pd, &sa);
+  struct ibv_cq* cq3 = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+  struct ibv_qp *c = make_qp(IBV_QPT_RC, cq3, NULL), *d = make_qp(IBV_QPT_RC, cq3, srq);
+  CHECK(srq && c && d && connect_rc(c, d->qp_num, 30, 40) == 0 && connect_rc(d, c->qp_num, 40, 30) == 0,
+        "SRQ and a QP on it");
+  for (int i = 0; i < 6; ++i) post_recv(d, srq, mr, buf + 4096 + i * 256, 256, 100 + i);
+  struct ibv_srq_attr lim = {.srq_limit = 4};
+  CHECK(ibv_modify_srq(srq, &lim, IBV_SRQ_LIMIT) == 0, "modify_srq arms the limit");
+  struct ibv_async_event ae;
+  int drained = 0;  /* PORT_ACTIVE from the open, QP_FATAL from the error test */
+  for (struct pollfd af = {.fd = ctx->async_fd, .events = POLLIN}; poll(&af, 1, 0) == 1 && drained < 10; ++drained) {
+    if (ibv_get_async_event(ctx, &ae)) break;
+    ibv_ack_async_event(&ae);
+  }
+  CHECK(drained == 3, "earlier events: PORT_ACTIVE and two QP_FATAL, then the fd is quiet");
+  for (int i = 0; i < 3; ++i) post_send(c, IBV_WR_SEND, mr, buf, 16, 0, 0, 200 + i);
+  int got = 0;
+  for (int i = 0; i < 6 && got < 6; ++i) got += wait_wc(cq3, &wc);
+  struct pollfd af = {.fd = ctx->async_fd, .events = POLLIN};
+  CHECK(poll(&af, 1, 5000) == 1 && ibv_get_async_event(ctx, &ae) == 0 &&
+            ae.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ae.element.srq == srq, "SRQ_LIMIT_REACHED names the SRQ");
+  ibv_ack_async_event(&ae);
+
+  /* UD: the GRH comes first in the receive, and an AH can be made from it. */
+  struct ibv_qp *u1 = make_qp(IBV_QPT_UD, cq3, NULL), *u2 = make_qp(IBV_QPT_UD, cq3, NULL);
+  int ok = u1 && u2;
+  for (int i = 0; ok && i < 2; ++i) {
+    struct ibv_qp* q = i ? u2 : u1;
+    struct ibv_qp_attr x = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111};
+    ok = !ibv_modify_qp(q, &x, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+    x.qp_state = IBV_QPS_RTR;
+    ok = ok && !ibv_modify_qp(q, &x, IBV_QP_STATE);
+    x.qp_state = IBV_QPS_RTS;
+    x.sq_psn = 0;
+    ok = ok && !ibv_modify_qp(q, &x, IBV_QP_STATE | IBV_QP_SQ_PSN);
+  }
+  CHECK(ok, "UD QPs to RTS");
+  struct ibv_ah_attr aha = {.is_global = 1, .grh = {.dgid = gid, .hop_limit = 1}, .port_num = 1};
+  struct ibv_ah* ah = ibv_create_ah(pd, &aha);
+  post_recv(u2, NULL, mr, buf + 6000, 40 + 100, 300);
+  struct ibv_sge s = {.addr = (uintptr_t)buf, .length = 100, .lkey = mr->lkey};
+  struct ibv_send_wr w = {.wr_id = 301, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+                          .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0xfeed)}, *bad;
+  w.wr.ud.ah = ah;
+  w.wr.ud.remote_qpn = u2->qp_num;
+  w.wr.ud.remote_qkey = 0x11111111;
+  memcpy(buf, "datagram", 9);
+  CHECK(ah && ibv_post_send(u1, &w, &bad) == 0, "UD send posted");
+  struct ibv_wc wcs[2];
+  got = 0;
+  for (int i = 0; i < 4 && got < 2; ++i) got += wait_wc(cq3, &wcs[got]);
+  struct ibv_wc* r = wcs[0].opcode == IBV_WC_RECV ? &wcs[0] : &wcs[1];
+  CHECK(got == 2 && r->status == IBV_WC_SUCCESS && r->byte_len == 140 && (r->wc_flags & IBV_WC_GRH) &&
+            (r->wc_flags & IBV_WC_WITH_IMM) && ntohl(r->imm_data) == 0xfeed && r->src_qp == u1->qp_num &&
+            strcmp(buf + 6040, "datagram") == 0, "UD receive: GRH, immediate, source QP, data");
+  struct ibv_ah* back = ibv_create_ah_from_wc(pd, r, (struct ibv_grh*)(buf + 6000), 1);
+  CHECK(back != NULL, "create_ah_from_wc");
+
+  /* What uroce does not have fails with an error, not a crash. */
+  errno = 0;
+  CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "memory windows: EOPNOTSUPP");
+  struct ibv_qp_init_attr xa = {.send_cq = cq3, .recv_cq = cq3, .qp_type = IBV_QPT_XRC_SEND,
+                                .cap = {.max_send_wr = 1, .max_send_sge = 1}};
+  errno = 0;
+  CHECK(ibv_create_qp(pd, &xa) == NULL && errno == EOPNOTSUPP, "XRC QP: EOPNOTSUPP");
+  errno = 0;
+  CHECK(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) == NULL && errno == EOPNOTSUPP,
+        "on-demand paging: EOPNOTSUPP");
+  struct ibv_cq_init_attr_ex cx = {.cqe = 4};
+  errno = 0;
+  CHECK(ibv_create_cq_ex(ctx, &cx) == NULL && errno == EOPNOTSUPP, "extended CQ: EOPNOTSUPP");
+
+  ibv_destroy_ah(back);
+  ibv_destroy_ah(ah);
+  ibv_destroy_qp(u1);
+  ibv_destroy_qp(u2);
+  ibv_destroy_qp(c);
+  ibv_destroy_qp(d);
+  ibv_destroy_srq(srq);
+  ibv_destroy_qp(a);
+  ibv_destroy_qp(b);
+  ibv_destroy_cq(cq);
+  ibv_destroy_cq(cq2);
+  ibv_destroy_cq(cq3);
+  CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
+  ibv_dereg_mr(mr);
+  ibv_dealloc_pd(pd);
+  CHECK(ibv_close_device(ctx) == 0, "close_device");
+  ibv_free_device_list(list);
+  printf("verbs_features: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
