@@ -137,6 +137,7 @@ class SharedReceiveQueue {
   uint32_t limit() const;   // 0 once the event fired
   uint32_t posted() const;  // receives waiting
   uint32_t capacity() const;
+  uint32_t max_sge() const;
 
  private:
   friend class ProtectionDomain;

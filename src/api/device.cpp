@@ -190,6 +190,7 @@ SharedReceiveQueue::~SharedReceiveQueue() {
 uint32_t SharedReceiveQueue::handle() const { return static_cast<core::Srq*>(srq_)->handle(); }
 uint32_t SharedReceiveQueue::posted() const { return static_cast<core::Srq*>(srq_)->posted(); }
 uint32_t SharedReceiveQueue::capacity() const { return static_cast<core::Srq*>(srq_)->rq.capacity(); }
+uint32_t SharedReceiveQueue::max_sge() const { return static_cast<core::Srq*>(srq_)->rq.max_sge(); }
 uint32_t SharedReceiveQueue::limit() const { return static_cast<core::Srq*>(srq_)->limit.load(); }
 
 Status SharedReceiveQueue::post_recv(std::span<const RecvWr> wrs, size_t* bad) {

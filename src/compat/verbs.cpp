@@ -23,6 +23,17 @@ extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsign
 
 namespace {
 
+// Async events name their QP or SRQ: keep handle -> program pointer per context.
+template <class T>
+void track(ibv_context* ctx, std::map<uint32_t, T*> UContext::*m, uint32_t key, T* obj) {
+  UContext* c = from<UContext>(ctx);
+  std::lock_guard g(c->mu);
+  if (obj)
+    (c->*m)[key] = obj;
+  else
+    (c->*m).erase(key);
+}
+
 ibv_device g_device = [] {
   ibv_device d{};
   d.node_type = IBV_NODE_CA;
@@ -419,9 +430,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   attr->attr.max_wr = s->srq->capacity();
   pthread_mutex_init(&s->ibv.mutex, nullptr);
   pthread_cond_init(&s->ibv.cond, nullptr);
-  UContext* c = from<UContext>(pd->context);
-  std::lock_guard g(c->mu);
-  c->srqs[s->ibv.handle] = &s->ibv;
+  track(pd->context, &UContext::srqs, s->ibv.handle, &s->ibv);
   return &s->ibv;
 }
 
@@ -434,17 +443,13 @@ int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
   USrq* s = from<USrq>(srq);
   attr->max_wr = s->srq->capacity();
-  attr->max_sge = 1;
+  attr->max_sge = s->srq->max_sge();
   attr->srq_limit = s->srq->limit();
   return 0;
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-  {
-    UContext* c = from<UContext>(srq->context);
-    std::lock_guard g(c->mu);
-    c->srqs.erase(srq->handle);
-  }
+  track<ibv_srq>(srq->context, &UContext::srqs, srq->handle, nullptr);
   delete from<USrq>(srq);
   return 0;
 }
@@ -486,9 +491,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   QpAttr a = q->qp->query();
   attr->cap.max_send_wr = a.cap.max_send_wr;
   attr->cap.max_recv_wr = a.cap.max_recv_wr;
-  UContext* c = from<UContext>(pd->context);
-  std::lock_guard g(c->mu);
-  c->qps[q->ibv.qp_num] = &q->ibv;
+  track(pd->context, &UContext::qps, q->ibv.qp_num, &q->ibv);
   return &q->ibv;
 }
 
@@ -536,11 +539,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 }
 
 int ibv_destroy_qp(ibv_qp* qp) {
-  {
-    UContext* c = from<UContext>(qp->context);
-    std::lock_guard g(c->mu);
-    c->qps.erase(qp->qp_num);
-  }
+  track<ibv_qp>(qp->context, &UContext::qps, qp->qp_num, nullptr);
   delete from<UQp>(qp);
   return 0;
 }

@@ -39,7 +39,7 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
 }
 
 bool LossyLink::pop_due(uint64_t now, Frame& out) {
-  if (q_.empty() || q_.top().due > now) return false;  // (held_ frames were already counted)
+  if (q_.empty() || q_.top().due > now) return false;
   out = std::move(const_cast<Frame&>(q_.top()));
   q_.pop();
   ++st_.delivered;

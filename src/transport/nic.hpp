@@ -66,7 +66,6 @@ class Nic {
   const NicConfig& config() const { return cfg_; }
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
-  Counters& counters_mut() { return ctr_; }
   core::MrTable& mrs() { return mrs_; }
 
   // ---- control path (engine lock held) ----
@@ -127,7 +126,6 @@ class Nic {
   void schedule(core::Qp& qp);             // put on the run list
   void arm_timer(core::Qp& qp, uint64_t deadline);
   void want_ack(core::Qp& qp);             // coalesced ACK at the end of this pass
-  const NicConfig& cfg() const { return cfg_; }
   Counters& ctr() { return ctr_; }
 
  private:

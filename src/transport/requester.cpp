@@ -69,7 +69,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
   auto& sq = qp.sq;
   auto& req = qp.req;
   const uint32_t mtu = qp.mtu();
-  const uint32_t window = nic.cfg().max_inflight_pkts;
+  const uint32_t window = nic.config().max_inflight_pkts;
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attr().max_rd_atomic);
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
@@ -150,7 +150,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
       }
     }
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
-    p.bth.ack_req = !uc && (last || inflight % nic.cfg().ack_req_every == 0 || inflight + 1 >= window);
+    p.bth.ack_req = !uc && (last || inflight % nic.config().ack_req_every == 0 || inflight + 1 >= window);
     send_packet(nic, tx, p);
     --budget;
     if (psn < req.high) {
