@@ -3,16 +3,19 @@
 #pragma once
 #include <infiniband/verbs.h>
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "uroce/uroce.hpp"
 
 namespace uroce::compat {
 
 struct UContext {
-  ibv_context ibv;
+  // Extended: the inline verbs find create_qp_ex and friends here. Programs hold &vctx.context.
+  verbs_context vctx;
   std::unique_ptr<Device> dev;
   // For async events, which name their object: handle -> the program's pointer.
   std::mutex mu;
@@ -44,15 +47,30 @@ struct USrq {
   std::unique_ptr<SharedReceiveQueue> srq;
 };
 
+// One request of an extended-API batch (ibv_wr_start .. ibv_wr_complete).
+struct PendingWr {
+  SendWr wr;
+  std::vector<Sge> sges;
+  std::vector<uint8_t> inline_data;
+  Ah* ah = nullptr;
+};
+
 struct UQp {
-  ibv_qp ibv;
+  ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp programs hold
   std::unique_ptr<QueuePair> qp;
+  std::vector<PendingWr> batch;  // entries are reused: their vectors keep their capacity
+  size_t batch_len = 0;
+  int batch_err = 0;
 };
 
 struct UAh {
   ibv_ah ibv;
   Ah ah;
 };
+
+inline UContext* uctx(ibv_context* c) {
+  return reinterpret_cast<UContext*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
 
 // The verbs struct is the first member of a class with no bases or virtual functions: on the
 // Itanium C++ ABI it sits at offset 0, so the program's pointer is the object's address.

@@ -26,7 +26,7 @@ namespace {
 // Async events name their QP or SRQ: keep handle -> program pointer per context.
 template <class T>
 void track(ibv_context* ctx, std::map<uint32_t, T*> UContext::*m, uint32_t key, T* obj) {
-  UContext* c = from<UContext>(ctx);
+  UContext* c = uctx(ctx);
   std::lock_guard g(c->mu);
   if (obj)
     (c->*m)[key] = obj;
@@ -182,6 +182,226 @@ QpAttr to_attr(const ibv_qp_attr* a, int mask) {
   return o;
 }
 
+
+// ---------------------------------------------------------------- extended send API
+// ibv_wr_start opens a batch; each ibv_wr_<op> starts a request that the ibv_wr_set_* calls
+// complete; ibv_wr_complete posts the batch, ibv_wr_abort drops it.
+
+UQp* uqp(ibv_qp_ex* q) { return reinterpret_cast<UQp*>(q); }
+
+PendingWr& next_wr(ibv_qp_ex* qx, WrOpcode op) {
+  UQp* q = uqp(qx);
+  if (q->batch_len == q->batch.size()) q->batch.emplace_back();
+  PendingWr& p = q->batch[q->batch_len++];
+  p.wr = SendWr{};
+  p.wr.wr_id = qx->wr_id;
+  p.wr.opcode = op;
+  p.wr.send_flags = qx->wr_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED);
+  p.sges.clear();
+  p.inline_data.clear();
+  p.ah = nullptr;
+  return p;
+}
+
+PendingWr* current(ibv_qp_ex* qx) {
+  UQp* q = uqp(qx);
+  if (!q->batch_len) {
+    q->batch_err = EINVAL;  // a set_* before any request
+    return nullptr;
+  }
+  return &q->batch[q->batch_len - 1];
+}
+
+void x_start(ibv_qp_ex* qx) {
+  uqp(qx)->batch_len = 0;
+  uqp(qx)->batch_err = 0;
+}
+void x_abort(ibv_qp_ex* qx) { uqp(qx)->batch_len = 0; }
+
+int x_complete(ibv_qp_ex* qx) {
+  UQp* q = uqp(qx);
+  int err = q->batch_err;
+  for (size_t i = 0; i < q->batch_len && !err; ++i) {
+    PendingWr& p = q->batch[i];
+    Sge inl;
+    if (!p.inline_data.empty() || (p.wr.send_flags & kSendInline)) {
+      inl = Sge{uint64_t(p.inline_data.data()), uint32_t(p.inline_data.size()), 0};
+      p.wr.sg_list = {&inl, 1};
+      p.wr.send_flags |= kSendInline;
+    } else {
+      p.wr.sg_list = p.sges;
+    }
+    p.wr.ah = p.ah;
+    if (Status s = q->qp->post_send(p.wr); !s) err = s.error().code;
+  }
+  q->batch_len = 0;
+  q->batch_err = 0;
+  return err;
+}
+
+void x_send(ibv_qp_ex* qx) { next_wr(qx, WrOpcode::Send); }
+void x_send_imm(ibv_qp_ex* qx, __be32 imm) { next_wr(qx, WrOpcode::SendWithImm).wr.imm_data = ntohl(imm); }
+void x_rdma_write(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) {
+  PendingWr& p = next_wr(qx, WrOpcode::RdmaWrite);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+}
+void x_rdma_write_imm(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, __be32 imm) {
+  PendingWr& p = next_wr(qx, WrOpcode::RdmaWriteWithImm);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  p.wr.imm_data = ntohl(imm);
+}
+void x_rdma_read(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) {
+  PendingWr& p = next_wr(qx, WrOpcode::RdmaRead);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+}
+void x_cmp_swp(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
+  PendingWr& p = next_wr(qx, WrOpcode::AtomicCmpSwp);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  p.wr.compare_add = compare;
+  p.wr.swap = swap;
+}
+void x_fetch_add(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, uint64_t add) {
+  PendingWr& p = next_wr(qx, WrOpcode::AtomicFetchAdd);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  p.wr.compare_add = add;
+}
+void x_set_sge(ibv_qp_ex* qx, uint32_t lkey, uint64_t addr, uint32_t length) {
+  if (PendingWr* p = current(qx)) p->sges.assign(1, Sge{addr, length, lkey});
+}
+void x_set_sge_list(ibv_qp_ex* qx, size_t n, const ibv_sge* list) {
+  if (PendingWr* p = current(qx)) {
+    auto* s = reinterpret_cast<const Sge*>(list);
+    p->sges.assign(s, s + n);
+  }
+}
+void x_set_inline_data(ibv_qp_ex* qx, void* addr, size_t length) {
+  if (PendingWr* p = current(qx)) {
+    auto* b = static_cast<uint8_t*>(addr);
+    p->inline_data.assign(b, b + length);
+    p->wr.send_flags |= kSendInline;
+  }
+}
+void x_set_inline_data_list(ibv_qp_ex* qx, size_t n, const ibv_data_buf* bufs) {
+  if (PendingWr* p = current(qx)) {
+    p->inline_data.clear();
+    for (size_t i = 0; i < n; ++i) {
+      auto* b = static_cast<uint8_t*>(bufs[i].addr);
+      p->inline_data.insert(p->inline_data.end(), b, b + bufs[i].length);
+    }
+    p->wr.send_flags |= kSendInline;
+  }
+}
+void x_set_ud_addr(ibv_qp_ex* qx, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  if (PendingWr* p = current(qx)) {
+    p->ah = &from<UAh>(ah)->ah;
+    p->wr.remote_qpn = remote_qpn;
+    p->wr.remote_qkey = remote_qkey;
+  }
+}
+// Operations uroce does not have: the batch fails at ibv_wr_complete.
+void x_unsupported_inv(ibv_qp_ex* qx, uint32_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
+void x_unsupported_mw(ibv_qp_ex* qx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { uqp(qx)->batch_err = EOPNOTSUPP; }
+void x_unsupported_tso(ibv_qp_ex* qx, void*, uint16_t, uint16_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
+void x_unsupported_aw(ibv_qp_ex* qx, uint32_t, uint64_t, const void*) { uqp(qx)->batch_err = EOPNOTSUPP; }
+
+void set_send_ops(ibv_qp_ex& x) {
+  x.wr_start = x_start;
+  x.wr_complete = x_complete;
+  x.wr_abort = x_abort;
+  x.wr_send = x_send;
+  x.wr_send_imm = x_send_imm;
+  x.wr_rdma_write = x_rdma_write;
+  x.wr_rdma_write_imm = x_rdma_write_imm;
+  x.wr_rdma_read = x_rdma_read;
+  x.wr_atomic_cmp_swp = x_cmp_swp;
+  x.wr_atomic_fetch_add = x_fetch_add;
+  x.wr_set_sge = x_set_sge;
+  x.wr_set_sge_list = x_set_sge_list;
+  x.wr_set_inline_data = x_set_inline_data;
+  x.wr_set_inline_data_list = x_set_inline_data_list;
+  x.wr_set_ud_addr = x_set_ud_addr;
+  x.wr_local_inv = x_unsupported_inv;
+  x.wr_send_inv = x_unsupported_inv;
+  x.wr_set_xrc_srqn = x_unsupported_inv;
+  x.wr_bind_mw = x_unsupported_mw;
+  x.wr_send_tso = x_unsupported_tso;
+  x.wr_atomic_write = x_unsupported_aw;
+}
+
+ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) {
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+    return nullptr;
+  }
+  if (!attr->send_cq || !attr->recv_cq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  QpInit init;
+  init.type = QpType(attr->qp_type);
+  init.send_cq = from<UCq>(attr->send_cq)->cq.get();
+  init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
+  init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
+  init.cap = QpCap{attr->cap.max_send_wr, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
+                   attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
+                   attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
+  init.sq_sig_all = attr->sq_sig_all != 0;
+  auto qp = from<UPd>(pd)->pd->create_qp(init);
+  if (!qp) return fail<ibv_qp>(qp.error());
+  auto* q = new UQp{};
+  q->qp = std::move(*qp);
+  if (send_ops) set_send_ops(q->qpx);
+  ibv_qp& ibv = q->qpx.qp_base;
+  ibv.context = pd->context;
+  ibv.qp_context = attr->qp_context;
+  ibv.pd = pd;
+  ibv.send_cq = attr->send_cq;
+  ibv.recv_cq = attr->recv_cq;
+  ibv.srq = attr->srq;
+  ibv.qp_num = q->qp->qp_num();
+  ibv.handle = ibv.qp_num;
+  ibv.state = IBV_QPS_RESET;
+  ibv.qp_type = attr->qp_type;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  QpAttr a = q->qp->query();
+  attr->cap.max_send_wr = a.cap.max_send_wr;
+  attr->cap.max_recv_wr = a.cap.max_recv_wr;
+  track(pd->context, &UContext::qps, ibv.qp_num, &ibv);
+  return &ibv;
+}
+
+
+constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+                              IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+
+ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
+  uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) ||
+      ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
+      ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps))) {
+    errno = EOPNOTSUPP;  // XRC, RSS, TSO, memory windows, creation flags ...
+    return nullptr;
+  }
+  ibv_qp_init_attr b{};
+  b.qp_context = a->qp_context;
+  b.send_cq = a->send_cq;
+  b.recv_cq = a->recv_cq;
+  b.srq = a->srq;
+  b.cap = a->cap;
+  b.qp_type = a->qp_type;
+  b.sq_sig_all = a->sq_sig_all;
+  ibv_qp* qp = create_qp_common(a->pd, &b, (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? a->send_ops_flags : 0);
+  if (qp) a->cap = b.cap;
+  return qp;
+}
+
 }  // namespace
 
 extern "C" {
@@ -207,12 +427,16 @@ ibv_context* ibv_open_device(ibv_device* device) {
   if (!dev) return fail<ibv_context>(dev.error());
   auto* c = new UContext{};
   c->dev = std::move(*dev);
-  c->ibv.device = device;
-  c->ibv.cmd_fd = -1;
-  c->ibv.async_fd = c->dev->async_fd();
-  c->ibv.num_comp_vectors = 1;
-  pthread_mutex_init(&c->ibv.mutex, nullptr);
-  ibv_context_ops& ops = c->ibv.ops;
+  ibv_context& ctx = c->vctx.context;
+  ctx.device = device;
+  ctx.cmd_fd = -1;
+  ctx.async_fd = c->dev->async_fd();
+  ctx.num_comp_vectors = 1;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  c->vctx.sz = sizeof(verbs_context);
+  c->vctx.create_qp_ex = create_qp_ex;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ibv_context_ops& ops = ctx.ops;
   ops.poll_cq = poll_cq;
   ops.req_notify_cq = req_notify_cq;
   ops.post_send = post_send;
@@ -221,16 +445,16 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ops.alloc_mw = alloc_mw;
   ops.bind_mw = bind_mw;
   ops.dealloc_mw = dealloc_mw;
-  return &c->ibv;
+  return &ctx;
 }
 
 int ibv_close_device(ibv_context* ctx) {
-  delete from<UContext>(ctx);
+  delete uctx(ctx);
   return 0;
 }
 
 int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
-  DeviceAttr d = from<UContext>(ctx)->dev->query_device();
+  DeviceAttr d = uctx(ctx)->dev->query_device();
   *a = ibv_device_attr{};
   std::snprintf(a->fw_ver, sizeof a->fw_ver, "uroce 0.1");
   a->node_guid = ibv_get_device_guid(ctx->device);
@@ -262,7 +486,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
 
 int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* out) {
   if (port != 1) return EINVAL;
-  PortAttr p = from<UContext>(ctx)->dev->query_port();
+  PortAttr p = uctx(ctx)->dev->query_port();
   auto* a = reinterpret_cast<ibv_port_attr*>(out);
   // The fields of the old, shorter layout only: callers may pass it.
   a->state = p.active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
@@ -286,7 +510,7 @@ int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr*
 
 int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   if (port != 1) return EINVAL;
-  auto g = from<UContext>(ctx)->dev->query_gid(index);
+  auto g = uctx(ctx)->dev->query_gid(index);
   if (!g) return g.error().code;
   std::memcpy(gid->raw, g->raw.data(), 16);
   return 0;
@@ -310,7 +534,7 @@ int ibv_read_sysfs_file(const char*, const char*, char*, size_t) {
 }
 
 ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
-  auto pd = from<UContext>(ctx)->dev->alloc_pd();
+  auto pd = uctx(ctx)->dev->alloc_pd();
   if (!pd) return fail<ibv_pd>(pd.error());
   auto* p = new UPd{};
   p->pd = std::move(*pd);
@@ -367,7 +591,7 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     errno = EINVAL;
     return nullptr;
   }
-  auto cq = from<UContext>(ctx)->dev->create_cq(uint32_t(cqe));
+  auto cq = uctx(ctx)->dev->create_cq(uint32_t(cqe));
   if (!cq) return fail<ibv_cq>(cq.error());
   auto* c = new UCq{};
   c->cq = std::move(*cq);
@@ -454,46 +678,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   return 0;
 }
 
-ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
-    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
-    return nullptr;
-  }
-  if (!attr->send_cq || !attr->recv_cq) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  QpInit init;
-  init.type = QpType(attr->qp_type);
-  init.send_cq = from<UCq>(attr->send_cq)->cq.get();
-  init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
-  init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
-  init.cap = QpCap{attr->cap.max_send_wr, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
-                   attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
-                   attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
-  init.sq_sig_all = attr->sq_sig_all != 0;
-  auto qp = from<UPd>(pd)->pd->create_qp(init);
-  if (!qp) return fail<ibv_qp>(qp.error());
-  auto* q = new UQp{};
-  q->qp = std::move(*qp);
-  q->ibv.context = pd->context;
-  q->ibv.qp_context = attr->qp_context;
-  q->ibv.pd = pd;
-  q->ibv.send_cq = attr->send_cq;
-  q->ibv.recv_cq = attr->recv_cq;
-  q->ibv.srq = attr->srq;
-  q->ibv.qp_num = q->qp->qp_num();
-  q->ibv.handle = q->ibv.qp_num;
-  q->ibv.state = IBV_QPS_RESET;
-  q->ibv.qp_type = attr->qp_type;
-  pthread_mutex_init(&q->ibv.mutex, nullptr);
-  pthread_cond_init(&q->ibv.cond, nullptr);
-  QpAttr a = q->qp->query();
-  attr->cap.max_send_wr = a.cap.max_send_wr;
-  attr->cap.max_recv_wr = a.cap.max_recv_wr;
-  track(pd->context, &UContext::qps, q->ibv.qp_num, &q->ibv);
-  return &q->ibv;
-}
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return create_qp_common(pd, attr, 0); }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;  // RoCE needs the GID (-g)
@@ -568,7 +753,7 @@ int ibv_destroy_ah(ibv_ah* ah) {
 }
 
 int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
-  UContext* c = from<UContext>(ctx);
+  UContext* c = uctx(ctx);
   for (;;) {
     auto e = c->dev->get_async_event();
     if (e) {
@@ -603,9 +788,13 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
 
 void ibv_ack_async_event(ibv_async_event*) {}
 
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;  // the extended send API is not there yet
-  return nullptr;
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  UQp* q = from<UQp>(qp);
+  if (!q->qpx.wr_start) {  // created without send_ops_flags
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return &q->qpx;
 }
 
 ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {

@@ -189,6 +189,51 @@ int main(void) {
   struct ibv_ah* back = ibv_create_ah_from_wc(pd, r, (struct ibv_grh*)(buf + 6000), 1);
   CHECK(back != NULL, "create_ah_from_wc");
 
+  /* The extended send API: a QP made with send_ops_flags, a batch of WRITE + SEND inline. */
+  struct ibv_cq* cq4 = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+  struct ibv_qp_init_attr_ex xa_ex = {.send_cq = cq4, .recv_cq = cq4, .qp_type = IBV_QPT_RC,
+                                      .cap = {.max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 2,
+                                              .max_recv_sge = 1, .max_inline_data = 64},
+                                      .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+                                      .pd = pd,
+                                      .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND};
+  struct ibv_qp* xq = ibv_create_qp_ex(ctx, &xa_ex);
+  struct ibv_qp* yq = make_qp(IBV_QPT_RC, cq4, NULL);
+  struct ibv_qp_ex* qx = xq ? ibv_qp_to_qp_ex(xq) : NULL;
+  CHECK(xq && yq && qx && connect_rc(xq, yq->qp_num, 50, 60) == 0 && connect_rc(yq, xq->qp_num, 60, 50) == 0,
+        "create_qp_ex with send_ops_flags, qp_to_qp_ex");
+  memset(buf + 7000, 0, 100);
+  memcpy(buf, "written-by-ibv_wr", 18);
+  post_recv(yq, NULL, mr, buf + 7500, 64, 500);
+  if (qx) {
+    ibv_wr_start(qx);
+    qx->wr_id = 41;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(qx, mr->rkey, (uintptr_t)(buf + 7000));
+    ibv_wr_set_sge(qx, mr->lkey, (uintptr_t)buf, 18);
+    qx->wr_id = 42;
+    ibv_wr_send(qx);
+    ibv_wr_set_inline_data(qx, "inline-send", 12);
+    CHECK(ibv_wr_complete(qx) == 0, "ibv_wr_complete posts the batch");
+    struct ibv_wc xw[3];
+    int k = 0;
+    for (int i = 0; i < 6 && k < 3; ++i) k += wait_wc(cq4, &xw[k]);
+    int writes = 0, sends = 0, recvs = 0;
+    for (int i = 0; i < k; ++i) {
+      writes += xw[i].opcode == IBV_WC_RDMA_WRITE && xw[i].wr_id == 41 && xw[i].status == IBV_WC_SUCCESS;
+      sends += xw[i].opcode == IBV_WC_SEND && xw[i].wr_id == 42 && xw[i].status == IBV_WC_SUCCESS;
+      recvs += xw[i].opcode == IBV_WC_RECV && xw[i].wr_id == 500 && xw[i].byte_len == 12;
+    }
+    CHECK(k == 3 && writes == 1 && sends == 1 && recvs == 1 && strcmp(buf + 7000, "written-by-ibv_wr") == 0 &&
+              strcmp(buf + 7500, "inline-send") == 0, "extended API: WRITE and inline SEND arrive");
+    ibv_wr_start(qx);
+    ibv_wr_send_inv(qx, 5);
+    CHECK(ibv_wr_complete(qx) == EOPNOTSUPP, "unsupported ibv_wr_* op: EOPNOTSUPP at complete");
+  }
+  ibv_destroy_qp(xq);
+  ibv_destroy_qp(yq);
+  ibv_destroy_cq(cq4);
+
   /* What uroce does not have fails with an error, not a crash. */
   errno = 0;
   CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "memory windows: EOPNOTSUPP");
