@@ -57,6 +57,40 @@ bw_row('64 KiB RDMA WRITE bandwidth', 'write', '>= 0.5')
 bw_row('64 KiB RDMA READ bandwidth', 'read', None)
 mem = run_json([f'{bindir}/idle_qp_memory', '1000', '3'])
 
+# Debian's perftest, unmodified, through the libibverbs drop-in, beside uroce-perf (C++ API)
+# doing the same test in the same run.
+def perftest(prog, args, col):
+    import random
+    vals = []
+    for _ in range(repeat):
+        port = str(20000 + random.randrange(20000))
+        base = [f'{bindir}/uroce-run', '--', prog, '-d', 'uroce0', '-x', '0', '-p', port] + args
+        srv = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        out = subprocess.run(base + ['127.0.0.1'], capture_output=True, text=True, timeout=300)
+        srv.wait(timeout=60)
+        lines = out.stdout.splitlines()
+        for i, l in enumerate(lines):
+            if l.strip().startswith('#bytes') and i + 1 < len(lines):
+                vals.append(float(lines[i + 1].split()[col]))
+                break
+        else:
+            raise SystemExit(f'{prog}: no result table\n{out.stdout}{out.stderr}')
+    return statistics.median(vals)
+
+pt_rows = []
+if os.path.exists(f'{bindir}/uroce-run'):
+    def cxx(op, mode, size, key):
+        v, _ = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size,
+                          '--iters', bw_iters if mode == 'bw' else lat_iters], key)
+        return v
+    pt_rows.append(('64 KiB SEND bandwidth (Gb/s)', perftest('ib_send_bw', ['-s', '65536', '-n', bw_iters, '--report_gbits'], 3),
+                    cxx('send', 'bw', '65536', 'bw_gbps')))
+    pt_rows.append(('64 KiB RDMA WRITE bandwidth (Gb/s)', perftest('ib_write_bw', ['-s', '65536', '-n', bw_iters, '--report_gbits'], 3),
+                    cxx('write', 'bw', '65536', 'bw_gbps')))
+    pt_rows.append(('64 B RDMA READ latency, typical / p50 (us)', perftest('ib_read_lat', ['-s', '64', '-n', lat_iters], 4),
+                    cxx('read', 'lat', '64', 'lat_p50_us')))
+
 def verdict(r):
     if not r['target']:
         return ''
@@ -83,8 +117,15 @@ lines += [
     f"| host memory per idle connected RC QP (RSS growth over {mem['qps']} QPs, 128/128 depths) | {per_qp:.1f} KiB | <= 64 KiB {'met' if per_qp <= 64 else 'NOT met'} |",
     f"| idle engine CPU | {mem['idle_cpu_percent']:.3f} % of a core | < 1 % {'met' if mem['idle_cpu_percent'] < 1 else 'NOT met'} |",
     '',
-    f'Took {time.time() - t0:.0f} s.',
 ]
+if pt_rows:
+    lines += [
+        'Unmodified perftest through the libibverbs drop-in (`uroce-run`) beside uroce-perf on the C++ API:',
+        '',
+        '| test | perftest on uroce | uroce-perf (C++ API) |',
+        '|---|---:|---:|',
+    ] + [f'| {name} | {a:.2f} | {b:.2f} |' for name, a, b in pt_rows] + ['']
+lines += [f'Took {time.time() - t0:.0f} s.']
 md = '\n'.join(lines) + '\n'
 open(os.path.join(results, 'latest.md'), 'w').write(md)
 json.dump(dict(rows=rows, memory=mem, repeat=repeat), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
