@@ -18,6 +18,7 @@ using namespace uroce::compat;
 // The header routes these through inline wrappers; the library defines the functions.
 #undef ibv_query_port
 #undef ibv_reg_mr
+#undef ibv_reg_mr_iova
 
 extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type);
 
@@ -847,6 +848,104 @@ void ibv_copy_ah_attr_from_kern(void*, const void*) {}
 void ibv_copy_qp_attr_from_kern(void*, const void*) {}
 void ibv_copy_path_rec_from_kern(void*, const void*) {}
 const char* ibv_get_sysfs_path(void) { return nullptr; }
+
+// ---- the rest of rdma-core 44's public ABI: real where uroce can, a clean error where not.
+
+namespace {
+struct RateRow {
+  ibv_rate rate;
+  int mult;
+  int mbps;
+};
+constexpr RateRow kRates[] = {
+    {IBV_RATE_2_5_GBPS, 1, 2500},      {IBV_RATE_5_GBPS, 2, 5000},        {IBV_RATE_10_GBPS, 4, 10000},
+    {IBV_RATE_20_GBPS, 8, 20000},      {IBV_RATE_30_GBPS, 12, 30000},     {IBV_RATE_40_GBPS, 16, 40000},
+    {IBV_RATE_60_GBPS, 24, 60000},     {IBV_RATE_80_GBPS, 32, 80000},     {IBV_RATE_120_GBPS, 48, 120000},
+    {IBV_RATE_14_GBPS, -1, 14062},     {IBV_RATE_56_GBPS, -1, 56250},     {IBV_RATE_112_GBPS, -1, 112500},
+    {IBV_RATE_168_GBPS, -1, 168750},   {IBV_RATE_25_GBPS, -1, 25781},     {IBV_RATE_100_GBPS, -1, 103125},
+    {IBV_RATE_200_GBPS, -1, 206250},   {IBV_RATE_300_GBPS, -1, 309375},   {IBV_RATE_28_GBPS, -1, 28125},
+    {IBV_RATE_50_GBPS, -1, 53125},     {IBV_RATE_400_GBPS, -1, 425000},   {IBV_RATE_600_GBPS, -1, 637500},
+};
+}  // namespace
+
+int ibv_rate_to_mult(ibv_rate rate) {
+  for (const RateRow& r : kRates)
+    if (r.rate == rate) return r.mult;
+  return -1;
+}
+ibv_rate mult_to_ibv_rate(int mult) {
+  for (const RateRow& r : kRates)
+    if (r.mult == mult) return r.rate;
+  return IBV_RATE_MAX;
+}
+int ibv_rate_to_mbps(ibv_rate rate) {
+  for (const RateRow& r : kRates)
+    if (r.rate == rate) return r.mbps;
+  return -1;
+}
+ibv_rate mbps_to_ibv_rate(int mbps) {
+  for (const RateRow& r : kRates)
+    if (r.mbps == mbps) return r.rate;
+  return IBV_RATE_MAX;
+}
+
+int ibv_init_ah_from_wc(ibv_context*, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
+  if (port_num != 1 || !(wc->wc_flags & IBV_WC_GRH)) return EINVAL;
+  Ah from = Ah::from_grh(grh);
+  *attr = ibv_ah_attr{};
+  attr->is_global = 1;
+  std::memcpy(attr->grh.dgid.raw, from.dgid.raw.data(), 16);
+  attr->grh.hop_limit = 64;
+  attr->port_num = 1;
+  return 0;
+}
+
+ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t size) {
+  if (max < 1) return -EINVAL;
+  int rc = _ibv_query_gid_ex(ctx, 1, 0, entries, flags, size);
+  return rc ? -rc : 1;  // one GID: the device's IPv4-mapped address
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
+}
+
+int ibv_dofork_range(void*, size_t) { return 0; }    // nothing is pinned by a kernel driver
+int ibv_dontfork_range(void*, size_t) { return 0; }
+ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, uint32_t) { return 0; }  // no promise made
+
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
+int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) { return EOPNOTSUPP; }
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+// Sharing objects with another process's context needs a kernel; uroce has none.
+ibv_context* ibv_import_device(int) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+void ibv_unimport_pd(ibv_pd*) {}
+void ibv_unimport_mr(ibv_mr*) {}
+void ibv_unimport_dm(ibv_dm*) {}
+void ibv_copy_path_rec_to_kern(void*, const void*) {}
 
 const char* ibv_wc_status_str(ibv_wc_status status) { return to_string(WcStatus(status)); }
 
