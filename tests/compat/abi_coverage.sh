@@ -11,5 +11,5 @@ missing=$(comm -23 /tmp/abi-real-$$ /tmp/abi-ours-$$)
 n=$(wc -l < /tmp/abi-real-$$)
 rm -f /tmp/abi-real-$$ /tmp/abi-ours-$$
 if [ -n "$missing" ]; then echo "missing or at another version:"; echo "$missing"; exit 1; fi
-[ "$n" -ge 100 ] || { echo "only $n symbols read from $REAL: the check itself is broken"; exit 1; }
+[ "$n" -ge 80 ] || { echo "only $n symbols read from $REAL: the check itself is broken"; exit 1; }
 echo "abi: all $n public symbols at their rdma-core 44 versions"
