@@ -151,6 +151,58 @@ for role in client server; do
   perftest_case "RC SEND 8 KiB x 100 (perftest)" "ib_send_bw -s 8192 -n 100" $role
 done
 
+# rdma-check (ours, plain libibverbs): the same binary runs in the guest on rxe and here on uroce;
+# every byte of WRITE, WRITE with immediate, SEND with immediate, SEND, READ and both atomics is
+# checked on both sides. The guest gets the binary in base64 pieces over its command channel.
+upload_rdma_check() {
+  strip -o "$OUT/rdma-check.bin" "$BUILD/bin/rdma-check" || return 1
+  base64 -w0 "$OUT/rdma-check.bin" > "$OUT/rdma-check.b64"
+  guest "rm -f /tmp/rc.b64" > /dev/null
+  local size off=0 chunk
+  size=$(wc -c < "$OUT/rdma-check.b64")
+  while [ "$off" -lt "$size" ]; do
+    chunk=$(dd if="$OUT/rdma-check.b64" bs=8192 skip=$((off / 8192)) count=1 2>/dev/null)
+    guest "echo -n '$chunk' >> /tmp/rc.b64" > /dev/null
+    off=$((off + 8192))
+  done
+  guest "base64 -d /tmp/rc.b64 > /tmp/rdma-check && chmod +x /tmp/rdma-check && md5sum /tmp/rdma-check" |
+    grep -q "$(md5sum < "$OUT/rdma-check.bin" | cut -d' ' -f1)"
+}
+rdma_check_case() {  # uroce_role
+  local role=$1 tag="rdma-check-uroce-$1"
+  if [ "$role" = client ]; then
+    guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18601 > /tmp/$tag.log 2>&1 &"
+    sleep 1
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18601 \
+      10.99.0.2 > "$OUT/$tag.host.log" 2>&1
+    local rc=$?
+    sleep 1
+    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+    grep -q "server-ok" "$OUT/$tag.guest.log" || rc=1
+    grep -q "all checks passed" "$OUT/$tag.host.log" || rc=1
+  else
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18602 \
+      > "$OUT/$tag.host.log" 2>&1 &
+    local hp=$!
+    sleep 1
+    guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18602 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
+    wait $hp
+    local rc=$?
+    grep -q "all checks passed" "$OUT/$tag.guest.log" || rc=1
+    grep -q "server-ok" "$OUT/$tag.host.log" || rc=1
+  fi
+  check_capture "$OUT/$tag.pcap" || rc=1
+  local what="RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked"
+  if [ "$role" = client ]; then record "$what, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
+  else record "$what, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"; fi
+}
+if upload_rdma_check; then
+  rdma_check_case client
+  rdma_check_case server
+else
+  record "rdma-check upload to the guest" 1 "see $OUT"
+fi
+
 {
   echo "# uroce <-> rxe interop run ($(date -u +%Y-%m-%dT%H:%MZ))"
   printf '%s\n' "${results[@]}"

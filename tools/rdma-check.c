@@ -1,0 +1,229 @@
+/* rdma-check: an RC exchange where every byte is checked on both sides, written against plain
+ * libibverbs so that the same binary runs on uroce (through uroce-run) and on any other RoCE
+ * device, e.g. Linux Soft-RoCE. The client does RDMA WRITE (multi-packet), WRITE with
+ * immediate, SEND with immediate, SEND, RDMA READ, FETCH_AND_ADD and CMP_AND_SWAP; it checks the
+ * READ data and the atomic results, the server checks everything that landed in its memory and
+ * its receive completions, and reports over TCP.
+ *   server: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU]
+ *   client: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU] SERVER_IP
+ * Exit 0 and "rdma-check: all checks passed" when both sides agree. */
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { kRegion = 1 << 20, kReadOff = 0, kReadLen = 65536, kWriteOff = 256 << 10, kWriteLen = 100000,
+       kWimmOff = kWriteOff + kWriteLen, kWimmLen = 5000, kAtomicOff = 512 << 10, kRecvOff = 600 << 10,
+       kRecvLen = 16384, kSendImmLen = 3000, kSendLen = 10000 };
+
+static char failure[256];
+#define FAIL(...) do { if (!failure[0]) snprintf(failure, sizeof failure, __VA_ARGS__); } while (0)
+
+static uint8_t pat(uint32_t i, int k) { return (uint8_t)(i * 31u + (uint32_t)k * 7u + (i >> 11)); }
+static void fill(uint8_t* p, uint32_t n, int k) { for (uint32_t i = 0; i < n; ++i) p[i] = pat(i, k); }
+static int same(const uint8_t* p, uint32_t n, int k) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (p[i] != pat(i, k)) return 0;
+  return 1;
+}
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+static int poll_one(struct ibv_cq* cq, struct ibv_wc* wc) {
+  double end = now() + 60;
+  for (unsigned spins = 0;; ++spins) {
+    if (ibv_poll_cq(cq, 1, wc) == 1) return 1;
+    if ((spins & 1023) == 1023) {
+      if (now() > end) return 0;
+      sched_yield();
+    }
+  }
+}
+static int xfer(int fd, void* b, size_t n, int rd) {
+  char* p = b;
+  while (n) {
+    ssize_t r = rd ? read(fd, p, n) : write(fd, p, n);
+    if (r <= 0) return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+struct dest { uint32_t qpn, psn, rkey; uint64_t addr; uint8_t gid[16]; };
+
+int main(int argc, char** argv) {
+  const char* devname = NULL;
+  int gidx = 0, port = 18600, opt;
+  enum ibv_mtu mtu = IBV_MTU_1024;
+  while ((opt = getopt(argc, argv, "d:g:p:m:")) != -1) {
+    if (opt == 'd') devname = optarg;
+    else if (opt == 'g') gidx = atoi(optarg);
+    else if (opt == 'p') port = atoi(optarg);
+    else if (opt == 'm') mtu = atoi(optarg) == 4096 ? IBV_MTU_4096 : atoi(optarg) == 2048 ? IBV_MTU_2048 : IBV_MTU_1024;
+    else { fprintf(stderr, "usage: rdma-check [-d dev] [-g gid] [-p port] [-m mtu] [server]\n"); return 2; }
+  }
+  const char* server = optind < argc ? argv[optind] : NULL;
+  int n;
+  struct ibv_device** list = ibv_get_device_list(&n);
+  struct ibv_device* dev = NULL;
+  for (int i = 0; list && i < n; ++i)
+    if (!devname || !strcmp(ibv_get_device_name(list[i]), devname)) { dev = list[i]; break; }
+  if (!dev) { fprintf(stderr, "rdma-check: no device\n"); return 1; }
+  struct ibv_context* ctx = ibv_open_device(dev);
+  struct ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+  uint8_t* mem = aligned_alloc(4096, kRegion);
+  memset(mem, 0, kRegion);
+  struct ibv_mr* mr = pd ? ibv_reg_mr(pd, mem, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
+  struct ibv_cq* cq = ctx ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = cq ? ibv_create_qp(pd, &qa) : NULL;
+  union ibv_gid gid;
+  if (!qp || !mr || ibv_query_gid(ctx, 1, gidx, &gid)) { fprintf(stderr, "rdma-check: setup failed\n"); return 1; }
+
+  /* Out of band: one TCP connection; both sides send their destination. */
+  int fd;
+  if (!server) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (bind(ls, (struct sockaddr*)&a, sizeof a) || listen(ls, 1)) { perror("listen"); return 1; }
+    fd = accept(ls, NULL, NULL);
+    close(ls);
+  } else {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, server, &a.sin_addr);
+    fd = -1;
+    for (int i = 0; i < 300 && fd < 0; ++i) {
+      fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, (struct sockaddr*)&a, sizeof a)) { close(fd); fd = -1; usleep(100000); }
+    }
+  }
+  if (fd < 0) { fprintf(stderr, "rdma-check: no out-of-band connection\n"); return 1; }
+  srand48(getpid() * 7919 + time(NULL));
+  struct dest me = {qp->qp_num, (uint32_t)lrand48() & 0xffffff, mr->rkey, (uintptr_t)mem, {0}}, peer;
+  memcpy(me.gid, gid.raw, 16);
+  if (xfer(fd, &me, sizeof me, 0) || xfer(fd, &peer, sizeof peer, 1)) { fprintf(stderr, "exchange failed\n"); return 1; }
+
+  struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
+                           .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
+  int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  memset(&at, 0, sizeof at);
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = mtu;
+  at.dest_qp_num = peer.qpn;
+  at.rq_psn = peer.psn;
+  at.max_dest_rd_atomic = 4;
+  at.min_rnr_timer = 12;
+  at.ah_attr.is_global = 1;
+  memcpy(at.ah_attr.grh.dgid.raw, peer.gid, 16);
+  at.ah_attr.grh.sgid_index = (uint8_t)gidx;
+  at.ah_attr.grh.hop_limit = 64;
+  at.ah_attr.port_num = 1;
+  rc = rc || ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  memset(&at, 0, sizeof at);
+  at.qp_state = IBV_QPS_RTS;
+  at.sq_psn = me.psn;
+  at.timeout = 14;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.max_rd_atomic = 4;
+  rc = rc || ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+  if (rc) { fprintf(stderr, "rdma-check: modify_qp failed\n"); return 1; }
+  fill(mem + kReadOff, kReadLen, 1);  /* what the peer reads from us */
+  struct ibv_wc wc;
+  char msg[256] = "";
+
+  if (!server) {
+    for (uint64_t i = 0; i < 3; ++i) {
+      struct ibv_sge s = {(uintptr_t)(mem + kRecvOff + i * kRecvLen), kRecvLen, mr->lkey};
+      struct ibv_recv_wr r = {.wr_id = 10 + i, .sg_list = &s, .num_sge = 1}, *bad;
+      if (ibv_post_recv(qp, &r, &bad)) FAIL("post_recv");
+    }
+    if (xfer(fd, "R", 1, 0)) return 1;  /* receives posted: go */
+    /* 3 receives: WRITE_WITH_IMM, SEND_WITH_IMM, SEND, in that order. */
+    uint32_t want_len[3] = {kWimmLen, kSendImmLen, kSendLen}, want_imm[3] = {0x1001, 0x1002, 0};
+    for (int i = 0; i < 3; ++i) {
+      if (!poll_one(cq, &wc)) { FAIL("receive %d never completed", i); break; }
+      if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(10 + i) || wc.byte_len != want_len[i])
+        FAIL("receive %d: status %s wr_id %lu len %u", i, ibv_wc_status_str(wc.status), (unsigned long)wc.wr_id, wc.byte_len);
+      int imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+      if (imm != (want_imm[i] != 0) || (imm && ntohl(wc.imm_data) != want_imm[i])) FAIL("receive %d: immediate", i);
+      if (i == 0 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) FAIL("write-with-imm opcode");
+    }
+    char done;
+    if (xfer(fd, &done, 1, 1)) FAIL("client vanished");
+    if (!same(mem + kWriteOff, kWriteLen, 2)) FAIL("RDMA WRITE data differs");
+    if (!same(mem + kWimmOff, kWimmLen, 3)) FAIL("WRITE with immediate data differs");
+    if (!same(mem + kRecvOff + kRecvLen, kSendImmLen, 4)) FAIL("SEND with immediate data differs");
+    if (!same(mem + kRecvOff + 2 * kRecvLen, kSendLen, 5)) FAIL("SEND data differs");
+    uint64_t counter;
+    memcpy(&counter, mem + kAtomicOff, 8);
+    if (counter != 777) FAIL("atomic counter is %lu, not 777", (unsigned long)counter);
+    snprintf(msg, sizeof msg, "%s", failure[0] ? failure : "server-ok");
+    xfer(fd, msg, sizeof msg, 0);
+    printf("rdma-check server: %s\n", msg);
+    return failure[0] ? 1 : 0;
+  }
+
+  char go;
+  if (xfer(fd, &go, 1, 1)) return 1;
+  uint8_t* src = mem + kWriteOff;  /* our own staging area */
+  struct { enum ibv_wr_opcode op; uint32_t len, imm; uint64_t raddr; int k; } steps[] = {
+      {IBV_WR_RDMA_WRITE, kWriteLen, 0, peer.addr + kWriteOff, 2},
+      {IBV_WR_RDMA_WRITE_WITH_IMM, kWimmLen, 0x1001, peer.addr + kWimmOff, 3},
+      {IBV_WR_SEND_WITH_IMM, kSendImmLen, 0x1002, 0, 4},
+      {IBV_WR_SEND, kSendLen, 0, 0, 5},
+  };
+  for (int i = 0; i < 4 && !failure[0]; ++i) {
+    fill(src, steps[i].len, steps[i].k);
+    struct ibv_sge s = {(uintptr_t)src, steps[i].len, mr->lkey};
+    struct ibv_send_wr w = {.wr_id = (uint64_t)i, .sg_list = &s, .num_sge = 1, .opcode = steps[i].op,
+                            .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(steps[i].imm)}, *bad;
+    w.wr.rdma.remote_addr = steps[i].raddr;
+    w.wr.rdma.rkey = peer.rkey;
+    if (ibv_post_send(qp, &w, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS)
+      FAIL("step %d: %s", i, ibv_wc_status_str(wc.status));
+  }
+  /* READ back the peer's pattern. */
+  memset(src, 0, kReadLen);
+  struct ibv_sge rs = {(uintptr_t)src, kReadLen, mr->lkey};
+  struct ibv_send_wr rw = {.wr_id = 9, .sg_list = &rs, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+                           .send_flags = IBV_SEND_SIGNALED}, *bad;
+  rw.wr.rdma.remote_addr = peer.addr + kReadOff;
+  rw.wr.rdma.rkey = peer.rkey;
+  if (ibv_post_send(qp, &rw, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS) FAIL("READ failed");
+  else if (!same(src, kReadLen, 1)) FAIL("READ data differs");
+  /* FETCH_AND_ADD 5 four times, then CMP_AND_SWAP 20 -> 777. */
+  uint64_t* res = (uint64_t*)(mem + kAtomicOff + 64);
+  for (int i = 0; i < 5 && !failure[0]; ++i) {
+    struct ibv_sge as = {(uintptr_t)res, 8, mr->lkey};
+    struct ibv_send_wr aw = {.wr_id = 20 + (uint64_t)i, .sg_list = &as, .num_sge = 1,
+                             .opcode = i < 4 ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP,
+                             .send_flags = IBV_SEND_SIGNALED};
+    aw.wr.atomic.remote_addr = peer.addr + kAtomicOff;
+    aw.wr.atomic.rkey = peer.rkey;
+    aw.wr.atomic.compare_add = i < 4 ? 5 : 20;
+    aw.wr.atomic.swap = 777;
+    if (ibv_post_send(qp, &aw, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS) FAIL("atomic %d failed", i);
+    else if (*res != (uint64_t)(i < 4 ? 5 * i : 20)) FAIL("atomic %d returned %lu", i, (unsigned long)*res);
+  }
+  xfer(fd, "D", 1, 0);
+  if (xfer(fd, msg, sizeof msg, 1)) snprintf(msg, sizeof msg, "no answer from the server");
+  if (!failure[0] && strcmp(msg, "server-ok")) FAIL("server: %s", msg);
+  printf("rdma-check: %s\n", failure[0] ? failure : "all checks passed");
+  return failure[0] ? 1 : 0;
+}
