@@ -2,6 +2,7 @@
 // unmodified programs. Errors follow libibverbs: NULL with errno set, or a positive errno.
 #include <arpa/inet.h>
 #include <sched.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -114,38 +115,60 @@ Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud) {
   return {};
 }
 
-int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  UQp* q = from<UQp>(qp);
-  for (; wr; wr = wr->next) {
-    SendWr o;
-    Status s = to_send_wr(wr, o, qp->qp_type == IBV_QPT_UD);
-    if (s) s = q->qp->post_send(o);
-    if (!s) {
+// A chain of work requests goes to the core in batches: one lock and one doorbell per batch.
+// The requests before a bad one are posted, as libibverbs promises; *bad names the bad one.
+constexpr size_t kPostBatch = 32;
+
+template <class IbvWr, class Wr, class Convert, class Post>
+int post_chain(IbvWr* wr, IbvWr** bad, Convert convert, Post post) {
+  Wr batch[kPostBatch];
+  IbvWr* from_wr[kPostBatch];
+  while (wr) {
+    size_t n = 0;
+    Status converted;
+    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
+      batch[n] = Wr{};
+      if (!(converted = convert(wr, batch[n]))) break;
+      from_wr[n] = wr;
+    }
+    size_t bad_index = 0;
+    if (n) {
+      if (Status s = post(std::span<const Wr>(batch, n), &bad_index); !s) {
+        if (bad) *bad = from_wr[bad_index];
+        return s.error().code;
+      }
+    }
+    if (!converted) {
       if (bad) *bad = wr;
-      return s.error().code;
+      return converted.error().code;
     }
   }
   return 0;
 }
 
-template <class Post>
-int post_recvs(ibv_recv_wr* wr, ibv_recv_wr** bad, Post post) {
-  for (; wr; wr = wr->next) {
-    RecvWr o{wr->wr_id, {reinterpret_cast<const Sge*>(wr->sg_list), size_t(wr->num_sge)}};
-    if (Status s = post(o); !s) {
-      if (bad) *bad = wr;
-      return s.error().code;
-    }
-  }
-  return 0;
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  bool ud = qp->qp_type == IBV_QPT_UD;
+  QueuePair* q = from<UQp>(qp)->qp.get();
+  return post_chain<ibv_send_wr, SendWr>(
+      wr, bad, [ud](const ibv_send_wr* w, SendWr& o) { return to_send_wr(w, o, ud); },
+      [q](std::span<const SendWr> ws, size_t* i) { return q->post_send(ws, i); });
+}
+
+Status to_recv_wr(const ibv_recv_wr* w, RecvWr& o) {
+  o = RecvWr{w->wr_id, {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)}};
+  return {};
 }
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return post_recvs(wr, bad, [qp](const RecvWr& r) { return from<UQp>(qp)->qp->post_recv(r); });
+  QueuePair* q = from<UQp>(qp)->qp.get();
+  return post_chain<ibv_recv_wr, RecvWr>(wr, bad, to_recv_wr,
+                                         [q](std::span<const RecvWr> ws, size_t* i) { return q->post_recv(ws, i); });
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  return post_recvs(wr, bad, [srq](const RecvWr& r) { return from<USrq>(srq)->srq->post_recv(r); });
+  SharedReceiveQueue* q = from<USrq>(srq)->srq.get();
+  return post_chain<ibv_recv_wr, RecvWr>(wr, bad, to_recv_wr,
+                                         [q](std::span<const RecvWr> ws, size_t* i) { return q->post_recv(ws, i); });
 }
 
 ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
@@ -777,13 +800,8 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
       }
       return 0;
     }
-    epoll_event ev;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    epoll_event want{};
-    want.events = EPOLLIN;
-    epoll_ctl(ep, EPOLL_CTL_ADD, c->dev->async_fd(), &want);
-    epoll_wait(ep, &ev, 1, -1);
-    close(ep);
+    pollfd p{c->dev->async_fd(), POLLIN, 0};  // blocks until an event is queued
+    (void)poll(&p, 1, -1);
   }
 }
 
@@ -868,26 +886,21 @@ constexpr RateRow kRates[] = {
 };
 }  // namespace
 
-int ibv_rate_to_mult(ibv_rate rate) {
+extern "C++" {
+namespace {
+template <class K, class V>
+V rate_lookup(K RateRow::*key, K k, V RateRow::*val, V none) {
   for (const RateRow& r : kRates)
-    if (r.rate == rate) return r.mult;
-  return -1;
+    if (r.*key == k && r.*key != K(-1) && r.*val != V(-1)) return r.*val;  // -1: no such value
+  return none;
 }
-ibv_rate mult_to_ibv_rate(int mult) {
-  for (const RateRow& r : kRates)
-    if (r.mult == mult) return r.rate;
-  return IBV_RATE_MAX;
+}  // namespace
 }
-int ibv_rate_to_mbps(ibv_rate rate) {
-  for (const RateRow& r : kRates)
-    if (r.rate == rate) return r.mbps;
-  return -1;
-}
-ibv_rate mbps_to_ibv_rate(int mbps) {
-  for (const RateRow& r : kRates)
-    if (r.mbps == mbps) return r.rate;
-  return IBV_RATE_MAX;
-}
+
+int ibv_rate_to_mult(ibv_rate rate) { return rate_lookup(&RateRow::rate, rate, &RateRow::mult, -1); }
+ibv_rate mult_to_ibv_rate(int mult) { return rate_lookup(&RateRow::mult, mult, &RateRow::rate, IBV_RATE_MAX); }
+int ibv_rate_to_mbps(ibv_rate rate) { return rate_lookup(&RateRow::rate, rate, &RateRow::mbps, -1); }
+ibv_rate mbps_to_ibv_rate(int mbps) { return rate_lookup(&RateRow::mbps, mbps, &RateRow::rate, IBV_RATE_MAX); }
 
 int ibv_init_ah_from_wc(ibv_context*, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
   if (port_num != 1 || !(wc->wc_flags & IBV_WC_GRH)) return EINVAL;

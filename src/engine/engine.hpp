@@ -17,10 +17,6 @@
 
 namespace uroce::engine {
 
-struct EngineStats {
-  std::atomic<uint64_t> loops{0}, sleeps{0}, wakeups_sent{0};
-};
-
 class Engine {
  public:
   Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns = 200'000);
@@ -30,7 +26,6 @@ class Engine {
   std::mutex& mutex() { return mu_; }
   // Readable while async events wait in the NIC (an eventfd; the API drains it).
   int async_fd() const { return async_fd_; }
-  const EngineStats& stats() const { return stats_; }
 
  private:
   void run();
@@ -45,7 +40,6 @@ class Engine {
   int wake_fd_ = -1;
   int async_fd_ = -1;
   int epoll_fd_ = -1;
-  EngineStats stats_;
 };
 
 }  // namespace uroce::engine

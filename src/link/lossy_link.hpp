@@ -45,7 +45,6 @@ class LossyLink {
   // The next frame for ip that is due at `now`, if any.
   bool pop_due_for(uint32_t ip, uint64_t now, Frame& out);
   uint64_t next_due() const { return !held_.empty() ? 0 : q_.empty() ? UINT64_MAX : q_.top().due; }
-  bool empty() const { return q_.empty() && held_.empty(); }
   const LinkStats& stats() const { return st_; }
 
  private:

@@ -217,7 +217,7 @@ Qp* Nic::qp(uint32_t qpn) {
 
 // ---------------------------------------------------------------- data path (application)
 
-Status Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
+Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   constexpr uint32_t kKnown = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
   if (wr.send_flags & ~kKnown) return make_error(EINVAL, "post_send: unknown send_flags");
   if (uint8_t(wr.opcode) > uint8_t(WrOpcode::AtomicFetchAdd)) return make_error(EINVAL, "post_send: unknown opcode");
@@ -248,7 +248,7 @@ Status Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
       return make_error(EINVAL, "post_send: atomics take exactly one 8-byte SGE");
     if (wr.remote_addr & 7) return make_error(EINVAL, "post_send: atomic remote_addr must be 8-byte aligned");
   }
-  return {};
+  return uint32_t(total);
 }
 
 Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
@@ -264,12 +264,12 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
     std::lock_guard g(sq.producer_lock);
     for (size_t i = 0; i < wrs.size(); ++i) {
       const SendWr& wr = wrs[i];
-      Status s = check_send_wr(qp, wr);
-      if (s && sq.free_slots() == 0)
-        s = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity()) + " WQEs)");
-      if (!s) {
+      Result<uint32_t> total = check_send_wr(qp, wr);
+      if (total && sq.free_slots() == 0)
+        total = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity()) + " WQEs)");
+      if (!total) {
         if (bad) *bad = i;
-        result = s;
+        result = total.error();
         break;
       }
       uint32_t idx = sq.prod_local;
@@ -288,23 +288,18 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
         w.ud_qpn = wr.remote_qpn;
         w.ud_qkey = wr.remote_qkey;
       }
-      uint32_t total = 0;
       if (wr.send_flags & kSendInline) {
         uint8_t* dst = sq.inline_data(idx);
         for (const Sge& s : wr.sg_list) {
-          std::memcpy(dst + total, reinterpret_cast<const void*>(s.addr), s.length);
-          total += s.length;
+          std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+          dst += s.length;
         }
         w.is_inline = true;
       } else {
-        Sge* dst = sq.sges(idx);
-        for (size_t k = 0; k < wr.sg_list.size(); ++k) {
-          dst[k] = wr.sg_list[k];
-          total += wr.sg_list[k].length;
-        }
+        std::copy(wr.sg_list.begin(), wr.sg_list.end(), sq.sges(idx));
         w.num_sge = uint16_t(wr.sg_list.size());
       }
-      w.length = total;
+      w.length = *total;
       ++sq.prod_local;
     }
     sq.publish();
@@ -451,10 +446,10 @@ bool Nic::progress(uint64_t now) {
   run_timers(now);
   if (!run_list_.empty()) {
     did = true;
-    std::vector<Qp*> list;
-    list.swap(run_list_);
-    for (Qp* q : list) q->active = false;
-    for (Qp* q : list) {
+    run_list_swap_.clear();
+    run_list_swap_.swap(run_list_);  // both keep their capacity: no allocation per pass
+    for (Qp* q : run_list_swap_) q->active = false;
+    for (Qp* q : run_list_swap_) {
       if (q->flush_pending) {
         flush(*q);
         continue;

@@ -134,7 +134,8 @@ class Nic {
   void run_timers(uint64_t now);
   void flush(core::Qp& qp);
   void reset_qp(core::Qp& qp);
-  Status check_send_wr(const core::Qp& qp, const SendWr& wr) const;
+  // Checks a request against the QP; on success, its total length.
+  Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
   Status post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
   NicConfig cfg_;
@@ -161,6 +162,7 @@ class Nic {
   std::vector<uint32_t> doorbells_swap_;
 
   std::vector<core::Qp*> run_list_;
+  std::vector<core::Qp*> run_list_swap_;
   std::vector<core::Qp*> ack_list_;
   using TimerEntry = std::pair<uint64_t, uint32_t>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;

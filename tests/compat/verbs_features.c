@@ -234,6 +234,31 @@ int main(void) {
   ibv_destroy_qp(yq);
   ibv_destroy_cq(cq4);
 
+  /* A chain of receives stops at the bad one: those before it are posted, bad_wr names it. */
+  struct ibv_qp* e = make_qp(IBV_QPT_RC, cq3, NULL);
+  struct ibv_qp_attr ia = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE};
+  ibv_modify_qp(e, &ia, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  struct ibv_sge one = {(uintptr_t)buf, 64, mr->lkey}, two[2] = {one, one};
+  struct ibv_recv_wr r3 = {.wr_id = 3, .sg_list = &one, .num_sge = 1};
+  struct ibv_recv_wr r2 = {.wr_id = 2, .next = &r3, .sg_list = two, .num_sge = 2};  /* max_recv_sge is 1 */
+  struct ibv_recv_wr r1 = {.wr_id = 1, .next = &r2, .sg_list = &one, .num_sge = 1}, *rbad = NULL;
+  CHECK(ibv_post_recv(e, &r1, &rbad) == EINVAL && rbad == &r2, "a bad receive in a chain: EINVAL, bad_wr names it");
+  struct ibv_qp_attr ea = {.qp_state = IBV_QPS_ERR};
+  ibv_modify_qp(e, &ea, IBV_QP_STATE);
+  got = 0;
+  int others = 0;
+  for (int i = 0; i < 3 && wait_wc(cq3, &wc) == 1; ++i) {
+    got += wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 1;
+    others += wc.wr_id != 1;
+  }
+  CHECK(got == 1 && others == 0, "the receive before it was posted (flushed once, alone)");
+  ibv_destroy_qp(e);
+
+  CHECK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4 && mult_to_ibv_rate(4) == IBV_RATE_10_GBPS &&
+            ibv_rate_to_mbps(IBV_RATE_25_GBPS) == 25781 && mbps_to_ibv_rate(25781) == IBV_RATE_25_GBPS &&
+            mult_to_ibv_rate(-1) == IBV_RATE_MAX && ibv_rate_to_mult(IBV_RATE_25_GBPS) == -1,
+        "rate conversions");
+
   /* What uroce does not have fails with an error, not a crash. */
   errno = 0;
   CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "memory windows: EOPNOTSUPP");
