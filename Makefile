@@ -1,6 +1,7 @@
 # uroce: a user-space RoCEv2 NIC.
 #   make demo   install what is missing, build, run the two-process demo
-#   make test   install what is missing, build, run all tests (release, then ASan+UBSan, then the fuzzer)
+#   make test   install what is missing, build, run all tests (release, then ASan+UBSan, then the
+#               fuzzer, then interop with Linux Soft-RoCE in a qemu guest)
 #   make build  build only (release, into build/)
 #   make bench  run the benchmarks (results in bench/results/)
 
@@ -11,6 +12,9 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 # The ASan run repeats the whole suite with a smaller protocol stress load.
 ASAN_PROTO_MESSAGES ?= 2000
+
+# One stage at a time: each stage already uses every core, and interop boots a guest.
+.NOTPARALLEL:
 
 .PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench interop clean
 
@@ -34,11 +38,14 @@ build-fuzz: deps
 demo: build
 	@$(BUILD)/bin/uroce-demo
 
-test: test-release test-asan fuzz
+test: test-release test-asan fuzz interop
 	@p=0; f=0; for log in $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log; do \
 	  t=$$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\)/\1 \2/p' $$log | tail -1); \
 	  set -- $$t; f=$$((f + $$1)); p=$$((p + $$2 - $$1)); done; \
-	echo "make test (release + ASan/UBSan + fuzz): $$p passed, $$f failed"
+	t=$$(sed -n 's/^interop: \([0-9]*\) passed, \([0-9]*\) failed$$/\1 \2/p' $(BUILD)/interop.log | tail -1); \
+	if [ -n "$$t" ]; then set -- $$t; p=$$((p + $$1)); f=$$((f + $$2)); what=" + rxe interop"; \
+	else what="; INTEROP NOT RUN: $$(sed -n 's/^## INTEROP SUITE NOT RUN: //p' $(BUILD)/interop.log)"; fi; \
+	echo "make test (release + ASan/UBSan + fuzz$$what): $$p passed, $$f failed"
 
 test-release: build
 	@echo "== tests (release) =="
@@ -59,9 +66,12 @@ fuzz: build-fuzz
 	  if [ $$rc -ne 0 ]; then echo "fuzzer failed (exit $$rc), see $(FUZZ_BUILD)/fuzz.log"; exit 1; fi; \
 	  echo "fuzz: no crash, leak or canary hit"
 
-# uroce <-> Linux Soft-RoCE in a qemu guest (root; boots ../shared/rxe-peer).
+# uroce <-> Linux Soft-RoCE in a qemu guest (root; boots ../shared/rxe-peer, installs qemu and the
+# guest's packages). Without root, tun or a bootable guest it says so loudly and passes.
 interop: build
-	@bash tests/interop/rxe_interop.sh $(BUILD)
+	@echo "== interop: uroce <-> Linux Soft-RoCE (rxe) in a qemu guest =="
+	@{ bash tests/interop/rxe_interop.sh $(BUILD) 2>&1; echo $$? > $(BUILD)/interop.rc; } | tee $(BUILD)/interop.log; \
+	  exit $$(cat $(BUILD)/interop.rc)
 
 bench: build
 	@sh bench/run.sh $(BUILD)
