@@ -43,6 +43,19 @@ record() {  # name ok detail
   else failed=$((failed + 1)); results+=("FAIL  $1  ($3)"); say "FAIL  $1  ($3)"; fi
 }
 
+# Readiness, not fixed sleeps: a server is ready once its TCP port is in LISTEN (state 0A in
+# /proc/net/tcp or tcp6), and a guest program is done once no process of its name is left.
+# Both wait at most 20 s (200 x 0.1 s); the case fails later if the other side never came.
+listen_probe() {  # port -> a shell loop that prints "up" once the port listens
+  printf 'i=0; while [ $i -lt 200 ]; do grep -qs ":%04X [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 && { echo up; break; }; sleep 0.1; i=$((i+1)); done' "$1"
+}
+guest_listening() { guest "$(listen_probe "$1")" | grep -q up; }
+host_listening() { ip netns exec "$NS" sh -c "$(listen_probe "$1")" | grep -q up; }
+guest_exited() {  # program name
+  guest "i=0; while [ \$i -lt 200 ] && pidof $1 > /dev/null; do sleep 0.1; i=\$((i+1)); done; pidof $1 > /dev/null || echo gone" |
+    grep -q gone
+}
+
 check_capture() {  # pcap: every packet valid, tshark decodes all as InfiniBand with nothing malformed
   local pcap=$1
   "$BUILD/bin/uroce-pcap-check" "$pcap" > "$pcap.check" 2>&1 || return 1
@@ -63,10 +76,10 @@ uflag() { echo "-T $TRANSPORT"; }
 rc_send_to_rxe() {  # size iters
   local s=$1 n=$2 tag="$TRANSPORT-send-uroce-client-$1-$2"
   guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c > /tmp/$tag.log 2>&1 &"
-  sleep 0.5
+  guest_listening 18515
   host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
   local rc=$?
-  sleep 0.5
+  guest_exited "$(tool)"
   guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
@@ -79,7 +92,7 @@ rc_send_from_rxe() {
   local s=$1 n=$2 tag="$TRANSPORT-send-rxe-client-$1-$2"
   host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" > "$OUT/$tag.host.log" 2>&1 &
   local hp=$!
-  sleep 0.5
+  host_listening 18515
   guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
   wait $hp
   local rc=$?
@@ -122,17 +135,17 @@ perftest_case() {  # label "program args" uroce_role(client|server)
   local common="-F -m 1024"
   if [ "$role" = client ]; then
     guest "timeout 120 $t -d rxe0 -x 1 $common > /tmp/$tag.log 2>&1 &"
-    sleep 1
+    guest_listening 18515
     host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 $common \
       --use_old_post_send 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
     local rc=$?
-    sleep 1
+    guest_exited "${t%% *}"
     guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
   else
     host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 $common \
       --use_old_post_send > "$OUT/$tag.host.log" 2>&1 &
     local hp=$!
-    sleep 1
+    host_listening 18515
     guest "timeout 120 $t -d rxe0 -x 1 $common 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
     wait $hp
     local rc=$?
@@ -172,11 +185,11 @@ rdma_check_case() {  # uroce_role
   local role=$1 tag="rdma-check-uroce-$1"
   if [ "$role" = client ]; then
     guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18601 > /tmp/$tag.log 2>&1 &"
-    sleep 1
+    guest_listening 18601
     host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18601 \
       10.99.0.2 > "$OUT/$tag.host.log" 2>&1
     local rc=$?
-    sleep 1
+    guest_exited rdma-check
     guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
     grep -q "server-ok" "$OUT/$tag.guest.log" || rc=1
     grep -q "all checks passed" "$OUT/$tag.host.log" || rc=1
@@ -184,7 +197,7 @@ rdma_check_case() {  # uroce_role
     host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18602 \
       > "$OUT/$tag.host.log" 2>&1 &
     local hp=$!
-    sleep 1
+    host_listening 18602
     guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18602 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
     wait $hp
     local rc=$?
