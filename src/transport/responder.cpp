@@ -292,16 +292,19 @@ void on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
   nic.want_ack(qp);  // the requester lost our ACK: tell it again where we are
 }
 
-// Emits the next packet of job j; returns true when the job is finished.
-bool run_job(Nic& nic, Qp& qp, RespJob& j) {
+// What emitting one packet of a job left to do.
+enum class Step { Done, More, NoBuffer };
+
+// Emits the next packet of job j.
+Step run_job(Nic& nic, Qp& qp, RespJob& j) {
   auto& r = qp.resp;
   switch (j.kind) {
     case core::RespJobKind::Aeth:
       send_aeth(nic, qp, j.psn, Aeth{j.aeth_syndrome, r.msn});
-      return true;
+      return Step::Done;
     case core::RespJobKind::AtomicAck: {
       TxPacket* tx = start_packet(nic, qp);
-      if (!tx) return false;
+      if (!tx) return Step::NoBuffer;
       wire::Packet p;
       p.bth.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
       p.bth.dest_qp = qp.attr().dest_qp_num;
@@ -309,7 +312,7 @@ bool run_job(Nic& nic, Qp& qp, RespJob& j) {
       p.aeth = Aeth::ack(r.msn);
       p.atomic_orig = j.atomic_orig;
       send_packet(nic, tx, p);
-      return true;
+      return Step::Done;
     }
     case core::RespJobKind::Read: {
       const uint32_t mtu = qp.mtu();
@@ -317,7 +320,7 @@ bool run_job(Nic& nic, Qp& qp, RespJob& j) {
       uint32_t k = j.sent / mtu;
       uint32_t len = std::min(mtu, j.len - j.sent);
       TxPacket* tx = start_packet(nic, qp);
-      if (!tx) return false;
+      if (!tx) return Step::NoBuffer;
       wire::Packet p;
       p.bth.opcode = n == 1           ? Opcode::RC_READ_RESPONSE_ONLY
                      : k == 0         ? Opcode::RC_READ_RESPONSE_FIRST
@@ -331,17 +334,17 @@ bool run_job(Nic& nic, Qp& qp, RespJob& j) {
                      core::KeyCheck::Ok) {
         nic.release(tx);
         fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
-        return true;
+        return Step::Done;
       }
       uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
       if (len) std::memcpy(dst, src, len);
       p.payload = {dst, len};
       send_packet(nic, tx, p);
       j.sent += len;
-      return k + 1 == n;
+      return k + 1 == n ? Step::Done : Step::More;
     }
   }
-  return true;
+  return Step::Done;
 }
 
 }  // namespace
@@ -420,9 +423,10 @@ bool responder_run(Nic& nic, Qp& qp, uint32_t& budget) {
   auto& jobs = qp.resp.jobs;
   while (!jobs.empty() && budget) {
     --budget;
-    if (!run_job(nic, qp, jobs.front())) return true;
+    Step s = run_job(nic, qp, jobs.front());
     if (qp.state() == QpState::Err) return false;
-    jobs.pop_front();
+    if (s == Step::NoBuffer) return true;
+    if (s == Step::Done) jobs.pop_front();
   }
   return !jobs.empty();
 }

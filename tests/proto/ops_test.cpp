@@ -133,6 +133,27 @@ TEST(RcOps, RdmaReadMultiPacket) {
   EXPECT_EQ(local, remote) << dump_counters(*t.a.nic) << "\n" << dump_counters(*t.b.nic);
 }
 
+// The responder streams a READ's response packets in one progress pass, up to the per-QP budget
+// (32), rather than one packet per pass.
+TEST(RcOps, ReadResponsesGoOutInOnePass) {
+  CorePair t;  // MTU 1024
+  auto remote = pattern(64 * 1024, 3);
+  std::vector<uint8_t> local(remote.size(), 0);
+  auto rmr = t.reg(t.b, remote.data(), remote.size(), kAccessRemoteRead);
+  auto lmr = t.reg(t.a, local.data(), local.size());
+  Sge s{uint64_t(local.data()), uint32_t(local.size()), lmr.lkey};
+  SendWr w{7, WrOpcode::RdmaRead, kSendSignaled, {&s, 1}};
+  w.remote_addr = uint64_t(remote.data());
+  w.rkey = rmr.rkey;
+  ASSERT_TRUE(t.send(t.a, w));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().tx_packets > 0; }, 1'000'000'000));
+  EXPECT_EQ(t.b.nic->counters().tx_packets, 32u);  // 64 response packets: the first pass sends 32
+  Wc c = t.one_wc(t.a.scq);
+  EXPECT_EQ(c.status, WcStatus::Success);
+  EXPECT_EQ(t.b.nic->counters().tx_packets, 64u);
+  EXPECT_EQ(local, remote);
+}
+
 TEST(RcOps, AtomicsCompareSwapAndFetchAdd) {
   CorePair t;
   alignas(8) uint64_t remote[2] = {100, 7};
