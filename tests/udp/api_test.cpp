@@ -95,7 +95,9 @@ TEST(Api, SolicitedOnlyArmingWakesOnSolicitedCompletions) {
   Sge s = mr->sge(0, 16);
   ASSERT_TRUE(a->post_send({1, WrOpcode::Send, 0, {&s, 1}}));  // not solicited: no event
   Wc wc[2];
-  for (int i = 0; i < 200 && rcq->poll(wc) == 0; ++i) usleep(5000);  // wait for it without the fd
+  int got = 0;
+  for (int i = 0; i < 2000 && (got = rcq->poll(wc)) == 0; ++i) usleep(5000);  // without the fd, 10 s at most
+  ASSERT_EQ(got, 1);
   EXPECT_FALSE(readable(rcq->fd(), 100));
   ASSERT_TRUE(a->post_send({2, WrOpcode::Send, kSendSolicited, {&s, 1}}));
   ASSERT_TRUE(readable(rcq->fd(), 5000));
