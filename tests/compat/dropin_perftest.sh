@@ -2,12 +2,13 @@
 # Debian's perftest binaries, unmodified, on uroce (server and client on loopback, RoCE v2
 # GID 0). They run with --use_old_post_send: the extended send API is not in the drop-in yet.
 RUN=$1
+. "$(dirname "$0")/../common/listen.sh"
 for t in "ib_send_bw -s 65536 -n 1000" "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" \
          "ib_read_lat -s 64 -n 1000" "ib_atomic_bw -n 500"; do
   port=$((20000 + $$ % 20000))
   timeout 120 "$RUN" -- $t -d uroce0 -x 0 --use_old_post_send -p $port > /tmp/pt-srv-$$.log 2>&1 &
   srv=$!
-  sleep 0.5
+  listen_wait $port
   timeout 120 "$RUN" -- $t -d uroce0 -x 0 --use_old_post_send -p $port 127.0.0.1 > /tmp/pt-cli-$$.log 2>&1
   c=$?
   wait $srv

@@ -2,11 +2,12 @@
 # Debian's own ibv_{rc,uc,ud,srq}_pingpong binaries, unmodified, on uroce: server and client on
 # loopback with --chk, single- and multi-packet messages (UD: up to one MTU).
 RUN=$1
+. "$(dirname "$0")/../common/listen.sh"
 run() {  # program size
   port=$((20000 + ($$ * 7 + $2) % 20000))
-  "$RUN" -- "$1" -g 0 -s "$2" -n 200 -c -p $port > /tmp/dropin-srv-$$.log 2>&1 &
+  timeout 60 "$RUN" -- "$1" -g 0 -s "$2" -n 200 -c -p $port > /tmp/dropin-srv-$$.log 2>&1 &
   srv=$!
-  sleep 0.3
+  listen_wait $port
   timeout 60 "$RUN" -- "$1" -g 0 -s "$2" -n 200 -c -p $port 127.0.0.1 > /tmp/dropin-cli-$$.log 2>&1
   c=$?
   wait $srv

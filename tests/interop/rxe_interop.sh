@@ -43,14 +43,12 @@ record() {  # name ok detail
   else failed=$((failed + 1)); results+=("FAIL  $1  ($3)"); say "FAIL  $1  ($3)"; fi
 }
 
-# Readiness, not fixed sleeps: a server is ready once its TCP port is in LISTEN (state 0A in
-# /proc/net/tcp or tcp6), and a guest program is done once no process of its name is left.
-# Both wait at most 20 s (200 x 0.1 s); the case fails later if the other side never came.
-listen_probe() {  # port -> a shell loop that prints "up" once the port listens
-  printf 'i=0; while [ $i -lt 200 ]; do grep -qs ":%04X [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 && { echo up; break; }; sleep 0.1; i=$((i+1)); done' "$1"
-}
-guest_listening() { guest "$(listen_probe "$1")" | grep -q up; }
-host_listening() { ip netns exec "$NS" sh -c "$(listen_probe "$1")" | grep -q up; }
+# Readiness, not fixed sleeps: a server is ready once its TCP port listens (listen_wait, here or
+# sent to the guest), and a guest program is done once no process of its name is left. Both
+# wait at most 20 s; the case fails later if the other side never came.
+guest_listening() { guest "$(cat "$ROOT/tests/common/listen.sh")
+listen_wait $1 && echo up" | grep -q up; }
+host_listening() { ip netns exec "$NS" sh -c ". '$ROOT/tests/common/listen.sh'; listen_wait $1"; }
 guest_exited() {  # program name
   guest "i=0; while [ \$i -lt 200 ] && pidof $1 > /dev/null; do sleep 0.1; i=\$((i+1)); done; pidof $1 > /dev/null || echo gone" |
     grep -q gone

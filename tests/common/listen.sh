@@ -1,0 +1,13 @@
+# Sourced by the test scripts (POSIX sh; also sent to the rxe guest's busybox sh).
+# listen_wait PORT: returns 0 once something listens on TCP PORT here (IPv4 or IPv6), 1 after 20 s.
+# Clients such as ibv_rc_pingpong and perftest try to connect once, so they start after this.
+listen_wait() {
+  _hex=$(printf '%04X' "$1")
+  _i=0
+  while [ $_i -lt 200 ]; do
+    grep -qs ":$_hex [0-9A-F]*:0000 0A" /proc/net/tcp /proc/net/tcp6 && return 0
+    sleep 0.1
+    _i=$((_i + 1))
+  done
+  return 1
+}
