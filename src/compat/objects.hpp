@@ -37,9 +37,12 @@ struct UChannel {
   ibv_comp_channel ibv;  // ibv.fd is an epoll set of the member CQs' event fds
 };
 
+// ibv_cq_ex begins with ibv_cq's fields, so one object serves ibv_create_cq and
+// ibv_create_cq_ex programs alike (ibv_cq_ex_to_cq is a cast).
 struct UCq {
-  ibv_cq ibv;
+  ibv_cq_ex ibv;
   std::unique_ptr<CompletionQueue> cq;
+  Wc cur;  // the completion that ibv_start_poll/ibv_next_poll stand on; read_* read it
 };
 
 struct USrq {

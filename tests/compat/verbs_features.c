@@ -269,9 +269,63 @@ int main(void) {
   errno = 0;
   CHECK(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) == NULL && errno == EOPNOTSUPP,
         "on-demand paging: EOPNOTSUPP");
-  struct ibv_cq_init_attr_ex cx = {.cqe = 4};
+
+  /* Extended CQ: SEND with immediate between two RC QPs on one ibv_cq_ex, polled with
+   * start/next/end_poll and read field by field. */
+  struct ibv_cq_init_attr_ex cx = {.cqe = 8,
+                                   .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM};
+  struct ibv_cq_ex* cqx = ibv_create_cq_ex(ctx, &cx);
+  struct ibv_qp* xs = cqx ? make_qp(IBV_QPT_RC, ibv_cq_ex_to_cq(cqx), NULL) : NULL;
+  struct ibv_qp* xr = cqx ? make_qp(IBV_QPT_RC, ibv_cq_ex_to_cq(cqx), NULL) : NULL;
+  CHECK(cqx && cqx->cqe >= 8 && xs && xr && connect_rc(xs, xr->qp_num, 70, 80) == 0 &&
+            connect_rc(xr, xs->qp_num, 80, 70) == 0, "create_cq_ex; RC QPs on it");
+  if (xs && xr) {
+    struct ibv_poll_cq_attr pa = {0};
+    CHECK(ibv_start_poll(cqx, &pa) == ENOENT, "start_poll on an empty CQ: ENOENT");
+    memcpy(buf + 8000, "cq-ex-payload", 14);
+    memset(buf + 8100, 0, 32);
+    post_recv(xr, NULL, mr, buf + 8100, 32, 801);
+    struct ibv_sge sg = {.addr = (uintptr_t)(buf + 8000), .length = 14, .lkey = mr->lkey};
+    struct ibv_send_wr sw = {.wr_id = 800, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
+                             .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0xc0ffee)},
+                       *sbad;
+    CHECK(ibv_post_send(xs, &sw, &sbad) == 0, "SEND with immediate posted");
+    int seen = 0, send_ok = 0, recv_ok = 0, started = 0;
+    for (long i = 0; i < 20000000 && seen < 2; ++i) {
+      int r = started ? ibv_next_poll(cqx) : ibv_start_poll(cqx, &pa);
+      if (r == ENOENT) {
+        if (started) ibv_end_poll(cqx);
+        started = 0;
+        continue;
+      }
+      started = 1;
+      ++seen;
+      if (cqx->status != IBV_WC_SUCCESS) continue;
+      if (cqx->wr_id == 800)
+        send_ok = ibv_wc_read_opcode(cqx) == IBV_WC_SEND && ibv_wc_read_qp_num(cqx) == xs->qp_num;
+      if (cqx->wr_id == 801)
+        recv_ok = ibv_wc_read_opcode(cqx) == IBV_WC_RECV && ibv_wc_read_byte_len(cqx) == 14 &&
+                  (ibv_wc_read_wc_flags(cqx) & IBV_WC_WITH_IMM) && ntohl(ibv_wc_read_imm_data(cqx)) == 0xc0ffee &&
+                  ibv_wc_read_qp_num(cqx) == xr->qp_num;
+    }
+    if (started) ibv_end_poll(cqx);
+    CHECK(seen == 2 && send_ok, "extended poll: the send's wr_id, status, opcode and QP number");
+    CHECK(recv_ok && strcmp(buf + 8100, "cq-ex-payload") == 0,
+          "extended poll: the receive's opcode, byte_len, immediate, wc_flags; the bytes arrived");
+    CHECK(ibv_start_poll(cqx, &pa) == ENOENT, "then the CQ is empty");
+  }
+  ibv_destroy_qp(xs);
+  ibv_destroy_qp(xr);
+  CHECK(cqx && ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0, "destroy the extended CQ");
+  struct ibv_cq_init_attr_ex cts = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
   errno = 0;
-  CHECK(ibv_create_cq_ex(ctx, &cx) == NULL && errno == EOPNOTSUPP, "extended CQ: EOPNOTSUPP");
+  CHECK(ibv_create_cq_ex(ctx, &cts) == NULL && errno == EOPNOTSUPP, "extended CQ with timestamps: EOPNOTSUPP");
+  struct ibv_cq_init_attr_ex cpd = {.cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = pd};
+  errno = 0;
+  CHECK(ibv_create_cq_ex(ctx, &cpd) == NULL && errno == EOPNOTSUPP, "extended CQ in a parent domain: EOPNOTSUPP");
+  struct ibv_cq_init_attr_ex czero = {.cqe = 0};
+  errno = 0;
+  CHECK(ibv_create_cq_ex(ctx, &czero) == NULL && errno == EINVAL, "extended CQ of 0 entries: EINVAL");
 
   ibv_destroy_ah(back);
   ibv_destroy_ah(ah);
