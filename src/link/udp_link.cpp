@@ -194,6 +194,7 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       msgs[n].msg_hdr.msg_name = &dst[n];
       msgs[n].msg_hdr.msg_namelen = sizeof dst[n];
       if (segs > 1) {
+        std::memset(ctrl[n], 0, sizeof ctrl[n]);  // the kernel copies the alignment padding too
         msgs[n].msg_hdr.msg_control = ctrl[n];
         msgs[n].msg_hdr.msg_controllen = sizeof ctrl[n];
         cmsghdr* cm = CMSG_FIRSTHDR(&msgs[n].msg_hdr);
