@@ -19,7 +19,7 @@ uint32_t MrTable::fresh_key() {
   // Random 32-bit keys: knowing one key says nothing about another.
   for (;;) {
     uint32_t k = uint32_t(rng_());
-    if (k != 0 && !by_lkey_.count(k) && !rkey_to_lkey_.count(k)) return k;
+    if (k != 0 && !by_lkey_.count(k) && !by_rkey_.count(k)) return k;
   }
 }
 
@@ -31,19 +31,17 @@ Result<Mr> MrTable::reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t ac
     return make_error(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE");
   if (addr == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
   if (addr + length < addr) return make_error(EINVAL, "reg_mr: region wraps the address space");
-  Mr mr{pd, addr, length, access, fresh_key(), 0};
-  rkey_to_lkey_[mr.lkey] = 0;  // reserve while choosing the rkey
-  mr.rkey = fresh_key();
-  rkey_to_lkey_.erase(mr.lkey);
-  by_lkey_[mr.lkey] = mr;
-  rkey_to_lkey_[mr.rkey] = mr.lkey;
+  uint32_t lkey = fresh_key();
+  Mr& mr = by_lkey_[lkey];  // holds the lkey while the rkey is chosen
+  mr = Mr{pd, addr, length, access, lkey, fresh_key()};
+  by_rkey_[mr.rkey] = &mr;
   return mr;
 }
 
 bool MrTable::dereg(uint32_t lkey) {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return false;
-  rkey_to_lkey_.erase(it->second.rkey);
+  by_rkey_.erase(it->second.rkey);
   by_lkey_.erase(it);
   return true;
 }
@@ -70,10 +68,9 @@ KeyCheck MrTable::check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_
 KeyCheck MrTable::check_remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
                                uint8_t** host) const {
   if (len == 0) return KeyCheck::Ok;
-  auto it = rkey_to_lkey_.find(rkey);
-  if (it == rkey_to_lkey_.end()) return KeyCheck::BadKey;
-  const Mr& mr = by_lkey_.at(it->second);
-  KeyCheck k = check_range(mr, pd, va, len, need);
+  auto it = by_rkey_.find(rkey);
+  if (it == by_rkey_.end()) return KeyCheck::BadKey;
+  KeyCheck k = check_range(*it->second, pd, va, len, need);
   if (k == KeyCheck::Ok && host) *host = reinterpret_cast<uint8_t*>(va);
   return k;
 }

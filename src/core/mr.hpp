@@ -43,7 +43,9 @@ class MrTable {
   uint32_t fresh_key();
   std::mt19937_64 rng_;
   std::unordered_map<uint32_t, Mr> by_lkey_;
-  std::unordered_map<uint32_t, uint32_t> rkey_to_lkey_;
+  // Remote accesses find their MR in one lookup; unordered_map nodes never move, so the
+  // pointers stay valid until dereg erases both entries.
+  std::unordered_map<uint32_t, const Mr*> by_rkey_;
 };
 
 }  // namespace uroce::core

@@ -32,6 +32,9 @@ void responder_flush_ack(Nic& nic, core::Qp& qp);
 void responder_on_datagram(Nic& nic, core::Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip);
 
+// Packets a message of len bytes takes at this MTU: a zero-length one still takes one.
+inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
+
 // Starts a packet to the QP's peer; headers are written by the caller.
 TxPacket* start_packet(Nic& nic, const core::Qp& qp);
 // Encodes p into tx (headers, payload, pad) and emits it with its ICRC.

@@ -19,9 +19,9 @@ bool is_rd_atomic(WrOpcode op) {
   return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
 }
 
-uint32_t packets_for(const SendWqe& w, uint32_t mtu) {
+uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
   if (w.opcode == WrOpcode::AtomicCmpSwp || w.opcode == WrOpcode::AtomicFetchAdd) return 1;
-  return w.length == 0 ? 1 : (w.length + mtu - 1) / mtu;
+  return packets_for(w.length, mtu);
 }
 
 // FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of an RC SEND or WRITE (IBA 9.4.1.1).
@@ -98,7 +98,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
           return false;
         }
       }
-      w.npkts = packets_for(w, mtu);
+      w.npkts = wqe_packets(w, mtu);
       w.first_psn = req.psn;
       w.last_psn = req.psn + (w.npkts - 1);
       w.resp_pkts = 0;

@@ -188,8 +188,6 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
 }
 
-uint32_t read_packets(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
-
 bool check_read(Nic& nic, Qp& qp, const wire::Packet& p) {
   return nic.mrs().check_remote(p.reth.rkey, qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteRead, nullptr) ==
          core::KeyCheck::Ok;
@@ -223,7 +221,7 @@ void do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
     return;
   }
   queue_read(nic, qp, p);
-  r.epsn = p.bth.psn + read_packets(p.reth.dma_len, qp.mtu());
+  r.epsn = p.bth.psn + packets_for(p.reth.dma_len, qp.mtu());
   r.msn = (r.msn + 1) & 0xffffff;
 }
 
@@ -268,7 +266,7 @@ void on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
   uint32_t flags = p.info().flags;
   if (flags & wire::kRead) {
     // Re-execute, but only a READ wholly inside PSNs this responder has already passed.
-    uint32_t n = read_packets(p.reth.dma_len, qp.mtu());
+    uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
     if (Psn::distance(p.bth.psn, qp.resp.epsn) < n || !check_read(nic, qp, p)) return;
     ++nic.ctr().rx_read_dup;
     queue_read(nic, qp, p);
@@ -316,7 +314,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
     }
     case core::RespJobKind::Read: {
       const uint32_t mtu = qp.mtu();
-      uint32_t n = read_packets(j.len, mtu);
+      uint32_t n = packets_for(j.len, mtu);
       uint32_t k = j.sent / mtu;
       uint32_t len = std::min(mtu, j.len - j.sent);
       TxPacket* tx = start_packet(nic, qp);
