@@ -7,11 +7,7 @@
 // exchange; UD uses their Q_Key 0x11111111 and receives into SIZE + 40 bytes, GRH first).
 //   server: uroce-pingpong [-T rc|uc|ud] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU]
 //   client: uroce-pingpong [-T rc|uc|ud] [-p PORT] [-s SIZE] [-n ITERS] [-m MTU] SERVER
-#include <arpa/inet.h>
 #include <getopt.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "uroce/oob.hpp"
 #include "uroce/uroce.hpp"
 
 using namespace uroce;
@@ -51,47 +48,6 @@ Endpoint parse_dest(const char* m) {
   e.psn = psn;
   for (int i = 0; i < 16; ++i) e.gid.raw[size_t(i)] = uint8_t(std::strtoul(std::string(g + 2 * i, 2).c_str(), nullptr, 16));
   return e;
-}
-
-bool full(int fd, void* p, size_t n, bool rd) {
-  auto* b = static_cast<char*>(p);
-  while (n) {
-    ssize_t r = rd ? read(fd, b, n) : write(fd, b, n);
-    if (r <= 0) return false;
-    b += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-int tcp_connect(const std::string& host, int port) {
-  addrinfo hints{}, *res = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) die("cannot resolve " + host);
-  for (int attempt = 0; attempt < 300; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-      freeaddrinfo(res);
-      return fd;
-    }
-    close(fd);
-    usleep(100'000);
-  }
-  die("cannot connect to " + host + ":" + std::to_string(port));
-}
-
-int tcp_accept(int port) {
-  int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(ls, 1) != 0) die("cannot listen");
-  int fd = accept(ls, nullptr, nullptr);
-  close(ls);
-  if (fd < 0) die("accept failed");
-  return fd;
 }
 
 void fill(std::vector<uint8_t>& b, size_t size, uint64_t k) {
@@ -142,7 +98,6 @@ int main(int argc, char** argv) {
   uint32_t psn = std::random_device{}() & 0xffffff;
   std::string mine = wire_dest(qp->qp_num(), psn, gid);
 
-  int fd;
   Endpoint peer;
   ConnectOptions co;
   co.path_mtu = mtu;
@@ -156,19 +111,26 @@ int main(int argc, char** argv) {
       if (!qp->post_recv({i, {&s, 1}})) die("post_recv");
     }
   };
+  auto must = [](Status st, const char* what) {
+    if (!st) die(std::string(what) + ": " + st.error().message);
+  };
+  // The client sends its address, the server answers with its own once its QP is ready, and
+  // the client confirms with "done" (NUL included).
+  auto oob = server.empty() ? OobChannel::accept("0.0.0.0", uint16_t(port))
+                            : OobChannel::connect(server, uint16_t(port), 30'000);
+  if (!oob) die(oob.error().message);
+  char done[5];
   if (server.empty()) {
-    fd = tcp_accept(port);
-    if (!full(fd, msg, kMsg, true)) die("reading the client's address");
+    must(oob->recv_bytes(msg, kMsg), "reading the client's address");
     peer = parse_dest(msg);
     connect_qp();
-    if (!full(fd, mine.data(), kMsg, false)) die("sending our address");
-    char done[5];
-    if (read(fd, done, sizeof done) <= 0) die("client did not finish the exchange");
+    must(oob->send_bytes(mine.data(), kMsg), "sending our address");
+    must(oob->recv_bytes(done, sizeof done), "waiting for the client's done");
   } else {
-    fd = tcp_connect(server, port);
-    if (!full(fd, mine.data(), kMsg, false) || !full(fd, msg, kMsg, true)) die("address exchange");
+    must(oob->send_bytes(mine.data(), kMsg), "sending our address");
+    must(oob->recv_bytes(msg, kMsg), "reading the server's address");
     peer = parse_dest(msg);
-    if (!full(fd, const_cast<char*>("done"), 5, false)) die("sending done");
+    must(oob->send_bytes("done", sizeof done), "sending done");
     connect_qp();
   }
   std::printf("  local address:  LID 0x0000, QPN 0x%06x, PSN 0x%06x, GID %s\n", qp->qp_num(), psn, gid.to_string().c_str());
@@ -191,11 +153,14 @@ int main(int argc, char** argv) {
   };
   if (client) send_next();
   // Like ibv_rc_pingpong: done when every message was received and every send completed.
-  while (received < uint64_t(iters) || send_done < uint64_t(iters)) {
+  auto settled = [&] { return received == uint64_t(iters) && send_done == uint64_t(iters); };
+  while (!settled()) {
     Wc wc[4];
     auto r = cq->wait(wc, 10'000);
     if (!r || *r == 0) die("no completion for 10 s (sent " + std::to_string(sent) + ", received " + std::to_string(received) + ")");
-    for (int k = 0; k < *r; ++k) {
+    // Once settled, the rest of a batch is not the exchange's: after the error below, the QP
+    // flushes the receives still posted.
+    for (int k = 0; k < *r && !settled(); ++k) {
       if (wc[k].status != WcStatus::Success) {
         // The peer may leave as soon as it has everything; if the ACK of our last message was
         // lost, its retransmission finds nobody. Every message having been received (for a
@@ -206,9 +171,6 @@ int main(int argc, char** argv) {
           ++send_done;
           continue;
         }
-        // That error moves the QP to the error state, flushing the receives still posted.
-        bool settled = received == uint64_t(iters) && send_done == uint64_t(iters);
-        if (settled && wc[k].status == WcStatus::WrFlushErr) continue;
         die(std::string("completion error ") + to_string(wc[k].status));
       }
       if (wc[k].opcode != WcOpcode::Recv) {
@@ -240,6 +202,5 @@ int main(int argc, char** argv) {
               double(size) * iters * 2 * 8 / sec / 1e6);
   std::printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, sec, sec * 1e6 / iters);
   std::printf("verified %llu messages: %s\n", (unsigned long long)received, bad ? "MISMATCH" : "all bytes equal");
-  close(fd);
   return bad ? 1 : 0;
 }

@@ -26,9 +26,13 @@ class OobChannel {
   Status barrier();
   Status send_line(const std::string& s);
   Result<std::string> recv_line();
+  // Exactly n bytes, for peers with a fixed binary exchange of their own (ibv_*_pingpong's).
+  Status send_bytes(const void* p, size_t n);
+  Status recv_bytes(void* p, size_t n);
 
  private:
   explicit OobChannel(int fd) : fd_(fd) {}
+  Status fill_buffer();  // one recv() appended to buf_
   int fd_ = -1;
   std::string buf_;
 };

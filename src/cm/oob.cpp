@@ -93,14 +93,27 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, i
   }
 }
 
+Status OobChannel::send_bytes(const void* p, size_t n) {
+  auto* b = static_cast<const char*>(p);
+  while (n) {
+    ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL);
+    if (k <= 0) return make_error(errno ? errno : EPIPE, sys_error("out-of-band send"));
+    b += k;
+    n -= size_t(k);
+  }
+  return {};
+}
+
 Status OobChannel::send_line(const std::string& s) {
   std::string l = s + "\n";
-  size_t off = 0;
-  while (off < l.size()) {
-    ssize_t n = ::send(fd_, l.data() + off, l.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return make_error(errno ? errno : EPIPE, sys_error("out-of-band send"));
-    off += size_t(n);
-  }
+  return send_bytes(l.data(), l.size());
+}
+
+Status OobChannel::fill_buffer() {
+  char tmp[4096];
+  ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+  if (n <= 0) return make_error(n == 0 ? ECONNRESET : errno, "out-of-band peer closed the connection");
+  buf_.append(tmp, size_t(n));
   return {};
 }
 
@@ -111,11 +124,16 @@ Result<std::string> OobChannel::recv_line() {
       buf_.erase(0, nl + 1);
       return l;
     }
-    char tmp[4096];
-    ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
-    if (n <= 0) return make_error(n == 0 ? ECONNRESET : errno, "out-of-band peer closed the connection");
-    buf_.append(tmp, size_t(n));
+    if (Status s = fill_buffer(); !s) return s.error();
   }
+}
+
+Status OobChannel::recv_bytes(void* p, size_t n) {
+  while (buf_.size() < n)
+    if (Status s = fill_buffer(); !s) return s;
+  std::memcpy(p, buf_.data(), n);
+  buf_.erase(0, n);
+  return {};
 }
 
 Result<std::vector<Endpoint>> OobChannel::exchange(const std::vector<Endpoint>& mine) {
