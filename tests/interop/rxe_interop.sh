@@ -66,93 +66,86 @@ check_capture() {  # pcap: every packet valid, tshark decodes all as InfiniBand 
   return 0
 }
 
-# SEND, uroce requester -> rxe responder (and back: ibv_rc_pingpong answers every message).
-# TRANSPORT=uc uses UC QPs and ibv_uc_pingpong.
+# One case: a server on one side, its client on the other. Role "client": uroce is the
+# requester (the host runs the client, the guest the server); role "server": the reverse.
+#   run_pair ROLE TAG PORT "GUEST PROGRAM AND ARGS" HOST PROGRAM AND ARGS...
+# The client gets the peer's address as its last argument. Leaves $OUT/TAG.{host,guest}.log
+# and the host side's capture $OUT/TAG.pcap; returns the host program's exit status.
+run_pair() {
+  local role=$1 tag=$2 port=$3 gcmd=$4 rc
+  shift 4
+  if [ "$role" = client ]; then
+    guest "timeout 120 $gcmd > /tmp/$tag.log 2>&1 &"
+    guest_listening "$port"
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$@" 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
+    rc=$?
+    local prog=${gcmd%% *}
+    guest_exited "${prog##*/}"
+    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+  else
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$@" > "$OUT/$tag.host.log" 2>&1 &
+    local hp=$!
+    host_listening "$port"
+    guest "timeout 120 $gcmd 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
+    wait $hp
+    rc=$?
+  fi
+  return $rc
+}
+
+# Records a case: its own checks' status, then the capture's.
+finish() {  # label role tag rc
+  local rc=$4 dir="uroce requester -> rxe responder"
+  [ "$2" = server ] && dir="rxe requester -> uroce responder"
+  check_capture "$OUT/$3.pcap" || rc=1
+  record "$1, $dir" $rc "see $OUT/$3.*"
+}
+
+# SEND ping-pong (ibv_rc_pingpong answers every message; ours checks every byte of the echo,
+# rxe's --chk the page markers). TRANSPORT=uc/ud use ibv_uc/ud_pingpong and uroce-pingpong -T.
 TRANSPORT=rc
-tool() { echo "ibv_${TRANSPORT}_pingpong"; }
-uflag() { echo "-T $TRANSPORT"; }
-rc_send_to_rxe() {  # size iters
-  local s=$1 n=$2 tag="$TRANSPORT-send-uroce-client-$1-$2"
-  guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c > /tmp/$tag.log 2>&1 &"
-  guest_listening 18515
-  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
-  local rc=$?
-  guest_exited "$(tool)"
-  guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+send_case() {  # role size iters
+  local role=$1 s=$2 n=$3 tag="$TRANSPORT-send-uroce-$1-$2-$3" rc
+  run_pair "$role" "$tag" 18515 "ibv_${TRANSPORT}_pingpong -d rxe0 -g 1 -s $s -n $n -c" \
+    "$BUILD/bin/uroce-pingpong" -T "$TRANSPORT" -s "$s" -n "$n"
+  rc=$?
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
-  check_capture "$OUT/$tag.pcap" || rc=1
-  record "${TRANSPORT^^} SEND $s B x $n, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
+  finish "${TRANSPORT^^} SEND $s B x $n" "$role" "$tag" $rc
+}
+send_both() {  # size iters
+  send_case client "$1" "$2"
+  send_case server "$1" "$2"
 }
 
-# SEND, rxe requester -> uroce responder.
-rc_send_from_rxe() {
-  local s=$1 n=$2 tag="$TRANSPORT-send-rxe-client-$1-$2"
-  host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-pingpong" $(uflag) -s "$s" -n "$n" > "$OUT/$tag.host.log" 2>&1 &
-  local hp=$!
-  host_listening 18515
-  guest "timeout 120 $(tool) -d rxe0 -g 1 -s $s -n $n -c 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
-  wait $hp
-  local rc=$?
-  grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
-  grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
-  check_capture "$OUT/$tag.pcap" || rc=1
-  record "${TRANSPORT^^} SEND $s B x $n, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"
-}
-
-for size in 64 1024 4096 10000; do
-  rc_send_to_rxe $size 20
-  rc_send_from_rxe $size 20
-done
+for size in 64 1024 4096 10000; do send_both $size 20; done
 
 # Loss on the guest's egress: rxe retransmits after our PSN sequence NAKs, and we recover
 # from lost ACKs and responses by timeout and go-back-N.
 guest "/usr/sbin/tc qdisc add dev eth0 root netem loss 5%" > /dev/null 2>&1
-rc_send_to_rxe 4096 200
-rc_send_from_rxe 4096 200
+send_both 4096 200
 guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
 
 # UC (no loss: ibv_uc_pingpong waits forever for a message UC lost).
 TRANSPORT=uc
-for size in 64 4096 10000; do
-  rc_send_to_rxe $size 20
-  rc_send_from_rxe $size 20
-done
+for size in 64 4096 10000; do send_both $size 20; done
 
 # UD with the GRH, up to rxe's MTU of 1024.
 TRANSPORT=ud
-for size in 64 1024; do
-  rc_send_to_rxe $size 20
-  rc_send_from_rxe $size 20
-done
+for size in 64 1024; do send_both $size 20; done
 
 # perftest, unmodified on both ends (ours through the drop-in, classic post path). perftest
 # does not compare data; what is checked: both sides complete, and every packet is valid.
-perftest_case() {  # label "program args" uroce_role(client|server)
-  local label=$1 t=$2 role=$3 tag="perftest-${2%% *}-$RANDOM"
-  local common="-F -m 1024"
-  if [ "$role" = client ]; then
-    guest "timeout 120 $t -d rxe0 -x 1 $common > /tmp/$tag.log 2>&1 &"
-    guest_listening 18515
-    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 $common \
-      --use_old_post_send 10.99.0.2 > "$OUT/$tag.host.log" 2>&1
-    local rc=$?
-    guest_exited "${t%% *}"
-    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
-  else
-    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 $common \
-      --use_old_post_send > "$OUT/$tag.host.log" 2>&1 &
-    local hp=$!
-    host_listening 18515
-    guest "timeout 120 $t -d rxe0 -x 1 $common 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
-    wait $hp
-    local rc=$?
-  fi
+perftest_n=0
+perftest_case() {  # label "program args" role
+  perftest_n=$((perftest_n + 1))
+  local t=$2 role=$3 tag="perftest-$perftest_n-${2%% *}-$3" rc
+  run_pair "$role" "$tag" 18515 "$t -d rxe0 -x 1 -F -m 1024" \
+    "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 -F -m 1024 --use_old_post_send
+  rc=$?
   grep -q '#bytes' "$OUT/$tag.host.log" || rc=1
   grep -q '#bytes' "$OUT/$tag.guest.log" || rc=1
-  check_capture "$OUT/$tag.pcap" || rc=1
-  if [ "$role" = client ]; then record "$label, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
-  else record "$label, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"; fi
+  finish "$1" "$role" "$tag" $rc
 }
 for role in client server; do
   perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
@@ -179,33 +172,18 @@ upload_rdma_check() {
   guest "base64 -d /tmp/rc.b64 > /tmp/rdma-check && chmod +x /tmp/rdma-check && md5sum /tmp/rdma-check" |
     grep -q "$(md5sum < "$OUT/rdma-check.bin" | cut -d' ' -f1)"
 }
-rdma_check_case() {  # uroce_role
-  local role=$1 tag="rdma-check-uroce-$1"
-  if [ "$role" = client ]; then
-    guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18601 > /tmp/$tag.log 2>&1 &"
-    guest_listening 18601
-    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18601 \
-      10.99.0.2 > "$OUT/$tag.host.log" 2>&1
-    local rc=$?
-    guest_exited rdma-check
-    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
-    grep -q "server-ok" "$OUT/$tag.guest.log" || rc=1
-    grep -q "all checks passed" "$OUT/$tag.host.log" || rc=1
-  else
-    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 120 "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p 18602 \
-      > "$OUT/$tag.host.log" 2>&1 &
-    local hp=$!
-    host_listening 18602
-    guest "timeout 120 /tmp/rdma-check -d rxe0 -g 1 -p 18602 10.99.0.1" > "$OUT/$tag.guest.log" 2>&1
-    wait $hp
-    local rc=$?
-    grep -q "all checks passed" "$OUT/$tag.guest.log" || rc=1
-    grep -q "server-ok" "$OUT/$tag.host.log" || rc=1
-  fi
-  check_capture "$OUT/$tag.pcap" || rc=1
-  local what="RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked"
-  if [ "$role" = client ]; then record "$what, uroce requester -> rxe responder" $rc "see $OUT/$tag.*"
-  else record "$what, rxe requester -> uroce responder" $rc "see $OUT/$tag.*"; fi
+rdma_check_case() {  # role; the server prints server-ok, the client "all checks passed"
+  local role=$1 tag="rdma-check-uroce-$1" port=18601 rc
+  [ "$role" = server ] && port=18602
+  run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g 1 -p $port" \
+    "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p $port
+  rc=$?
+  local server_log=guest client_log=host
+  [ "$role" = server ] && server_log=host client_log=guest
+  grep -q "server-ok" "$OUT/$tag.$server_log.log" || rc=1
+  grep -q "all checks passed" "$OUT/$tag.$client_log.log" || rc=1
+  finish "RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked" \
+    "$role" "$tag" $rc
 }
 if upload_rdma_check; then
   rdma_check_case client
