@@ -34,27 +34,24 @@ lat_iters = '3000' if quick else '20000'
 bw_iters = '2000' if quick else '10000'
 
 rows = []
-def lat_row(name, op, target):
-    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', 'lat', '--size', '64', '--iters', lat_iters], 'lat_p50_us')
+# One row: uroce-perf on an operation beside tcp_baseline in the same mode and size.
+MODES = {'lat': ('64', lat_iters, 'lat_p50_us', 'us (p50)', 'lower'),
+         'bw': ('65536', bw_iters, 'bw_gbps', 'Gb/s', 'higher')}
+def row(name, op, mode, target):
+    size, iters, key, unit, better = MODES[mode]
+    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size, '--iters', iters], key)
     if not j['verified']:
-        raise SystemExit(f'{op} lat: data not verified')
-    t, _ = median_of([f'{bindir}/tcp_baseline', 'lat', '64', lat_iters], 'lat_p50_us')
-    rows.append(dict(metric=name, uroce=u, tcp=t, unit='us (p50)', ratio=u / t, target=target, better='lower'))
-
-def bw_row(name, op, target):
-    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', 'bw', '--size', '65536', '--iters', bw_iters], 'bw_gbps')
-    if not j['verified']:
-        raise SystemExit(f'{op} bw: data not verified')
-    t, _ = median_of([f'{bindir}/tcp_baseline', 'bw', '65536', bw_iters], 'bw_gbps')
-    rows.append(dict(metric=name, uroce=u, tcp=t, unit='Gb/s', ratio=u / t, target=target, better='higher'))
+        raise SystemExit(f'{op} {mode}: data not verified')
+    t, _ = median_of([f'{bindir}/tcp_baseline', mode, size, iters], key)
+    rows.append(dict(metric=name, uroce=u, tcp=t, unit=unit, ratio=u / t, target=target, better=better))
 
 t0 = time.time()
-lat_row('64 B RC SEND latency (half round trip)', 'send', '<= 1.5')
-lat_row('64 B RDMA WRITE latency (half round trip)', 'write', None)
-lat_row('64 B RDMA READ latency (whole operation)', 'read', None)
-bw_row('64 KiB RC SEND bandwidth', 'send', None)
-bw_row('64 KiB RDMA WRITE bandwidth', 'write', '>= 0.5')
-bw_row('64 KiB RDMA READ bandwidth', 'read', None)
+row('64 B RC SEND latency (half round trip)', 'send', 'lat', '<= 1.5')
+row('64 B RDMA WRITE latency (half round trip)', 'write', 'lat', None)
+row('64 B RDMA READ latency (whole operation)', 'read', 'lat', None)
+row('64 KiB RC SEND bandwidth', 'send', 'bw', None)
+row('64 KiB RDMA WRITE bandwidth', 'write', 'bw', '>= 0.5')
+row('64 KiB RDMA READ bandwidth', 'read', 'bw', None)
 mem = run_json([f'{bindir}/idle_qp_memory', '1000', '3'])
 
 # Debian's perftest, unmodified, through the libibverbs drop-in, beside uroce-perf (C++ API)
