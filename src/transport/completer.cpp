@@ -18,10 +18,6 @@ using wire::Psn;
 
 namespace {
 
-bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
-}
-
 SendWqe* head(Qp& qp) {
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
   if (d == qp.sq.prod.load(std::memory_order_acquire)) return nullptr;

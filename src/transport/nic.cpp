@@ -225,7 +225,7 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   for (const Sge& s : wr.sg_list) total += s.length;
   if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
   bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
-  if (qp.type() == QpType::UC && (atomic || wr.opcode == WrOpcode::RdmaRead))
+  if (qp.type() == QpType::UC && is_rd_atomic(wr.opcode))
     return make_error(EINVAL, "post_send: UC queue pairs support SEND and RDMA WRITE only");
   if (qp.type() == QpType::UD) {
     if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
@@ -235,7 +235,7 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
     if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
   }
   if (wr.send_flags & kSendInline) {
-    if (atomic || wr.opcode == WrOpcode::RdmaRead)
+    if (is_rd_atomic(wr.opcode))
       return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
     if (total > qp.sq.max_inline())
       return make_error(EINVAL, "post_send: inline data longer than max_inline_data (" +

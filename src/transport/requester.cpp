@@ -15,10 +15,6 @@ using wire::Psn;
 
 namespace {
 
-bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
-}
-
 uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
   if (w.opcode == WrOpcode::AtomicCmpSwp || w.opcode == WrOpcode::AtomicFetchAdd) return 1;
   return packets_for(w.length, mtu);
