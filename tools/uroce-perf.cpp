@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -145,7 +146,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
   for (uint32_t q = 0; q < o.qps; ++q) {
     QpInit init{QpType::RC, c.scq.get(), c.rcq.get(), QpCap{256, 256, 1, 1, 64}, false};
     c.qps.push_back(must(c.pd->create_qp(init), "create_qp"));
-    mine.push_back({gid, c.qps.back()->qp_num(), uint32_t(0x10000 * (q + 1) + getpid() % 4096),
+    mine.push_back({gid, c.qps.back()->qp_num(), uint32_t(std::random_device()() & 0xffffff),
                     uint64_t(c.region.data() + q * c.per_qp), c.mr->rkey(), c.per_qp});
   }
   c.peer = must(ch.exchange(mine), "exchange endpoints");

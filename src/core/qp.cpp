@@ -144,7 +144,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if (mask & kQpMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
   if (mask & kQpMaxDestRdAtomic) {
     attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    resp.replay.assign(a.max_dest_rd_atomic ? a.max_dest_rd_atomic : 1, AtomicReplay{});
+    resp.resources.assign(a.max_dest_rd_atomic ? a.max_dest_rd_atomic : 1, RdAtomicResource{});
   }
   if (mask & kQpMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
   if (mask & kQpDestQpn) attr_.dest_qp_num = a.dest_qp_num;

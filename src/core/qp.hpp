@@ -36,6 +36,11 @@ struct CompleterState {
   bool gap_retry_sent = false;    // one go-back-N per response gap until progress is made
   bool rewound = false;           // went back to rewound_to and has not progressed since
   wire::Psn rewound_to;
+  // A fatal NAK for fatal_psn arrived while a READ/atomic before it still missed responses:
+  // those may yet arrive (reordered), but the responder is gone and nothing is retried.
+  bool fatal_pending = false;
+  WcStatus fatal_status = WcStatus::Success;
+  wire::Psn fatal_psn;
 };
 
 // Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).
@@ -46,6 +51,8 @@ enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth };
 struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and ACK/NAKs behind them
   RespJobKind kind = RespJobKind::Read;
   uint8_t aeth_syndrome = 0;
+  bool dup = false;         // answers a duplicate request: not counted against max_dest_rd_atomic
+  bool fatal = false;       // a NAK after which the QP goes to ERR (sent behind earlier responses)
   wire::Psn psn;
   uint64_t va = 0;
   uint32_t rkey = 0;
@@ -54,10 +61,18 @@ struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and A
   uint64_t atomic_orig = 0;
 };
 
-struct AtomicReplay {  // IBA 9.7.6.1.4: duplicate atomics are answered, never re-executed
-  wire::Psn psn;
-  uint64_t orig = 0;
+// A READ or atomic the responder executed (IBA 9.7.5.1, 9.7.6.1.4). The last max_dest_rd_atomic
+// are kept: a duplicate is answered from what was asked then, never from what the duplicate
+// says, and an atomic is never executed twice.
+struct RdAtomicResource {
   bool valid = false;
+  bool atomic = false;
+  wire::Psn psn;         // first PSN
+  uint32_t npkts = 1;    // PSNs it spans
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+  uint32_t len = 0;
+  uint64_t orig = 0;     // atomic: the value it returned
 };
 
 struct ResponderState {
@@ -65,6 +80,7 @@ struct ResponderState {
   uint32_t msn = 0;        // messages completed, 24 bits
   RespMsg msg = RespMsg::None;
   bool nak_sent = false;   // a PSN sequence NAK is outstanding for epsn
+  bool dying = false;      // a fatal NAK waits behind queued responses; requests are dropped
   bool uc_drop = false;    // UC: dropping the rest of a message
   bool ack_pending = false;
   bool in_ack_list = false;
@@ -80,8 +96,8 @@ struct ResponderState {
   uint32_t write_len = 0;  // RETH DMA length
   uint32_t write_offset = 0;
   std::deque<RespJob> jobs;
-  std::vector<AtomicReplay> replay;  // ring of max_dest_rd_atomic entries
-  uint32_t replay_next = 0;
+  std::vector<RdAtomicResource> resources;  // ring of max_dest_rd_atomic entries
+  uint32_t resource_next = 0;
 };
 
 class Qp {

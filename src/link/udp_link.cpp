@@ -294,12 +294,14 @@ int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
           if (v > 0) seg = size_t(v);
         }
       const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
-      for (size_t off = 0; off < len; off += seg) {
+      size_t off = 0;
+      do {  // an empty datagram is delivered too, to be counted
         std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
         if (pcap_) pcap_->write(f, pkt, now);
         nic.on_packet(pkt, f, now);
         ++total;
-      }
+        off += seg;
+      } while (off < len);
     }
     if (r < kRxBatch) break;
   }

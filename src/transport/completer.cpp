@@ -56,15 +56,16 @@ void gap_retry(Nic& nic, Qp& qp, Psn from) {
 
 // Completes SEND/WRITE WQEs whose last PSN is covered by an (explicit or implied) ACK of
 // `acked`. Returns false if a READ/atomic stands in the way whose responses are missing
-// although a later PSN is acknowledged: its responses were lost (IBA 9.7.5.1.5, implied NAK).
-bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress) {
+// although a later PSN is acknowledged: its responses were lost (IBA 9.7.5.1.5, implied NAK),
+// and are asked for again if `retry`.
+bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress, bool retry = true) {
   auto& c = qp.comp;
   while (SendWqe* w = head(qp)) {
     if (w->failed || !w->assigned) break;
     if (is_rd_atomic(w->opcode)) {
       Psn missing = w->first_psn + w->resp_pkts;
       if (acked >= missing) {
-        gap_retry(nic, qp, missing);
+        if (retry) gap_retry(nic, qp, missing);
         return false;
       }
       break;
@@ -118,12 +119,11 @@ void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   uint32_t k = w->resp_pkts;
   bool last = k + 1 == w->npkts;
   uint32_t want = last ? w->length - k * mtu : mtu;
-  uint32_t flags = p.info().flags;
   // A retried READ restarts its response stream with FIRST (or ONLY) at the PSN it asked for.
   Opcode op = p.bth.opcode;
   bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
                      : (op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
-  if (!pos_ok || p.payload.size() != want || ((flags & wire::kAck) && p.aeth.type() != AethType::Ack)) {
+  if (!pos_ok || p.payload.size() != want) {
     ++nic.ctr().rx_malformed;
     return;
   }
@@ -180,6 +180,12 @@ void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now
     ++nic.ctr().rx_out_of_sequence;
     return;
   }
+  // READ responses and atomic ACKs carry an ACK syndrome; NAKs travel only in ACKNOWLEDGE
+  // packets (IBA 9.7.5.1.5). Anything else is not trusted, not even its implied ACK.
+  if (p.bth.opcode != Opcode::RC_ACKNOWLEDGE && p.has(wire::kAeth) && p.aeth.type() != AethType::Ack) {
+    ++nic.ctr().rx_malformed;
+    return;
+  }
   bool progress = false;
   if (p.bth.opcode == Opcode::RC_ACKNOWLEDGE) {
     if (psn < c.una - 1) {
@@ -211,9 +217,17 @@ void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now
         return;
       }
       case AethType::Nak: {
-        if (!retire_acked(nic, qp, psn - 1, progress)) break;
         auto code = NakCode(p.aeth.value());
-        if (code == NakCode::PsnSequenceError) {
+        bool seq = code == NakCode::PsnSequenceError;
+        if (!retire_acked(nic, qp, psn - 1, progress, seq)) {
+          if (!seq && !c.fatal_pending) {
+            c.fatal_pending = true;
+            c.fatal_psn = psn;
+            c.fatal_status = nak_status(code);
+          }
+          break;
+        }
+        if (seq) {
           ++nic.ctr().rx_naks_seq;
           // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the
           // same gap): this NAK reports the packets that were in flight behind it, nothing new.
@@ -241,6 +255,10 @@ void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now
     on_atomic_ack(nic, qp, p, progress);
   }
   if (qp.state() == QpState::Err) return;
+  if (c.fatal_pending && progress && retire_acked(nic, qp, c.fatal_psn - 1, progress, false)) {
+    fatal(nic, qp, c.fatal_status);  // everything before the NAKed request has completed
+    return;
+  }
   if (progress) progressed(nic, qp, now);
 }
 
@@ -248,6 +266,12 @@ void completer_on_timer(Nic& nic, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retrans_deadline = 0;
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
+  if (c.fatal_pending) {
+    // The missing responses did not come and the responder is gone: the oldest WQE ends
+    // with the error that ended the connection, not with a retry count nobody could meet.
+    fatal(nic, qp, c.fatal_status);
+    return;
+  }
   ++nic.ctr().retransmit_timeouts;
   if (c.retry_left == 0) {
     fatal(nic, qp, WcStatus::RetryExcErr);

@@ -48,6 +48,10 @@ bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
 
 void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip) {
+  if (p.payload.size() > nic.config().port_mtu) {  // a UD message is one packet of at most the MTU
+    ++nic.ctr().rx_ud_too_long;
+    return;
+  }
   if (p.deth.qkey != qp.attr().qkey) {  // IBA C10-15: a wrong Q_Key is dropped silently
     ++nic.ctr().rx_bad_qkey;
     return;

@@ -26,7 +26,8 @@ uint64_t seed_or_random(uint64_t s) {
 constexpr uint32_t kPoolBlock = 256;
 }  // namespace
 
-Nic::Nic(NicConfig cfg) : cfg_(std::move(cfg)), mrs_(seed_or_random(cfg_.seed)) {
+Nic::Nic(NicConfig cfg)
+    : cfg_(std::move(cfg)), mrs_(seed_or_random(cfg_.seed)), qpn_rng_(seed_or_random(cfg_.seed) ^ 0x9e3779b97f4a7c15ull) {
   if (!cfg_.src_port_for) cfg_.src_port_for = [](uint32_t qpn) { return uint16_t(0xc000 | (qpn & 0x3fff)); };
   raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
@@ -105,9 +106,9 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
   if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
-  while (qps_.count(next_qpn_) || next_qpn_ < 2) next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
-  uint32_t qpn = next_qpn_;
-  next_qpn_ = (next_qpn_ + 1) & wire::kQpnMask;
+  uint32_t qpn;
+  do qpn = uint32_t(qpn_rng_()) & wire::kQpnMask;
+  while (qpn < 0x10 || qps_.count(qpn));  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
@@ -231,7 +232,9 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
     if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
       return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
     if (!wr.ah || !wr.ah->dgid.ipv4()) return make_error(EINVAL, "post_send: UD needs an address handle with an IPv4-mapped GID");
-    if (total > kUdMaxMessage) return make_error(EINVAL, "post_send: a UD message fits in one MTU (4096 bytes)");
+    if (total > cfg_.port_mtu)
+      return make_error(EINVAL, "post_send: a UD message fits in one packet of the port MTU (" +
+                                    std::to_string(cfg_.port_mtu) + " bytes)");
     if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
   }
   if (wr.send_flags & kSendInline) {
@@ -473,6 +476,14 @@ void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, ui
                     const wire::Ipv4Fields& ip) {
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
+  if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
+    ++ctr_.rx_runt;
+    return;
+  }
+  if (from.dst_ip != cfg_.local_ip) {  // not ours, whatever QPN it names
+    ++ctr_.rx_bad_dest;
+    return;
+  }
   if (!wire::icrc_ok(from, buf, ip)) {
     ++ctr_.rx_bad_icrc;
     return;
@@ -668,9 +679,9 @@ void Nic::reset_qp(Qp& qp) {
   }
   qp.req = core::RequesterState{};
   qp.comp = core::CompleterState{};
-  auto replay = std::move(qp.resp.replay);
+  size_t resources = qp.resp.resources.size();
   qp.resp = core::ResponderState{};
-  qp.resp.replay.assign(replay.size(), core::AtomicReplay{});
+  qp.resp.resources.assign(resources, core::RdAtomicResource{});
   qp.flush_pending = false;
   qp.timer_queued = 0;
   std::erase(ack_list_, &qp);

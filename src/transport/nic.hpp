@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <random>
 #include <utility>
 #include <set>
 #include <span>
@@ -32,7 +33,9 @@ namespace uroce::wire { struct Packet; }
 namespace uroce::transport {
 
 inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
-inline constexpr uint32_t kUdMaxMessage = 4096;          // one packet at the port MTU
+// The largest message (IBA: 2^31 bytes); longer requests are refused on both sides, which
+// also keeps a message's PSNs well inside the 2^23 that PSN comparison can tell apart.
+inline constexpr uint32_t kMaxMessage = 1u << 31;
 
 struct TxPacket {
   wire::FlowAddr flow;
@@ -47,13 +50,14 @@ struct NicConfig {
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
   uint32_t tx_pool = 4096;              // packet buffers
+  uint32_t port_mtu = 4096;             // the port's active MTU in bytes: UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
 };
 
 struct DeviceLimits {
   uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
   uint32_t max_inline = 512, max_rd_atomic = core::kMaxRdAtomic, max_pd = 1 << 16;
-  uint64_t max_msg = 1ull << 31;
+  uint64_t max_msg = kMaxMessage;
 };
 
 class Nic {
@@ -153,7 +157,7 @@ class Nic {
   bool async_signal_ = false;
   uint32_t next_cq_ = 1;
   std::map<uint32_t, std::unique_ptr<core::Qp>> qps_;
-  uint32_t next_qpn_ = 0x11;  // QPNs 0 and 1 are special (SMI/GSI)
+  std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
   core::SpinLock doorbell_lock_;

@@ -31,25 +31,47 @@ void send_aeth(Nic& nic, Qp& qp, Psn psn, Aeth aeth) {
   send_packet(nic, tx, p);
 }
 
+// Responses waiting to go out are bounded: READ/atomic jobs by max_dest_rd_atomic (new ones)
+// plus as many duplicates, ACK/NAK jobs by this many more. Past that an ACK is dropped, as if
+// lost: the requester's timer recovers.
+constexpr size_t kMaxAethJobs = 16;
+
+size_t count_jobs(const Qp& qp, bool aeth, bool dup) {
+  size_t n = 0;
+  for (const RespJob& j : qp.resp.jobs)
+    n += (j.kind == core::RespJobKind::Aeth) == aeth && (aeth || j.dup == dup);
+  return n;
+}
+
+// READ/atomic requests executed and not yet answered: what max_dest_rd_atomic limits.
+size_t rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, false, false); }
+
 // ACKs and NAKs may not overtake READ responses or atomic ACKs still queued (IBA 9.7.5.2.8).
-void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth) {
-  if (qp.resp.jobs.empty()) {
+void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
+  auto& r = qp.resp;
+  if (r.jobs.empty()) {
     send_aeth(nic, qp, psn, aeth);
+    if (fatal) nic.qp_to_error(qp);
+    return;
+  }
+  if (!fatal && count_jobs(qp, true, false) >= kMaxAethJobs) {
+    ++nic.ctr().resp_queue_full;
     return;
   }
   RespJob j;
   j.kind = core::RespJobKind::Aeth;
   j.psn = psn;
   j.aeth_syndrome = aeth.syndrome;
-  qp.resp.jobs.push_back(j);
+  j.fatal = fatal;
+  r.jobs.push_back(j);
+  if (fatal) r.dying = true;  // the QP goes to ERR once the responses before the NAK have left
   nic.schedule(qp);
 }
 
-// Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK now, then the QP goes to ERR.
+// Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
 void fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   ++nic.ctr().tx_naks_fatal;
-  send_aeth(nic, qp, psn, Aeth::nak(qp.resp.msn, code));
-  nic.qp_to_error(qp);
+  answer(nic, qp, psn, Aeth::nak(qp.resp.msn, code), /*fatal=*/true);
 }
 
 // An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
@@ -141,7 +163,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
-    if (!(qp.attr().qp_access_flags & kAccessRemoteWrite)) {
+    if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
       reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
       return;
     }
@@ -188,40 +210,42 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
 }
 
-bool check_read(Nic& nic, Qp& qp, const wire::Packet& p) {
-  return nic.mrs().check_remote(p.reth.rkey, qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteRead, nullptr) ==
-         core::KeyCheck::Ok;
+bool check_read(Nic& nic, Qp& qp, uint64_t va, uint32_t rkey, uint32_t len) {
+  return nic.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == core::KeyCheck::Ok;
 }
 
-void queue_read(Nic& nic, Qp& qp, const wire::Packet& p) {
+void queue_read(Nic& nic, Qp& qp, Psn psn, uint64_t va, uint32_t rkey, uint32_t len, bool dup) {
   RespJob j;
   j.kind = core::RespJobKind::Read;
-  j.psn = p.bth.psn;
-  j.va = p.reth.va;
-  j.rkey = p.reth.rkey;
-  j.len = p.reth.dma_len;
+  j.psn = psn;
+  j.va = va;
+  j.rkey = rkey;
+  j.len = len;
+  j.dup = dup;
   qp.resp.jobs.push_back(j);
   nic.schedule(qp);
 }
 
-size_t rd_atomic_jobs(const Qp& qp) {
-  size_t n = 0;
-  for (const RespJob& j : qp.resp.jobs) n += j.kind != core::RespJobKind::Aeth;
-  return n;
+void remember(Qp& qp, const core::RdAtomicResource& res) {
+  auto& r = qp.resp;
+  if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
 }
 
 void do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
+  if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || p.reth.dma_len > kMaxMessage ||
+      rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
     fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     return;
   }
-  if (!check_read(nic, qp, p)) {
+  if (!check_read(nic, qp, p.reth.va, p.reth.rkey, p.reth.dma_len)) {
     fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
     return;
   }
-  queue_read(nic, qp, p);
-  r.epsn = p.bth.psn + packets_for(p.reth.dma_len, qp.mtu());
+  uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
+  remember(qp, {true, false, p.bth.psn, n, p.reth.va, p.reth.rkey, p.reth.dma_len, 0});
+  queue_read(nic, qp, p.bth.psn, p.reth.va, p.reth.rkey, p.reth.dma_len, false);
+  r.epsn = p.bth.psn + n;
   r.msn = (r.msn + 1) & 0xffffff;
 }
 
@@ -247,10 +271,7 @@ void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   } else {
     orig = target.fetch_add(p.atomic.swap_add);
   }
-  if (!r.replay.empty()) {
-    r.replay[r.replay_next % r.replay.size()] = {p.bth.psn, orig, true};
-    ++r.replay_next;
-  }
+  remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, p.atomic.rkey, 8, orig});
   RespJob j;
   j.kind = core::RespJobKind::AtomicAck;
   j.psn = p.bth.psn;
@@ -261,31 +282,65 @@ void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   r.msn = (r.msn + 1) & 0xffffff;
 }
 
-void on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
-  ++nic.ctr().rx_duplicate;
-  uint32_t flags = p.info().flags;
-  if (flags & wire::kRead) {
-    // Re-execute, but only a READ wholly inside PSNs this responder has already passed.
-    uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
-    if (Psn::distance(p.bth.psn, qp.resp.epsn) < n || !check_read(nic, qp, p)) return;
-    ++nic.ctr().rx_read_dup;
-    queue_read(nic, qp, p);
+const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
+  for (const auto& res : qp.resp.resources)
+    if (res.valid && res.atomic == atomic && Psn::distance(res.psn, psn) < res.npkts) return &res;
+  return nullptr;
+}
+
+// True if a queued job will still send the response with this PSN.
+bool will_answer(const Qp& qp, Psn psn) {
+  const uint32_t mtu = qp.mtu();
+  for (const RespJob& j : qp.resp.jobs) {
+    if (j.kind == core::RespJobKind::Aeth) continue;
+    uint32_t first_unsent = j.kind == core::RespJobKind::Read ? j.sent / mtu : 0;
+    uint32_t n = j.kind == core::RespJobKind::Read ? packets_for(j.len, mtu) : 1;
+    uint32_t k = Psn::distance(j.psn, psn);
+    if (k < n && k >= first_unsent) return true;
+  }
+  return false;
+}
+
+// A duplicate READ or atomic is answered again only if it repeats (the rest of) one of the
+// requests this responder executed; anything else is dropped (IBA 9.7.5.1, C9-100).
+void on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
+  bool atomic = p.info().flags & wire::kAtomic;
+  const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
+  uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
+  bool match = res && (atomic ? p.atomic.va == res->va && p.atomic.rkey == res->rkey
+                              : p.reth.rkey == res->rkey && p.reth.va == res->va + off &&
+                                    off <= res->len && p.reth.dma_len == res->len - off);
+  if (!match) {
+    ++nic.ctr().rx_dup_unmatched;
     return;
   }
-  if (flags & wire::kAtomic) {
-    for (const auto& e : qp.resp.replay) {
-      if (e.valid && e.psn == p.bth.psn) {
-        ++nic.ctr().rx_atomic_replays;
-        RespJob j;
-        j.kind = core::RespJobKind::AtomicAck;
-        j.psn = p.bth.psn;
-        j.atomic_orig = e.orig;
-        qp.resp.jobs.push_back(j);
-        nic.schedule(qp);
-        return;
-      }
-    }
-    return;  // too old to replay: drop, never execute twice
+  if (will_answer(qp, p.bth.psn)) return;
+  if (count_jobs(qp, false, true) >= qp.resp.resources.size()) {
+    ++nic.ctr().resp_queue_full;
+    return;
+  }
+  if (atomic) {
+    ++nic.ctr().rx_atomic_replays;
+    RespJob j;
+    j.kind = core::RespJobKind::AtomicAck;
+    j.psn = p.bth.psn;
+    j.atomic_orig = res->orig;
+    j.dup = true;
+    qp.resp.jobs.push_back(j);
+    nic.schedule(qp);
+    return;
+  }
+  uint32_t len = uint32_t(res->len - off);
+  if (!check_read(nic, qp, res->va + off, res->rkey, len)) return;  // deregistered since
+  ++nic.ctr().rx_read_dup;
+  queue_read(nic, qp, p.bth.psn, res->va + off, res->rkey, len, true);
+}
+
+void on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
+  ++nic.ctr().rx_duplicate;
+  if (p.info().flags & (wire::kRead | wire::kAtomic)) {
+    on_duplicate_rd_atomic(nic, qp, p);
+    return;
   }
   nic.want_ack(qp);  // the requester lost our ACK: tell it again where we are
 }
@@ -299,6 +354,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
   switch (j.kind) {
     case core::RespJobKind::Aeth:
       send_aeth(nic, qp, j.psn, Aeth{j.aeth_syndrome, r.msn});
+      if (j.fatal) nic.qp_to_error(qp);
       return Step::Done;
     case core::RespJobKind::AtomicAck: {
       TxPacket* tx = start_packet(nic, qp);
@@ -330,8 +386,11 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
       uint8_t* src = nullptr;
       if (len && nic.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
                      core::KeyCheck::Ok) {
-        nic.release(tx);
-        fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+        nic.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
+        ++nic.ctr().tx_naks_fatal;
+        r.jobs.clear();
+        send_aeth(nic, qp, p.bth.psn, Aeth::nak(r.msn, NakCode::RemoteAccessError));
+        nic.qp_to_error(qp);
         return Step::Done;
       }
       uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
@@ -375,6 +434,10 @@ bool uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
 
 void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
   auto& r = qp.resp;
+  if (r.dying) {
+    ++nic.ctr().rx_wrong_state;
+    return;
+  }
   if (qp.type() == QpType::UC && !uc_sequence(nic, qp, p)) return;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
   if (d < 0) {
@@ -403,6 +466,9 @@ void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*no
     size_t n = p.payload.size();
     ok = (flags & wire::kLast) ? n <= qp.mtu() : n == qp.mtu();
   }
+  // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
+  // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
+  if (p.has(wire::kIeth)) ok = false;
   if (!ok) {
     reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     return;
@@ -422,7 +488,7 @@ bool responder_run(Nic& nic, Qp& qp, uint32_t& budget) {
   while (!jobs.empty() && budget) {
     --budget;
     Step s = run_job(nic, qp, jobs.front());
-    if (qp.state() == QpState::Err) return false;
+    if (qp.state() == QpState::Err || jobs.empty()) return false;
     if (s == Step::NoBuffer) return true;
     if (s == Step::Done) jobs.pop_front();
   }

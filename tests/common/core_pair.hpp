@@ -9,8 +9,19 @@
 #include "cm/rc_connect.hpp"
 #include "sim/sim.hpp"
 #include "transport/nic.hpp"
+#include "wire/icrc.hpp"
+#include "wire/packet.hpp"
 
 namespace uroce::test {
+
+// Hands `to` packet p as sent on flow f: right addresses, ports and ICRC, so only the transport
+// can reject it (what an attacker who knows the addresses and the QPN could send).
+inline void inject_packet(transport::Nic& to, const wire::FlowAddr& f, wire::Packet& p, uint64_t now) {
+  std::vector<uint8_t> buf(wire::encoded_len(p));
+  size_t n = wire::encode(p, buf.data());
+  wire::icrc_store(buf.data() + n, wire::icrc_for_flow(f, std::span<const uint8_t>(buf.data(), n)));
+  to.on_packet(std::span<const uint8_t>(buf.data(), n + wire::kIcrcLen), f, now);
+}
 
 struct Side {
   transport::Nic* nic = nullptr;
@@ -98,6 +109,16 @@ class CorePair {
     std::vector<Wc> v;
     EXPECT_TRUE(wait_wc(cq, 1, v, max_ns)) << "no completion";
     return v.empty() ? Wc{} : v[0];
+  }
+
+  // Hands `to` a packet as if `from`'s QP had sent it (see inject_packet).
+  void inject(Side& to, Side& from, wire::Packet& p) { inject_packet(*to.nic, from.qp->flow, p, sim.now()); }
+
+  // Lets s send what it has now and loses all of it on the way.
+  void lose_tx(Side& s) {
+    s.nic->progress(sim.now());
+    for (transport::TxPacket* p : s.nic->tx_queue()) s.nic->release(p);
+    s.nic->tx_queue().clear();
   }
 
   PairOptions opt;
