@@ -1,6 +1,7 @@
 // uroce: a user-space RoCEv2 NIC. RAII objects with verbs semantics:
 //   Device -> ProtectionDomain -> MemoryRegion, QueuePair;  Device -> CompletionQueue.
-// Objects keep their device alive. Data-path calls (post_send, post_recv, poll) make no
+// Objects keep their device alive, and children their parents: a PD or CQ that a program
+// destroys while a QP or MR still uses it lives on until the last of them is gone. Data-path calls (post_send, post_recv, poll) make no
 // syscalls and take no lock held across I/O; control calls serialize with the NIC engine.
 #pragma once
 #include <cstdint>
@@ -14,7 +15,13 @@
 
 namespace uroce {
 
-namespace detail { struct DeviceCore; }
+namespace detail {
+struct DeviceCore;
+struct PdHold;
+struct CqHold;
+struct SrqHold;
+}  // namespace detail
+namespace core { class Qp; }
 
 struct DeviceOptions {
   std::string addr;   // IPv4 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
@@ -86,7 +93,7 @@ class MemoryRegion {
  private:
   friend class ProtectionDomain;
   MemoryRegion() = default;
-  std::shared_ptr<detail::DeviceCore> core_;
+  std::shared_ptr<detail::PdHold> pd_;
   void* addr_ = nullptr;
   size_t len_ = 0;
   uint32_t lkey_ = 0, rkey_ = 0;
@@ -101,20 +108,20 @@ class CompletionQueue {
   // readable once.
   Status req_notify(bool solicited_only = false);
   // An eventfd to put in poll/epoll for event-driven users; read it to consume events.
-  int fd() const { return event_fd_; }
+  int fd() const;
   // Polls; if nothing is there, arms and blocks on fd() up to timeout_ms (-1: forever).
   // Returns the number of completions, 0 on timeout.
   Result<int> wait(std::span<Wc> out, int timeout_ms);
   uint32_t capacity() const;
   bool overrun() const;
+  // True while a QP uses it (verbs would refuse to destroy it: EBUSY).
+  bool busy() const;
 
  private:
   friend class Device;
   friend class ProtectionDomain;
   CompletionQueue() = default;
-  std::shared_ptr<detail::DeviceCore> core_;
-  void* cq_ = nullptr;  // core::Cq
-  int event_fd_ = -1;
+  std::shared_ptr<detail::CqHold> h_;
 };
 
 struct QpInit {
@@ -138,12 +145,12 @@ class SharedReceiveQueue {
   uint32_t posted() const;  // receives waiting
   uint32_t capacity() const;
   uint32_t max_sge() const;
+  bool busy() const;  // true while a QP draws from it
 
  private:
   friend class ProtectionDomain;
   SharedReceiveQueue() = default;
-  std::shared_ptr<detail::DeviceCore> core_;
-  void* srq_ = nullptr;  // core::Srq
+  std::shared_ptr<detail::SrqHold> h_;
 };
 
 class QueuePair {
@@ -167,7 +174,10 @@ class QueuePair {
   friend class ProtectionDomain;
   QueuePair() = default;
   std::shared_ptr<detail::DeviceCore> core_;
-  void* qp_ = nullptr;  // core::Qp
+  std::shared_ptr<detail::PdHold> pd_;
+  std::shared_ptr<detail::CqHold> send_cq_, recv_cq_;
+  std::shared_ptr<detail::SrqHold> srq_;
+  core::Qp* qp_ = nullptr;
 };
 
 class ProtectionDomain {
@@ -176,12 +186,12 @@ class ProtectionDomain {
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(uint32_t max_wr, uint32_t max_sge = 1, uint32_t limit = 0);
+  bool busy() const;  // true while MRs, QPs or SRQs use it
 
  private:
   friend class Device;
   ProtectionDomain() = default;
-  std::shared_ptr<detail::DeviceCore> core_;
-  uint32_t pd_ = 0;
+  std::shared_ptr<detail::PdHold> h_;
 };
 
 }  // namespace uroce

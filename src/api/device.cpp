@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "api/device_core.hpp"
+#include "api/holds.hpp"
 #include "cm/rc_connect.hpp"
 #include "uroce/uroce.hpp"
 
@@ -110,8 +111,7 @@ Result<std::unique_ptr<ProtectionDomain>> Device::alloc_pd() {
   auto pd = core_->nic->alloc_pd();
   if (!pd) return pd.error();
   std::unique_ptr<ProtectionDomain> p(new ProtectionDomain);
-  p->core_ = core_;
-  p->pd_ = *pd;
+  p->h_ = std::make_shared<detail::PdHold>(core_, *pd);
   return p;
 }
 
@@ -126,25 +126,25 @@ Result<std::unique_ptr<CompletionQueue>> Device::create_cq(uint32_t depth) {
   }
   (*cq)->event_fd = efd;
   std::unique_ptr<CompletionQueue> c(new CompletionQueue);
-  c->core_ = core_;
-  c->cq_ = *cq;
-  c->event_fd_ = efd;
+  c->h_ = std::make_shared<detail::CqHold>(core_, *cq, efd);
   return c;
 }
 
 // ---------------------------------------------------------------- ProtectionDomain
 
-ProtectionDomain::~ProtectionDomain() {
-  auto g = core_->lock();
-  (void)core_->nic->dealloc_pd(pd_);
+ProtectionDomain::~ProtectionDomain() = default;
+
+bool ProtectionDomain::busy() const {
+  auto g = h_->core->lock();
+  return h_->core->nic->pd_busy(h_->pd);
 }
 
 Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t len, uint32_t access) {
-  auto g = core_->lock();
-  auto mr = core_->nic->reg_mr(pd_, addr, len, access);
+  auto g = h_->core->lock();
+  auto mr = h_->core->nic->reg_mr(h_->pd, addr, len, access);
   if (!mr) return mr.error();
   std::unique_ptr<MemoryRegion> m(new MemoryRegion);
-  m->core_ = core_;
+  m->pd_ = h_;
   m->addr_ = addr;
   m->len_ = len;
   m->lkey_ = mr->lkey;
@@ -154,80 +154,87 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
 
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& init) {
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
-  auto g = core_->lock();
-  auto qp = core_->nic->create_qp(pd_, init.type, static_cast<core::Cq*>(init.send_cq->cq_),
-                                  static_cast<core::Cq*>(init.recv_cq->cq_), init.cap, init.sq_sig_all,
-                                  init.srq ? static_cast<core::Srq*>(init.srq->srq_) : nullptr);
+  auto& core = h_->core;
+  auto g = core->lock();
+  auto qp = core->nic->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
+                                 init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
   if (!qp) return qp.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
-  q->core_ = core_;
+  q->core_ = core;
+  q->pd_ = h_;
+  q->send_cq_ = init.send_cq->h_;
+  q->recv_cq_ = init.recv_cq->h_;
+  if (init.srq) q->srq_ = init.srq->h_;
   q->qp_ = *qp;
   return q;
 }
 
 Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(uint32_t max_wr, uint32_t max_sge,
                                                                          uint32_t limit) {
-  auto g = core_->lock();
-  auto srq = core_->nic->create_srq(pd_, max_wr, max_sge);
+  auto& core = h_->core;
+  auto g = core->lock();
+  auto srq = core->nic->create_srq(h_->pd, max_wr, max_sge);
   if (!srq) return srq.error();
-  if (Status s = core_->nic->modify_srq(**srq, limit); !s) {
-    (void)core_->nic->destroy_srq(*srq);
+  if (Status s = core->nic->modify_srq(**srq, limit); !s) {
+    (void)core->nic->destroy_srq(*srq);
     return s.error();
   }
   std::unique_ptr<SharedReceiveQueue> q(new SharedReceiveQueue);
-  q->core_ = core_;
-  q->srq_ = *srq;
+  q->h_ = std::make_shared<detail::SrqHold>(core, h_, *srq);
   return q;
 }
 
 // ---------------------------------------------------------------- SharedReceiveQueue
 
-SharedReceiveQueue::~SharedReceiveQueue() {
-  auto g = core_->lock();
-  (void)core_->nic->destroy_srq(static_cast<core::Srq*>(srq_));
+SharedReceiveQueue::~SharedReceiveQueue() = default;
+
+uint32_t SharedReceiveQueue::handle() const { return h_->srq->handle(); }
+uint32_t SharedReceiveQueue::posted() const { return h_->srq->posted(); }
+uint32_t SharedReceiveQueue::capacity() const { return h_->srq->rq.capacity(); }
+uint32_t SharedReceiveQueue::max_sge() const { return h_->srq->rq.max_sge(); }
+uint32_t SharedReceiveQueue::limit() const { return h_->srq->limit.load(); }
+
+bool SharedReceiveQueue::busy() const {
+  auto g = h_->core->lock();
+  return h_->core->nic->srq_busy(h_->srq);
 }
 
-uint32_t SharedReceiveQueue::handle() const { return static_cast<core::Srq*>(srq_)->handle(); }
-uint32_t SharedReceiveQueue::posted() const { return static_cast<core::Srq*>(srq_)->posted(); }
-uint32_t SharedReceiveQueue::capacity() const { return static_cast<core::Srq*>(srq_)->rq.capacity(); }
-uint32_t SharedReceiveQueue::max_sge() const { return static_cast<core::Srq*>(srq_)->rq.max_sge(); }
-uint32_t SharedReceiveQueue::limit() const { return static_cast<core::Srq*>(srq_)->limit.load(); }
-
 Status SharedReceiveQueue::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
-  return core_->nic->post_srq_recv(*static_cast<core::Srq*>(srq_), wrs, bad);
+  return h_->core->nic->post_srq_recv(*h_->srq, wrs, bad);
 }
 
 Status SharedReceiveQueue::arm_limit(uint32_t limit) {
-  auto g = core_->lock();
-  return core_->nic->modify_srq(*static_cast<core::Srq*>(srq_), limit);
+  auto g = h_->core->lock();
+  return h_->core->nic->modify_srq(*h_->srq, limit);
 }
 
 // ---------------------------------------------------------------- MemoryRegion
 
 MemoryRegion::~MemoryRegion() {
-  auto g = core_->lock();
-  (void)core_->nic->dereg_mr(lkey_);
+  auto g = pd_->core->lock();
+  (void)pd_->core->nic->dereg_mr(lkey_);
 }
 
 // ---------------------------------------------------------------- CompletionQueue
 
-CompletionQueue::~CompletionQueue() {
-  {
-    auto g = core_->lock();
-    (void)core_->nic->destroy_cq(static_cast<core::Cq*>(cq_));
-  }
-  close(event_fd_);
-}
+CompletionQueue::~CompletionQueue() = default;
 
-int CompletionQueue::poll(std::span<Wc> out) { return static_cast<core::Cq*>(cq_)->poll(out); }
+int CompletionQueue::fd() const { return h_->event_fd; }
+
+int CompletionQueue::poll(std::span<Wc> out) { return h_->cq->poll(out); }
 
 Status CompletionQueue::req_notify(bool solicited_only) {
-  static_cast<core::Cq*>(cq_)->arm(solicited_only ? core::CqArm::Solicited : core::CqArm::Next);
+  h_->cq->arm(solicited_only ? core::CqArm::Solicited : core::CqArm::Next);
   return {};
 }
 
-uint32_t CompletionQueue::capacity() const { return static_cast<core::Cq*>(cq_)->capacity(); }
-bool CompletionQueue::overrun() const { return static_cast<core::Cq*>(cq_)->overrun(); }
+uint32_t CompletionQueue::capacity() const { return h_->cq->capacity(); }
+bool CompletionQueue::overrun() const { return h_->cq->overrun(); }
+
+bool CompletionQueue::busy() const {
+  auto g = h_->core->lock();
+  return h_->core->nic->cq_busy(h_->cq);
+}
 
 Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
   for (;;) {
@@ -236,11 +243,11 @@ Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
     (void)req_notify(false);
     n = poll(out);  // a completion that raced with arming
     if (n) return n;
-    pollfd p{event_fd_, POLLIN, 0};
+    pollfd p{fd(), POLLIN, 0};
     int r = ::poll(&p, 1, timeout_ms);
     if (r < 0 && errno != EINTR) return make_error(errno, std::string("wait: ") + std::strerror(errno));
     uint64_t v;
-    (void)!read(event_fd_, &v, sizeof v);
+    (void)!read(fd(), &v, sizeof v);
     if (r == 0) return poll(out);
   }
 }
@@ -249,40 +256,40 @@ Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
 
 QueuePair::~QueuePair() {
   auto g = core_->lock();
-  (void)core_->nic->destroy_qp(static_cast<core::Qp*>(qp_));
+  (void)core_->nic->destroy_qp(qp_);
 }
 
-uint32_t QueuePair::qp_num() const { return static_cast<core::Qp*>(qp_)->qpn(); }
-QpState QueuePair::state() const { return static_cast<core::Qp*>(qp_)->state(); }
+uint32_t QueuePair::qp_num() const { return qp_->qpn(); }
+QpState QueuePair::state() const { return qp_->state(); }
 
 QpAttr QueuePair::query() const {
   auto g = core_->lock();
-  QpAttr a = static_cast<core::Qp*>(qp_)->attr();
+  QpAttr a = qp_->attr();
   a.qp_state = a.cur_qp_state = state();
   return a;
 }
 
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   auto g = core_->lock();
-  return core_->nic->modify_qp(*static_cast<core::Qp*>(qp_), attr, mask);
+  return core_->nic->modify_qp(*qp_, attr, mask);
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
   auto g = core_->lock();
-  return cm::connect_rc(*core_->nic, *static_cast<core::Qp*>(qp_), remote, local_psn, o);
+  return cm::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
 }
 
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
   auto g = core_->lock();
-  return cm::activate_ud(*core_->nic, *static_cast<core::Qp*>(qp_), qkey, sq_psn);
+  return cm::activate_ud(*core_->nic, *qp_, qkey, sq_psn);
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
-  return core_->nic->post_send(*static_cast<core::Qp*>(qp_), wrs, bad);
+  return core_->nic->post_send(*qp_, wrs, bad);
 }
 
 Status QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
-  return core_->nic->post_recv(*static_cast<core::Qp*>(qp_), wrs, bad);
+  return core_->nic->post_recv(*qp_, wrs, bad);
 }
 
 }  // namespace uroce

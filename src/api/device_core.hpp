@@ -16,7 +16,7 @@ struct DeviceCore {
   std::unique_ptr<transport::Nic> nic;
   std::unique_ptr<engine::Engine> engine;
 
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(engine->mutex()); }
+  std::unique_lock<std::mutex> lock() { return engine->control_lock(); }
   ~DeviceCore() {
     if (engine) engine->stop();
   }

@@ -656,6 +656,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+  if (from<UPd>(pd)->pd->busy()) return EBUSY;  // as libibverbs: nothing changes
   delete from<UPd>(pd);
   return 0;
 }
@@ -710,6 +711,7 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
 
 int ibv_destroy_cq(ibv_cq* cq) {
   UCq* c = from<UCq>(cq);
+  if (c->cq->busy()) return EBUSY;
   if (cq->channel) {
     epoll_ctl(cq->channel->fd, EPOLL_CTL_DEL, c->cq->fd(), nullptr);
     --cq->channel->refcnt;
@@ -770,6 +772,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
+  if (from<USrq>(srq)->srq->busy()) return EBUSY;
   track<ibv_srq>(srq->context, &UContext::srqs, srq->handle, nullptr);
   delete from<USrq>(srq);
   return 0;

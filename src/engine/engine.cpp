@@ -52,6 +52,13 @@ void Engine::stop() {
   thread_.join();
 }
 
+std::unique_lock<std::mutex> Engine::control_lock() {
+  control_waiting_.fetch_add(1, std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> g(mu_);
+  control_waiting_.fetch_sub(1, std::memory_order_release);
+  return g;
+}
+
 void Engine::wake() {
   // Pairs with the seq_cst store of sleeping_ and the doorbell re-check in run().
   if (sleeping_.load(std::memory_order_seq_cst)) {
@@ -65,6 +72,9 @@ void Engine::run() {
   while (running_.load(std::memory_order_relaxed)) {
     bool did = false;
     uint64_t now, deadline;
+    // A mutex does not queue: released and taken again at once, it would starve a control
+    // call for as long as traffic lasts. Step aside until the waiter has it.
+    while (control_waiting_.load(std::memory_order_acquire)) sched_yield();
     {
       std::lock_guard g(mu_);
       now = monotonic_ns();
@@ -84,6 +94,7 @@ void Engine::run() {
       if (!nic_.tx_queue().empty()) link_.flush_tx(nic_, now);
       did |= nic_.has_work();
       deadline = nic_.next_deadline();
+      passes_.fetch_add(1, std::memory_order_release);
     }
     if (did) {
       idle_since = now;

@@ -4,8 +4,10 @@
 // the next protocol timer. Application threads post without syscalls while it spins; only a
 // post that finds it asleep writes the eventfd.
 //
-// Locking: mutex() serializes control operations (create/modify/destroy, reg_mr) with the
-// engine loop. It is never held while blocking.
+// Locking: control_lock() serializes control operations (create/modify/destroy, reg_mr,
+// counters) with the engine loop, which holds the lock for one pass at a time and never while
+// blocking. A waiting control call gets the lock before the next pass: under full load it
+// waits for one pass, not for the load to end.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -23,7 +25,9 @@ class Engine {
   ~Engine();
   void start();
   void stop();
-  std::mutex& mutex() { return mu_; }
+  std::unique_lock<std::mutex> control_lock();
+  // Passes of the engine loop so far (each one holds the lock once).
+  uint64_t passes() const { return passes_.load(std::memory_order_acquire); }
   // Readable while async events wait in the NIC (an eventfd; the API drains it).
   int async_fd() const { return async_fd_; }
 
@@ -37,6 +41,8 @@ class Engine {
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<uint32_t> control_waiting_{0};
+  std::atomic<uint64_t> passes_{0};
   int wake_fd_ = -1;
   int async_fd_ = -1;
   int epoll_fd_ = -1;

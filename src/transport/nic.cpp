@@ -128,6 +128,21 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   return p;
 }
 
+bool Nic::pd_busy(uint32_t pd) const {
+  auto it = pds_.find(pd);
+  return it != pds_.end() && it->second;
+}
+
+bool Nic::cq_busy(Cq* cq) const {
+  auto it = cq_users_.find(cq);
+  return it != cq_users_.end() && it->second;
+}
+
+bool Nic::srq_busy(core::Srq* srq) const {
+  auto it = srq_users_.find(srq);
+  return it != srq_users_.end() && it->second;
+}
+
 Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   QpState before = qp.state();
   if (Status s = qp.modify(attr, mask); !s) return s;

@@ -88,6 +88,10 @@ class Nic {
   // Oldest async event, or an EAGAIN error when there is none.
   Result<AsyncEvent> get_async_event();
   bool has_async_events() const { return !async_.empty(); }
+  // True while children use it: destroying it would fail with EBUSY.
+  bool pd_busy(uint32_t pd) const;
+  bool cq_busy(core::Cq* cq) const;
+  bool srq_busy(core::Srq* srq) const;
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
   Status destroy_qp(core::Qp* qp);
   core::Qp* qp(uint32_t qpn);

@@ -126,7 +126,7 @@ int main(void) {
   CHECK(wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 3, "then WR_FLUSH_ERR");
   struct ibv_qp_attr qa;
   struct ibv_qp_init_attr qi;
-  CHECK(ibv_query_qp(a, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR, "the QP is in ERR");
+  CHECK(ibv_query_qp(b, &qa, IBV_QP_STATE, &qi) == 0 && qa.qp_state == IBV_QPS_ERR, "the QP is in ERR");
   CHECK(strcmp(ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR), "REM_ACCESS_ERR") == 0, "wc_status_str");
 
   /* SRQ with a limit: the async event arrives when fewer receives remain. */
@@ -327,6 +327,10 @@ int main(void) {
   errno = 0;
   CHECK(ibv_create_cq_ex(ctx, &czero) == NULL && errno == EINVAL, "extended CQ of 0 entries: EINVAL");
 
+  CHECK(ibv_destroy_cq(cq) == EBUSY && ibv_destroy_srq(srq) == EBUSY && ibv_dealloc_pd(pd) == EBUSY,
+        "destroying a CQ, SRQ or PD still in use: EBUSY");
+  CHECK(ibv_query_qp(b, &qa, IBV_QP_STATE, &qi) == 0 && qi.send_cq == cq,
+        "after EBUSY everything still works");
   ibv_destroy_ah(back);
   ibv_destroy_ah(ah);
   ibv_destroy_qp(u1);
@@ -336,12 +340,11 @@ int main(void) {
   ibv_destroy_srq(srq);
   ibv_destroy_qp(a);
   ibv_destroy_qp(b);
-  ibv_destroy_cq(cq);
-  ibv_destroy_cq(cq2);
-  ibv_destroy_cq(cq3);
+  CHECK(ibv_destroy_cq(cq) == 0 && ibv_destroy_cq(cq2) == 0 && ibv_destroy_cq(cq3) == 0,
+        "destroy the CQs once no QP uses them");
   CHECK(ibv_destroy_comp_channel(ch) == 0, "destroy_comp_channel");
   ibv_dereg_mr(mr);
-  ibv_dealloc_pd(pd);
+  CHECK(ibv_dealloc_pd(pd) == 0, "dealloc_pd once nothing uses it");
   CHECK(ibv_close_device(ctx) == 0, "close_device");
   ibv_free_device_list(list);
   printf("verbs_features: %d passed, %d failed\n", passed, failed);

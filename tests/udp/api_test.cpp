@@ -1,7 +1,10 @@
 // The public API with its real engine and UDP link, in one process: events reach the
 // application through file descriptors, as an event-driven program uses them.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <arpa/inet.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -142,4 +145,59 @@ TEST(Api, CompletionFreesItsSlotBeforeItIsSeen) {
     }
   }
   EXPECT_GE(done, 20000);  // the last poll may return more than one
+}
+
+// A CQ or PD destroyed while a QP or MR still uses it lives on until its last user is gone:
+// its event fd stays open (the engine may still write it) and the QP keeps working.
+TEST(Api, ParentsLiveAsLongAsTheirChildren) {
+  auto dev = std::move(*Device::open());
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(16));
+  auto live = std::move(*dev->create_cq(16));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, live.get(), live.get()}));
+  std::vector<char> buf(128, 0);
+  auto mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite));
+  EXPECT_TRUE(cq->busy());
+  EXPECT_TRUE(pd->busy());
+  const int fd = cq->fd();
+  ASSERT_TRUE(cq->req_notify());
+  cq.reset();
+  pd.reset();
+  EXPECT_NE(fcntl(fd, F_GETFD), -1) << "the event fd of a CQ that a QP still uses was closed";
+  Gid gid = *dev->query_gid(0);
+  ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 1}, 2));
+  ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 2}, 1));
+  std::strcpy(buf.data(), "still here");
+  Sge src = mr->sge(0, 11), dst = mr->sge(64, 11);
+  ASSERT_TRUE(b->post_recv({1, {&dst, 1}}));
+  ASSERT_TRUE(a->post_send({2, WrOpcode::Send, kSendSignaled, {&src, 1}}));
+  Wc wc[1];
+  auto got = live->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_STREQ(buf.data() + 64, "still here");
+  a.reset();  // the CQ's last user: now it goes, and its fd with it
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);
+}
+
+// Runts, an empty datagram among them, are dropped and counted.
+TEST(Api, EmptyAndShortDatagramsAreCounted) {
+  auto dev = std::move(*Device::open());
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(4791);
+  to.sin_addr.s_addr = htonl(dev->ipv4());
+  const char junk[8] = {};
+  ASSERT_EQ(sendto(s, junk, 0, 0, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  ASSERT_EQ(sendto(s, junk, 8, 0, reinterpret_cast<sockaddr*>(&to), sizeof to), 8);
+  close(s);
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (dev->counters()["rx_runt"] < 2 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto c = dev->counters();
+  EXPECT_EQ(c["rx_runt"], 2u);
+  EXPECT_EQ(c["rx_packets"], 2u);
 }

@@ -1,0 +1,57 @@
+// What a public object holds of the NIC: its core object and the device. A child holds its
+// parents' holds (a QP its PD and CQs, an MR its PD), so the core objects go away only after
+// the last object using them, whatever order the program destroys things in.
+#pragma once
+#include <unistd.h>
+
+#include <memory>
+
+#include "api/device_core.hpp"
+
+namespace uroce::detail {
+
+// Never copied: a copy's destructor would destroy the object.
+
+struct PdHold {
+  PdHold(std::shared_ptr<DeviceCore> c, uint32_t h) : core(std::move(c)), pd(h) {}
+  PdHold(const PdHold&) = delete;
+  PdHold& operator=(const PdHold&) = delete;
+  std::shared_ptr<DeviceCore> core;
+  uint32_t pd = 0;
+  ~PdHold() {
+    auto g = core->lock();
+    (void)core->nic->dealloc_pd(pd);
+  }
+};
+
+struct CqHold {
+  CqHold(std::shared_ptr<DeviceCore> c, core::Cq* q, int fd) : core(std::move(c)), cq(q), event_fd(fd) {}
+  CqHold(const CqHold&) = delete;
+  CqHold& operator=(const CqHold&) = delete;
+  std::shared_ptr<DeviceCore> core;
+  core::Cq* cq = nullptr;
+  int event_fd = -1;  // the engine writes it until the core CQ is gone: closed only after
+  ~CqHold() {
+    {
+      auto g = core->lock();
+      (void)core->nic->destroy_cq(cq);
+    }
+    close(event_fd);
+  }
+};
+
+struct SrqHold {
+  SrqHold(std::shared_ptr<DeviceCore> c, std::shared_ptr<PdHold> p, core::Srq* s)
+      : core(std::move(c)), pd(std::move(p)), srq(s) {}
+  SrqHold(const SrqHold&) = delete;
+  SrqHold& operator=(const SrqHold&) = delete;
+  std::shared_ptr<DeviceCore> core;
+  std::shared_ptr<PdHold> pd;
+  core::Srq* srq = nullptr;
+  ~SrqHold() {
+    auto g = core->lock();
+    (void)core->nic->destroy_srq(srq);
+  }
+};
+
+}  // namespace uroce::detail
