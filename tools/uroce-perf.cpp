@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -38,6 +39,7 @@ struct Opts {
   std::string connect;
   uint16_t port = 18515;
   bool json = false;
+  uint32_t mtu = 0;  // path MTU in bytes; 0: the port's active MTU
 };
 
 const char* op_name(Op o) {
@@ -153,6 +155,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
   if (c.peer.size() != o.qps) die("peer has a different number of QPs");
   ConnectOptions co;
   co.min_rnr_timer = 1;  // 10 us: a streaming receiver reposts quickly
+  if (o.mtu) co.path_mtu = Mtu(std::countr_zero(o.mtu) - 7);  // else the port's active MTU
   for (uint32_t q = 0; q < o.qps; ++q) must(c.qps[q]->connect(c.peer[q], mine[q].psn, co), "connect");
 }
 
@@ -430,7 +433,8 @@ int run_server(const Opts& base, uint16_t port, const char* listen_on) {
   Opts o = base;
   char op[32], mode[8];
   unsigned long long iters;
-  if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u", op, mode, &o.size, &iters, &o.qps) != 5 || !parse_op(op, o.op))
+  if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u", op, mode, &o.size, &iters, &o.qps, &o.mtu) != 6 ||
+      !parse_op(op, o.op))
     die("bad options from client: " + line);
   o.iters = iters;
   o.mode = std::string(mode) == "bw" ? Mode::Bw : Mode::Lat;
@@ -444,8 +448,8 @@ int run_server(const Opts& base, uint16_t port, const char* listen_on) {
 int run_client(const Opts& o, const std::string& host) {
   auto ch = must(OobChannel::connect(host, o.port, 30'000), "out-of-band connect");
   char line[128];
-  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u", op_name(o.op), o.mode == Mode::Bw ? "bw" : "lat", o.size,
-                (unsigned long long)o.iters, o.qps);
+  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u", op_name(o.op), o.mode == Mode::Bw ? "bw" : "lat",
+                o.size, (unsigned long long)o.iters, o.qps, o.mtu);
   must(ch.send_line(line), "send options");
   Conn c;
   setup(c, o, ch);
@@ -479,7 +483,7 @@ void usage() {
   std::printf(
       "usage: uroce-perf [--op send|send_imm|write|write_imm|read|atomic|cas] [--mode lat|bw]\n"
       "                  [--size BYTES] [--iters N] [--qps K] [--json]\n"
-      "                  [--server | --connect HOST] [--port P]\n"
+      "                  [--server | --connect HOST] [--port P] [--mtu 256..4096]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n");
 }
@@ -491,9 +495,10 @@ int main(int argc, char** argv) {
   static option longopts[] = {{"op", 1, nullptr, 'o'},     {"mode", 1, nullptr, 'm'}, {"size", 1, nullptr, 's'},
                               {"iters", 1, nullptr, 'n'},  {"qps", 1, nullptr, 'q'},  {"server", 0, nullptr, 'S'},
                               {"connect", 1, nullptr, 'c'}, {"port", 1, nullptr, 'p'}, {"json", 0, nullptr, 'j'},
-                              {"help", 0, nullptr, 'h'},   {nullptr, 0, nullptr, 0}};
+                              {"mtu", 1, nullptr, 'M'},    {"help", 0, nullptr, 'h'},
+                              {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jh", longopts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:h", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'o': if (!parse_op(optarg, o.op)) die(std::string("unknown --op ") + optarg); break;
       case 'm': o.mode = std::string(optarg) == "bw" ? Mode::Bw : Mode::Lat; break;
@@ -504,12 +509,14 @@ int main(int argc, char** argv) {
       case 'c': o.connect = optarg; break;
       case 'p': o.port = uint16_t(std::strtoul(optarg, nullptr, 0)); break;
       case 'j': o.json = true; break;
+      case 'M': o.mtu = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }
   }
   if (o.iters == 0 || o.qps == 0 || o.qps > 64) die("--iters must be > 0 and --qps 1..64");
   if (o.size > (16u << 20)) die("--size at most 16 MiB");
   if (is_atomic(o.op)) o.size = 8;
+  if (o.mtu && (o.mtu < 256 || o.mtu > 4096 || (o.mtu & (o.mtu - 1)))) die("--mtu is 256, 512, 1024, 2048 or 4096");
   if (o.server) return run_server(o, o.port, "0.0.0.0");
   if (!o.connect.empty()) return run_client(o, o.connect);
   // Both sides here: the server in a child process, on a port the kernel picks for us.

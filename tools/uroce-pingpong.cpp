@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,7 +61,7 @@ void fill(std::vector<uint8_t>& b, size_t size, uint64_t k) {
 int main(int argc, char** argv) {
   int port = 18515, iters = 1000;
   size_t size = 4096;
-  Mtu mtu = Mtu::Mtu1024;
+  std::optional<Mtu> mtu;  // ibv_*_pingpong's default, 1024, unless the port's is smaller
   QpType type = QpType::RC;
   int c;
   while ((c = getopt(argc, argv, "T:p:s:n:m:g:d:ec")) != -1) {
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
 
   Endpoint peer;
   ConnectOptions co;
-  co.path_mtu = mtu;
+  Mtu active = (*dev)->query_port().active_mtu;
+  co.path_mtu = mtu ? *mtu : std::min(Mtu::Mtu1024, active);
   co.max_rd_atomic = co.max_dest_rd_atomic = 1;
   char msg[kMsg];
   auto connect_qp = [&] {

@@ -10,6 +10,7 @@
 #include "api/device_core.hpp"
 #include "api/holds.hpp"
 #include "cm/rc_connect.hpp"
+#include "wire/mtu.hpp"
 #include "uroce/uroce.hpp"
 
 namespace uroce {
@@ -44,6 +45,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   transport::NicConfig cfg;
   cfg.local_ip = core->link->local_ip();
   cfg.seed = opts.seed;
+  cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
   link::UdpLink* l = core->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   core->nic = std::make_unique<transport::Nic>(std::move(cfg));
@@ -78,7 +80,9 @@ DeviceAttr Device::query_device() const {
   return a;
 }
 
-PortAttr Device::query_port() const { return PortAttr{true, Mtu::Mtu4096, Mtu::Mtu4096, 1, "Ethernet"}; }
+PortAttr Device::query_port() const {
+  return PortAttr{true, Mtu::Mtu4096, core_->nic->config().port_mtu, 1, "Ethernet"};
+}
 
 Result<Gid> Device::query_gid(int index) const {
   if (index != 0) return make_error(EINVAL, "query_gid: the port has one GID (index 0)");

@@ -10,7 +10,7 @@ Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uin
   if (qp.type() == QpType::UC) a.qp_access_flags &= kAccessLocalWrite | kAccessRemoteWrite;
   if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
   a.qp_state = QpState::Rtr;
-  a.path_mtu = o.path_mtu;
+  a.path_mtu = o.path_mtu.value_or(nic.config().port_mtu);
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn;
   a.dgid = remote.gid;

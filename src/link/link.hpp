@@ -20,6 +20,8 @@ class Link {
   virtual int poll_rx(transport::Nic& nic, uint64_t now, int max) = 0;
   // A file descriptor that becomes readable when packets arrive, or -1.
   virtual int rx_fd() const { return -1; }
+  // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.
+  virtual uint32_t ip_mtu() const { return 65535; }
 };
 
 }  // namespace uroce::link

@@ -3,6 +3,10 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+
 #include <linux/filter.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
@@ -43,6 +47,30 @@ int make_socket(uint32_t ip, uint16_t port, int* err) {
     return -1;
   }
   return fd;
+}
+
+// MTU of the interface that holds ip (loopback's for 127/8), or 1500 if none is found.
+uint32_t interface_mtu(uint32_t ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return 1500;
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    uint32_t m = i->ifa_netmask ? ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr) : ~0u;
+    bool loop = (i->ifa_flags & IFF_LOOPBACK) && (ip >> 24) == 127 && (a & m) == (ip & m);
+    if (a == ip || loop) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  uint32_t mtu = 1500;
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq r{};
+  if (fd >= 0 && !name.empty() && name.size() < sizeof r.ifr_name) {
+    std::memcpy(r.ifr_name, name.c_str(), name.size());
+    if (ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0) mtu = uint32_t(r.ifr_mtu);
+  }
+  if (fd >= 0) close(fd);
+  return mtu;
 }
 
 std::string ip_str(uint32_t ip) {
@@ -98,6 +126,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
     if (l->rx_fd_ < 0) return make_error(EADDRINUSE, "no free 127.0.0.x:4791 on loopback");
   }
   l->ip_ = ip;
+  l->ip_mtu_ = interface_mtu(ip);
   for (int i = 0; i < kTxSockets; ++i) {
     l->tx_fd_[i] = make_socket(ip, 0, &err);
     if (l->tx_fd_[i] < 0) return make_error(err, std::string("cannot open a UDP send socket: ") + std::strerror(err));

@@ -31,6 +31,7 @@ class UdpLink final : public Link {
   uint32_t local_ip() const override { return ip_; }
   uint16_t src_port_for(uint32_t qpn) const override;
   int rx_fd() const override { return raw_fd_ >= 0 ? raw_fd_ : rx_fd_; }
+  uint32_t ip_mtu() const override { return ip_mtu_; }
   void flush_tx(transport::Nic& nic, uint64_t now) override;
   int poll_rx(transport::Nic& nic, uint64_t now, int max) override;
 
@@ -44,6 +45,7 @@ class UdpLink final : public Link {
   static constexpr size_t kRxBufBytes = 65536;  // a GRO buffer holds up to 64 KiB of datagrams
   bool gso_ = true;
   uint32_t ip_ = 0;
+  uint32_t ip_mtu_ = 1500;
   int rx_fd_ = -1;
   int raw_fd_ = -1;
   int tx_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};

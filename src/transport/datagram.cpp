@@ -48,7 +48,7 @@ bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
 
 void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip) {
-  if (p.payload.size() > nic.config().port_mtu) {  // a UD message is one packet of at most the MTU
+  if (p.payload.size() > mtu_bytes(nic.config().port_mtu)) {  // a UD message is one packet of at most the MTU
     ++nic.ctr().rx_ud_too_long;
     return;
   }

@@ -144,6 +144,11 @@ bool Nic::srq_busy(core::Srq* srq) const {
 }
 
 Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
+  // As rxe: a path MTU above the port's active MTU is refused, not clamped.
+  if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))
+    return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
+                                  " is above the port's active MTU " + std::to_string(mtu_bytes(cfg_.port_mtu)) +
+                                  " (from the interface MTU)");
   QpState before = qp.state();
   if (Status s = qp.modify(attr, mask); !s) return s;
   QpState after = qp.state();
@@ -247,9 +252,9 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
     if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
       return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
     if (!wr.ah || !wr.ah->dgid.ipv4()) return make_error(EINVAL, "post_send: UD needs an address handle with an IPv4-mapped GID");
-    if (total > cfg_.port_mtu)
+    if (total > mtu_bytes(cfg_.port_mtu))
       return make_error(EINVAL, "post_send: a UD message fits in one packet of the port MTU (" +
-                                    std::to_string(cfg_.port_mtu) + " bytes)");
+                                    std::to_string(mtu_bytes(cfg_.port_mtu)) + " bytes)");
     if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
   }
   if (wr.send_flags & kSendInline) {

@@ -50,7 +50,7 @@ struct NicConfig {
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
   uint32_t tx_pool = 4096;              // packet buffers
-  uint32_t port_mtu = 4096;             // the port's active MTU in bytes: UD datagrams fit in it
+  Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
 };
 

@@ -313,7 +313,8 @@ TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey};
   RecvWr rw{1, {&r, 1}};
   ASSERT_TRUE(nic.post_recv(*qp, {&rw, 1}));
-  std::vector<uint8_t> big(nic.config().port_mtu + 1, 0x77);
+  const uint32_t mtu = mtu_bytes(nic.config().port_mtu);
+  std::vector<uint8_t> big(mtu + 1, 0x77);
   wire::Packet p;
   p.bth.opcode = wire::Opcode::UD_SEND_ONLY;
   p.bth.dest_qp = qp->qpn();
@@ -325,9 +326,9 @@ TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   Wc w[1];
   EXPECT_EQ(cq->poll(w), 0);
   EXPECT_EQ(rb[kGrhBytes], 0);
-  p.payload = std::span<const uint8_t>(big).first(nic.config().port_mtu);  // exactly the MTU fits
+  p.payload = std::span<const uint8_t>(big).first(mtu);  // exactly the MTU fits
   inject_packet(nic, f, p, sim.now());
   ASSERT_EQ(cq->poll(w), 1);
   EXPECT_EQ(w[0].status, WcStatus::Success);
-  EXPECT_EQ(w[0].byte_len, kGrhBytes + nic.config().port_mtu);
+  EXPECT_EQ(w[0].byte_len, kGrhBytes + mtu);
 }

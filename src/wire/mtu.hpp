@@ -1,0 +1,29 @@
+// The port's active MTU from the network interface's: the largest IB MTU whose RoCEv2 packets
+// fit one IP packet with DF set (IBA A17.9.1; rxe derives its active MTU the same way).
+#pragma once
+#include <cstdint>
+
+#include "uroce/types.hpp"
+#include "wire/ipv4_udp.hpp"
+#include "wire/opcode.hpp"
+
+namespace uroce::wire {
+
+// IP + UDP + BTH + the longest extension headers of a packet with payload (RETH + ImmDt, an
+// RDMA WRITE ONLY with immediate) + ICRC.
+constexpr uint32_t roce_overhead(bool ipv6) {
+  return (ipv6 ? 40u : uint32_t(kIpv4Len)) + kUdpLen + kBthLen + kRethLen + kImmDtLen + kIcrcLen;
+}
+
+constexpr Mtu active_mtu_for(uint32_t ip_mtu, bool ipv6 = false) {
+  for (Mtu m : {Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512})
+    if (mtu_bytes(m) + roce_overhead(ipv6) <= ip_mtu) return m;
+  return Mtu::Mtu256;  // the least IB allows, whatever the link
+}
+
+static_assert(active_mtu_for(1500) == Mtu::Mtu1024);
+static_assert(active_mtu_for(9000) == Mtu::Mtu4096);
+static_assert(active_mtu_for(65536) == Mtu::Mtu4096);
+static_assert(active_mtu_for(4096 + 64) == Mtu::Mtu4096 && active_mtu_for(4096 + 63) == Mtu::Mtu2048);
+
+}  // namespace uroce::wire

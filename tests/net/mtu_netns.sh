@@ -1,0 +1,147 @@
+#!/bin/sh
+# uroce on a real Ethernet link: two network namespaces joined by a veth pair, first at MTU
+# 1500, then at 9000. Every uroce-perf operation at every size, rdma-check (byte-exact, through
+# the libibverbs drop-in) and perftest run across it with default settings, and every packet
+# captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000.
+# Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
+# usage: mtu_netns.sh BUILD_BIN_DIR
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../common/listen.sh"
+PY=/usr/bin/python3
+skip() { echo "## MTU NAMESPACE TEST NOT RUN: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root for ip netns"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+
+tag=$$
+net="10.77.$((tag % 200 + 20))"
+A="uroce-mtu-a-$tag" B="uroce-mtu-b-$tag"
+tmp=$(mktemp -d /tmp/uroce-mtu.XXXXXX)
+cleanup() {
+  ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
+  ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
+  ip netns del "$A" 2>/dev/null
+  ip netns del "$B" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+ip netns add "$A" && ip netns add "$B" || skip "cannot create network namespaces"
+ip link add "uma$tag" type veth peer name "umb$tag" || skip "cannot create a veth pair"
+ip link set "uma$tag" netns "$A"
+ip link set "umb$tag" netns "$B"
+ip -n "$A" addr add "$net.1/24" dev "uma$tag"
+ip -n "$B" addr add "$net.2/24" dev "umb$tag"
+for n in "$A" "$B"; do ip -n "$n" link set lo up; done
+ip -n "$A" link set "uma$tag" up
+ip -n "$B" link set "umb$tag" up
+inA() { ip netns exec "$A" env UROCE_ADDR="$net.1" "$@"; }
+inB() { ip netns exec "$B" env UROCE_ADDR="$net.2" "$@"; }
+
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok - $*"; }
+bad() { failed=$((failed + 1)); echo "NOT OK - $*"; }
+port=$((20000 + tag % 20000))
+
+# Largest IPv4 total length in a capture, and how many RoCE payloads had exactly N bytes.
+pcap_stats() {
+  $PY - "$@" <<'EOF'
+import struct, sys
+biggest, full = 0, 0
+want = int(sys.argv[1])
+for name in sys.argv[2:]:
+    d = open(name, 'rb').read()
+    off = 24
+    while off + 16 <= len(d):
+        incl = struct.unpack_from('<I', d, off + 8)[0]
+        f = d[off + 16: off + 16 + incl]
+        off += 16 + incl
+        ip = f[14:]
+        total = struct.unpack_from('>H', ip, 2)[0]
+        biggest = max(biggest, total)
+        ihl = (ip[0] & 15) * 4
+        bth = ip[ihl + 8:]
+        op = bth[0]
+        hdr = {0x06: 16, 0x07: 0, 0x08: 0, 0x0a: 16, 0x0d: 4, 0x0e: 0, 0x0f: 4, 0x00: 0, 0x01: 0}.get(op)
+        if hdr is not None and total - ihl - 8 - 12 - hdr - 4 == want:
+            full += 1
+print(biggest, full)
+EOF
+}
+
+perf_case() {  # MTU OP MODE SIZE ITERS
+  port=$((port + 1))
+  cap="$tmp/perf-$1-$2-$3-$4.pcap"
+  inA env UROCE_PCAP="$cap" timeout 120 "$BIN/uroce-perf" --server --port $port > "$tmp/srv.log" 2>&1 &
+  srv=$!
+  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --op "$2" --mode "$3" --size "$4" \
+        --iters "$5" --json 2>&1)
+  c=$?
+  wait $srv
+  s=$?
+  if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true'; then
+    ok "MTU $1: uroce-perf $2 $3 $4 B x $5, verified"
+  else
+    bad "MTU $1: uroce-perf $2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
+  fi
+}
+
+pair() {  # NAME SERVER-CMD... -- CLIENT-CMD...: runs a drop-in program pair across the link
+  name=$1
+  shift
+  port=$((port + 1))
+  srv_cmd="" cli_cmd="" side=srv
+  for a in "$@"; do
+    if [ "$a" = "--" ]; then side=cli; continue; fi
+    a=$(printf '%s\n' "$a" | sed "s/PORT/$port/; s/SERVER/$net.1/")
+    if [ $side = srv ]; then srv_cmd="$srv_cmd $a"; else cli_cmd="$cli_cmd $a"; fi
+  done
+  inA env UROCE_PCAP="$tmp/pair-$name.pcap" timeout 120 "$BIN/uroce-run" -- $srv_cmd > "$tmp/psrv.log" 2>&1 &
+  srv=$!
+  ip netns exec "$A" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+  inB timeout 120 "$BIN/uroce-run" -- $cli_cmd > "$tmp/pcli.log" 2>&1
+  c=$?
+  wait $srv
+  s=$?
+  if [ $c = 0 ] && [ $s = 0 ]; then
+    ok "MTU $mtu: $name through the drop-in"
+  else
+    bad "MTU $mtu: $name (client $c, server $s)"
+    cat "$tmp/psrv.log" "$tmp/pcli.log"
+  fi
+}
+
+for mtu in 1500 9000; do
+  ip -n "$A" link set "uma$tag" mtu $mtu
+  ip -n "$B" link set "umb$tag" mtu $mtu
+  ib=1024
+  [ $mtu = 9000 ] && ib=4096
+  rm -f "$tmp"/*.pcap
+  active=$(inA "$BIN/uroce-run" -- ibv_devinfo -v 2>&1 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
+  [ "$active" = $ib ] && ok "MTU $mtu: the port's active MTU is $ib" || bad "MTU $mtu: active_mtu '$active', want $ib"
+  for op in send send_imm write write_imm read; do
+    for size in 1 1023 1024 65536 1048576; do
+      it=100
+      [ $size = 1048576 ] && it=10
+      perf_case $mtu $op lat $size $it
+      [ $size = 1048576 ] && it=30 || it=300
+      perf_case $mtu $op bw $size $it
+    done
+  done
+  for op in atomic cas; do
+    perf_case $mtu $op lat 8 100
+    perf_case $mtu $op bw 8 300
+  done
+  pair rdma-check "$BIN/rdma-check" -p PORT -- "$BIN/rdma-check" -p PORT SERVER
+  for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
+    pair "${t%% *}" $t -d uroce0 -x 0 --use_old_post_send -p PORT -- $t -d uroce0 -x 0 --use_old_post_send -p PORT SERVER
+  done
+  set -- $(pcap_stats $ib "$tmp"/*.pcap)
+  if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
+    ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"
+  else
+    bad "MTU $mtu: largest IP packet ${1:-?} B, ${2:-0} packets with $ib-byte payloads"
+  fi
+done
+
+echo "mtu netns: $passed passed, $failed failed"
+[ $failed = 0 ]
