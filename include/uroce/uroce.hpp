@@ -28,7 +28,8 @@ struct DeviceOptions {
   std::string pcap;   // capture file; empty: $UROCE_PCAP ("%p" expands to the process id)
   uint64_t seed = 0;  // key randomness; 0: from the system
   // Receive through a raw socket (needs CAP_NET_RAW; also $UROCE_RAW_RX=1) so the ICRC is
-  // checked against the sender's real IPv4 ID, as peers other than uroce vary it.
+  // checked exactly. By default a device not on loopback does so when the process may, and
+  // otherwise solves for the IPv4 ID the ICRC covers ($UROCE_RAW_RX=0 forces that).
   bool raw_rx = false;
 };
 

@@ -37,7 +37,9 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
     ip = ntohl(a.s_addr);
   }
   const char* raw = std::getenv("UROCE_RAW_RX");
-  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"), opts.raw_rx || (raw && std::string(raw) == "1"));
+  using Rx = link::UdpLink::Rx;
+  Rx rx = opts.raw_rx || (raw && std::string(raw) == "1") ? Rx::Raw : raw && std::string(raw) == "0" ? Rx::Udp : Rx::Auto;
+  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"), rx);
   if (!link) return link.error();
   auto core = std::make_shared<DeviceCore>();
   core->name = name;

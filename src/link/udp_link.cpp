@@ -111,7 +111,7 @@ int open_raw(uint32_t dst_ip, int* err) {
 
 }  // namespace
 
-Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path, bool raw_rx) {
+Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path, Rx rx) {
   std::unique_ptr<UdpLink> l(new UdpLink);
   int err = 0;
   if (ip) {
@@ -140,13 +140,13 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
     if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
   }
   l->rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
-  if (raw_rx) {
+  if (rx == Rx::Raw || (rx == Rx::Auto && (ip >> 24) != 127)) {
     l->raw_fd_ = open_raw(ip, &err);
-    if (l->raw_fd_ < 0)
-      return make_error(err, std::string("raw receive (UROCE_RAW_RX) needs CAP_NET_RAW: ") + std::strerror(err));
+    if (l->raw_fd_ < 0 && rx == Rx::Raw)
+      return make_error(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
   const char* g = std::getenv("UROCE_GSO");
-  l->gso_ = !(g && std::string(g) == "0") && !raw_rx;
+  l->gso_ = !(g && std::string(g) == "0") && l->raw_fd_ < 0;
   if (l->gso_) {
     int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
     setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
@@ -281,8 +281,8 @@ int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
     wire::FlowAddr f{wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp), wire::read_be16(udp + 2)};
     wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};
     std::span<const uint8_t> pkt(udp + 8, ulen - 8);
-    if (pcap_) pcap_->write(f, pkt, now, ipf);
     nic.on_packet(pkt, f, now, ipf);
+    if (pcap_) pcap_->write(f, pkt, now, ipf);
     ++total;
   }
   return total;
@@ -324,10 +324,12 @@ int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
         }
       const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
       size_t off = 0;
+      wire::Ipv4Fields hidden;  // a UDP socket shows no IP header: the core solves for the ID
+      hidden.seen = false;
       do {  // an empty datagram is delivered too, to be counted
         std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
-        if (pcap_) pcap_->write(f, pkt, now);
-        nic.on_packet(pkt, f, now);
+        wire::Ipv4Fields ip = nic.on_packet(pkt, f, now, hidden);
+        if (pcap_) pcap_->write(f, pkt, now, ip);
         ++total;
         off += seg;
       } while (off < len);

@@ -21,11 +21,17 @@ namespace uroce::link {
 
 class UdpLink final : public Link {
  public:
-  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254). raw_rx: receive through an
-  // AF_PACKET socket (needs CAP_NET_RAW) to see the IPv4 header, so that the ICRC is checked
-  // against the sender's real IP ID; peers other than uroce (rxe, RoCE NICs) vary it.
+  // How packets are received. Raw: through an AF_PACKET socket (needs CAP_NET_RAW), which
+  // shows the IPv4 header, so the ICRC is checked exactly over the sender's real IP ID (peers
+  // other than uroce, such as rxe and RoCE NICs, vary it). Udp: the UDP socket, which hides
+  // the header; the core then solves for the ID. Auto: raw where allowed, except on loopback,
+  // whose peers are uroce devices writing ID 0 (and where raw would cost segmentation offload).
+  enum class Rx : uint8_t { Auto, Udp, Raw };
+
+  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254).
   static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path,
-                                               bool raw_rx = false);
+                                               Rx rx = Rx::Auto);
+  bool raw() const { return raw_fd_ >= 0; }
   ~UdpLink();
 
   uint32_t local_ip() const override { return ip_; }

@@ -11,7 +11,8 @@ namespace uroce::transport {
   X(tx_naks_fatal) X(rx_naks_seq) X(rx_rnr_naks) X(retransmit_timeouts) X(retransmit_gaps)  \
   X(retransmitted_packets) X(rx_read_dup) X(rx_atomic_replays) X(cq_overruns)              \
   X(tx_pool_exhausted) X(rx_uc_dropped) X(rx_bad_qkey) X(rx_ud_no_recv)       \
-  X(rx_dup_unmatched) X(resp_queue_full) X(rx_runt) X(rx_bad_dest) X(rx_ud_too_long)
+  X(rx_dup_unmatched) X(resp_queue_full) X(rx_runt) X(rx_bad_dest) X(rx_ud_too_long) \
+  X(rx_icrc_ip_seen) X(rx_icrc_ip_assumed) X(rx_icrc_ip_solved)
 
 struct Counters {
 #define UROCE_COUNTER_FIELD(name) uint64_t name = 0;

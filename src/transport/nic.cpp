@@ -492,22 +492,29 @@ bool Nic::progress(uint64_t now) {
   return did || !tx_.empty();
 }
 
-void Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
-                    const wire::Ipv4Fields& ip) {
+wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
+                                wire::Ipv4Fields ip) {
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
     ++ctr_.rx_runt;
-    return;
+    return ip;
   }
   if (from.dst_ip != cfg_.local_ip) {  // not ours, whatever QPN it names
     ++ctr_.rx_bad_dest;
-    return;
+    return ip;
   }
-  if (!wire::icrc_ok(from, buf, ip)) {
-    ++ctr_.rx_bad_icrc;
-    return;
+  switch (wire::icrc_check(from, buf, ip)) {
+    case wire::IcrcMatch::Bad: ++ctr_.rx_bad_icrc; return ip;
+    case wire::IcrcMatch::Seen: ++ctr_.rx_icrc_ip_seen; break;
+    case wire::IcrcMatch::Assumed: ++ctr_.rx_icrc_ip_assumed; break;
+    case wire::IcrcMatch::Solved: ++ctr_.rx_icrc_ip_solved; break;
   }
+  receive(buf, from, now, ip);
+  return ip;
+}
+
+void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
   wire::Packet p;
   if (wire::decode(buf, p) != wire::ParseError::None) {
     ++ctr_.rx_malformed;

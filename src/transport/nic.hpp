@@ -107,9 +107,10 @@ class Nic {
 
   // ---- engine side (engine lock held) ----
   // A received UDP payload (BTH .. ICRC) from flow `from` (its ICRC is checked here). `ip`
-  // holds the IPv4 fields the ICRC covers, when the link can see them (else ID 0 and DF).
-  void on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now,
-                 const wire::Ipv4Fields& ip = {});
+  // holds the IPv4 fields the ICRC covers; when the link could not see them (!ip.seen) the
+  // sender's IP ID is solved for. Returns the fields the ICRC matched (for captures).
+  wire::Ipv4Fields on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now,
+                             wire::Ipv4Fields ip = {});
   // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
   bool progress(uint64_t now);
   // Earliest timer deadline, or UINT64_MAX.
@@ -137,6 +138,8 @@ class Nic {
   Counters& ctr() { return ctr_; }
 
  private:
+  // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
+  void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
   void ring_doorbell(core::Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);

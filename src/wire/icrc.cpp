@@ -1,5 +1,6 @@
 #include "wire/icrc.hpp"
 
+#include <array>
 #include <cstring>
 
 #include "wire/crc32.hpp"
@@ -41,6 +42,105 @@ bool icrc_ok(const FlowAddr& f, std::span<const uint8_t> pkt, const Ipv4Fields& 
   if (pkt.size() < kBthLen + kIcrcLen) return false;
   auto body = pkt.first(pkt.size() - kIcrcLen);
   return icrc_for_flow(f, body, ip) == icrc_load(pkt.data() + body.size());
+}
+
+}  // namespace uroce::wire
+
+namespace uroce::wire {
+
+namespace {
+
+// GF(2) polynomials modulo the CRC-32 polynomial P, in the CRC's reflected bit order: bit 31
+// holds the coefficient of x^0, bit 0 that of x^31.
+constexpr uint32_t kPolyReflected = 0xedb88320;
+constexpr uint32_t kOne = 0x80000000;           // x^0
+constexpr uint32_t kXInverse = 0xdb710641;      // x^-1: x * (x^31 + (P - x^32 - 1) / x) = P - x^32 + ... = 1
+
+constexpr uint32_t mulmod(uint32_t a, uint32_t b) {
+  uint32_t r = 0;
+  for (uint32_t bit = kOne; bit; bit >>= 1) {  // a's coefficients of x^0 .. x^31
+    if (a & bit) r ^= b;
+    b = (b & 1) ? (b >> 1) ^ kPolyReflected : b >> 1;  // b *= x
+  }
+  return r;
+}
+static_assert(mulmod(kXInverse, kOne >> 1) == kOne, "x^-1 * x == 1");
+
+// x^(-8 * 2^k) mod P for k = 0..31: shifting a CRC back over 2^k zero bytes.
+constexpr std::array<uint32_t, 32> back_shifts() {
+  std::array<uint32_t, 32> t{};
+  uint32_t x8 = kOne;
+  for (int i = 0; i < 8; ++i) x8 = mulmod(x8, kXInverse);
+  t[0] = x8;
+  for (size_t k = 1; k < t.size(); ++k) t[k] = mulmod(t[k - 1], t[k - 1]);
+  return t;
+}
+constexpr auto kBack = back_shifts();
+
+uint32_t back_over_bytes(uint32_t v, uint64_t n) {
+  for (size_t k = 0; n; ++k, n >>= 1)
+    if (n & 1) v = mulmod(v, kBack[k]);
+  return v;
+}
+
+// The CRC's linear part over 4 bytes at the start of a message: L(d) = crc(d) ^ crc(0000).
+// Over 32 bits it is a bijection; its inverse is built once by Gaussian elimination.
+class Linear4 {
+ public:
+  Linear4() {
+    const uint8_t zero[4] = {};
+    uint32_t z = crc32_update(0, zero, 4);
+    for (int i = 0; i < 32; ++i) {
+      uint8_t d[4] = {};
+      d[i / 8] = uint8_t(1u << (i % 8));
+      uint32_t v = crc32_update(0, d, 4) ^ z, combo = 1u << i;
+      for (const Row& r : rows_)
+        if (r.value && (v & r.pivot)) v ^= r.value, combo ^= r.combo;
+      if (!v) continue;
+      uint32_t pivot = 1u << (31 - __builtin_clz(v));
+      for (Row& r : rows_)  // keep every row free of the new pivot
+        if (r.value & pivot) r.value ^= v, r.combo ^= combo;
+      rows_[count_++] = {v, combo, pivot};
+    }
+  }
+  // The 4 bytes d (d[0] in the low byte) with L(d) == u.
+  uint32_t solve(uint32_t u) const {
+    uint32_t d = 0;
+    for (uint32_t i = 0; i < count_; ++i)
+      if (u & rows_[i].pivot) d ^= rows_[i].combo;
+    return d;
+  }
+
+ private:
+  struct Row {
+    uint32_t value = 0, combo = 0, pivot = 0;
+  };
+  std::array<Row, 32> rows_{};
+  uint32_t count_ = 0;
+};
+
+}  // namespace
+
+IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields& ip) {
+  if (pkt.size() < kBthLen + kIcrcLen) return IcrcMatch::Bad;
+  auto body = pkt.first(pkt.size() - kIcrcLen);
+  Ipv4Fields guess = ip;
+  if (!ip.seen) guess.id = 0, guess.flags_frag = 0x4000;
+  uint32_t got = icrc_load(pkt.data() + body.size());
+  uint32_t diff = icrc_for_flow(f, body, guess) ^ got;
+  if (diff == 0) {
+    ip = guess;
+    return ip.seen ? IcrcMatch::Seen : IcrcMatch::Assumed;
+  }
+  if (ip.seen) return IcrcMatch::Bad;
+  // The CRC input: 8 bytes of ones, then the IPv4 header, whose bytes 4..7 (ID, flags and
+  // fragment offset) are unknown; after them come 20 + body.size() known bytes.
+  static const Linear4 linear;
+  uint32_t d = linear.solve(back_over_bytes(diff, 20 + uint64_t(body.size())));
+  if (d >> 16) return IcrcMatch::Bad;  // RoCE packets are never fragmented and carry DF: only the ID varies
+  ip.id = uint16_t((d & 0xff) << 8 | ((d >> 8) & 0xff));
+  ip.flags_frag = 0x4000;
+  return IcrcMatch::Solved;
 }
 
 }  // namespace uroce::wire

@@ -21,4 +21,15 @@ uint32_t icrc_load(const uint8_t* at);
 // Checks a whole UDP payload (ending in its ICRC) received on flow f.
 bool icrc_ok(const FlowAddr& f, std::span<const uint8_t> udp_payload, const Ipv4Fields& ip = {});
 
+// How an ICRC was found good (see icrc_check).
+enum class IcrcMatch : uint8_t { Bad, Seen, Assumed, Solved };
+
+// Checks the ICRC. With ip.seen the header fields are known and the check is exact (Seen).
+// Without, the sender's IPv4 ID is unknown (DF is set on every RoCE packet); ID 0, what uroce
+// and Linux's unconnected UDP sockets write, is tried first (Assumed), then the ID is solved
+// for: CRC-32 is affine in its 16 bits, so the one ID that makes the ICRC right, if any,
+// follows from the CRC's difference by linear algebra (Solved; ip.id then holds it). A random
+// corruption passes that with probability 2^-16, where the exact check lets 2^-32 through.
+IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> udp_payload, Ipv4Fields& ip);
+
 }  // namespace uroce::wire

@@ -22,6 +22,9 @@ struct Ipv4Fields {
   uint16_t flags_frag = 0x4000;  // DF
   uint8_t tos = 0;
   uint8_t ttl = 64;
+  // False when the receiver could not see the header (an ordinary UDP socket): id and DF are
+  // then what our own sender writes, and the ICRC check may solve for the sender's real ones.
+  bool seen = true;
 };
 
 // Writes 20 bytes of IPv4 and 8 of UDP for a UDP payload of udp_payload_len bytes.

@@ -1,8 +1,10 @@
 #!/bin/bash
 # uroce <-> Linux Soft-RoCE (rxe) in a qemu guest, on a private link inside a network namespace
-# (../shared/rxe-peer). uroce runs on the host side at 10.99.0.1 with raw receive, so that the
-# ICRC of rxe's packets is checked against their real IP ID; rxe runs unmodified rdma-core tools.
-# Every case checks the data on both sides and every captured packet (ICRC, decoding, tshark).
+# (../shared/rxe-peer). uroce runs on the host side at 10.99.0.1 with default settings, and every
+# case runs twice: as root, where uroce receives through a raw socket and checks the ICRC of
+# rxe's packets over their real IP ID, and with CAP_NET_RAW dropped, where it solves for the ID
+# the UDP socket hides. rxe runs unmodified rdma-core tools. Every case checks the data on both
+# sides and every captured packet (ICRC over the captured IP header, decoding, tshark).
 # Usage: tests/interop/rxe_interop.sh [BUILD_DIR]      (root; ends with "N passed, M failed")
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,11 +38,16 @@ bash "$PEER/rxe-peer.sh" up > "$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log"; lo
 say "$(grep -o 'ready.*' "$OUT/up.log" | tail -1)"
 
 guest() { EXEC_TIMEOUT=180 bash "$PEER/rxe-peer.sh" exec "$1"; }
-host() { ip netns exec "$NS" env UROCE_ADDR=10.99.0.1 UROCE_RAW_RX=1 "$@"; }
+# HOST_PREFIX is empty (root: raw receive) or drops CAP_NET_RAW (UDP receive, IP ID solved).
+HOST_PREFIX=()
+MODE=""
+host() { ip netns exec "$NS" "${HOST_PREFIX[@]}" env UROCE_ADDR=10.99.0.1 "$@"; }
+NO_RAW=(setpriv --inh-caps=-net_raw --bounding-set=-net_raw)
 
 record() {  # name ok detail
-  if [ "$2" = 0 ]; then passed=$((passed + 1)); results+=("PASS  $1"); say "PASS  $1"
-  else failed=$((failed + 1)); results+=("FAIL  $1  ($3)"); say "FAIL  $1  ($3)"; fi
+  local name="$1${MODE:+ [$MODE]}"
+  if [ "$2" = 0 ]; then passed=$((passed + 1)); results+=("PASS  $name"); say "PASS  $name"
+  else failed=$((failed + 1)); results+=("FAIL  $name  ($3)"); say "FAIL  $name  ($3)"; fi
 }
 
 # Readiness, not fixed sleeps: a server is ready once its TCP port listens (listen_wait, here or
@@ -105,7 +112,7 @@ finish() {  # label role tag rc
 # rxe's --chk the page markers). TRANSPORT=uc/ud use ibv_uc/ud_pingpong and uroce-pingpong -T.
 TRANSPORT=rc
 send_case() {  # role size iters
-  local role=$1 s=$2 n=$3 tag="$TRANSPORT-send-uroce-$1-$2-$3" rc
+  local role=$1 s=$2 n=$3 tag="$TRANSPORT-send-uroce-$1-$2-$3$SUFFIX" rc
   run_pair "$role" "$tag" 18515 "ibv_${TRANSPORT}_pingpong -d rxe0 -g 1 -s $s -n $n -c" \
     "$BUILD/bin/uroce-pingpong" -T "$TRANSPORT" -s "$s" -n "$n"
   rc=$?
@@ -118,28 +125,12 @@ send_both() {  # size iters
   send_case server "$1" "$2"
 }
 
-for size in 64 1024 4096 10000; do send_both $size 20; done
-
-# Loss on the guest's egress: rxe retransmits after our PSN sequence NAKs, and we recover
-# from lost ACKs and responses by timeout and go-back-N.
-guest "/usr/sbin/tc qdisc add dev eth0 root netem loss 5%" > /dev/null 2>&1
-send_both 4096 200
-guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
-
-# UC (no loss: ibv_uc_pingpong waits forever for a message UC lost).
-TRANSPORT=uc
-for size in 64 4096 10000; do send_both $size 20; done
-
-# UD with the GRH, up to rxe's MTU of 1024.
-TRANSPORT=ud
-for size in 64 1024; do send_both $size 20; done
-
 # perftest, unmodified on both ends (ours through the drop-in, classic post path). perftest
 # does not compare data; what is checked: both sides complete, and every packet is valid.
 perftest_n=0
 perftest_case() {  # label "program args" role
   perftest_n=$((perftest_n + 1))
-  local t=$2 role=$3 tag="perftest-$perftest_n-${2%% *}-$3" rc
+  local t=$2 role=$3 tag="perftest-$perftest_n-${2%% *}-$3$SUFFIX" rc
   run_pair "$role" "$tag" 18515 "$t -d rxe0 -x 1 -F -m 1024" \
     "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 -F -m 1024 --use_old_post_send
   rc=$?
@@ -147,14 +138,6 @@ perftest_case() {  # label "program args" role
   grep -q '#bytes' "$OUT/$tag.guest.log" || rc=1
   finish "$1" "$role" "$tag" $rc
 }
-for role in client server; do
-  perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
-  perftest_case "RC RDMA READ 8 KiB x 100 (perftest)" "ib_read_bw -s 8192 -n 100" $role
-  perftest_case "RC FETCH_AND_ADD x 100 (perftest)" "ib_atomic_bw -A FETCH_AND_ADD -n 100" $role
-  perftest_case "RC CMP_AND_SWAP x 100 (perftest)" "ib_atomic_bw -A CMP_AND_SWAP -n 100" $role
-  perftest_case "RC SEND 8 KiB x 100 (perftest)" "ib_send_bw -s 8192 -n 100" $role
-done
-
 # rdma-check (ours, plain libibverbs): the same binary runs in the guest on rxe and here on uroce;
 # every byte of WRITE, WRITE with immediate, SEND with immediate, SEND, READ and both atomics is
 # checked on both sides. The guest gets the binary in base64 pieces over its command channel.
@@ -173,7 +156,7 @@ upload_rdma_check() {
     grep -q "$(md5sum < "$OUT/rdma-check.bin" | cut -d' ' -f1)"
 }
 rdma_check_case() {  # role; the server prints server-ok, the client "all checks passed"
-  local role=$1 tag="rdma-check-uroce-$1" port=18601 rc
+  local role=$1 tag="rdma-check-uroce-$1$SUFFIX" port=18601 rc
   [ "$role" = server ] && port=18602
   run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g 1 -p $port" \
     "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p $port
@@ -185,11 +168,52 @@ rdma_check_case() {  # role; the server prints server-ok, the client "all checks
   finish "RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked" \
     "$role" "$tag" $rc
 }
-if upload_rdma_check; then
-  rdma_check_case client
-  rdma_check_case server
+all_cases() {
+  TRANSPORT=rc
+  for size in 64 1024 4096 10000; do send_both $size 20; done
+
+  # Loss on the guest's egress: rxe retransmits after our PSN sequence NAKs, and we recover
+  # from lost ACKs and responses by timeout and go-back-N.
+  guest "/usr/sbin/tc qdisc add dev eth0 root netem loss 5%" > /dev/null 2>&1
+  send_both 4096 200
+  guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
+
+  # UC (no loss: ibv_uc_pingpong waits forever for a message UC lost).
+  TRANSPORT=uc
+  for size in 64 4096 10000; do send_both $size 20; done
+
+  # UD with the GRH, up to rxe's MTU of 1024.
+  TRANSPORT=ud
+  for size in 64 1024; do send_both $size 20; done
+
+  for role in client server; do
+    perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
+    perftest_case "RC RDMA READ 8 KiB x 100 (perftest)" "ib_read_bw -s 8192 -n 100" $role
+    perftest_case "RC FETCH_AND_ADD x 100 (perftest)" "ib_atomic_bw -A FETCH_AND_ADD -n 100" $role
+    perftest_case "RC CMP_AND_SWAP x 100 (perftest)" "ib_atomic_bw -A CMP_AND_SWAP -n 100" $role
+    perftest_case "RC SEND 8 KiB x 100 (perftest)" "ib_send_bw -s 8192 -n 100" $role
+  done
+
+  if [ "$uploaded" = yes ]; then
+    rdma_check_case client
+    rdma_check_case server
+  fi
+}
+
+uploaded=no
+upload_rdma_check && uploaded=yes || record "rdma-check upload to the guest" 1 "see $OUT"
+SUFFIX=""
+MODE="root: raw receive"
+all_cases
+# The same without the privilege: UDP receive, the ICRC checked by solving for the IP ID.
+capeff=$(ip netns exec "$NS" "${NO_RAW[@]}" awk '/^CapEff/ {print $2}' /proc/self/status)
+if [ -n "$capeff" ] && (( (16#$capeff & (1 << 13)) == 0 )); then  # bit 13: CAP_NET_RAW
+  HOST_PREFIX=("${NO_RAW[@]}")
+  SUFFIX="-noraw"
+  MODE="no CAP_NET_RAW: IP ID solved"
+  all_cases
 else
-  record "rdma-check upload to the guest" 1 "see $OUT"
+  record "dropping CAP_NET_RAW with setpriv" 1 "setpriv did not drop it"
 fi
 
 {

@@ -231,3 +231,60 @@ TEST(Crc32, MatchesZlibOnRandomInputs) {
     ASSERT_EQ(uroce::wire::crc32_update(seed, buf.data() + off, len), want) << "len " << len << " off " << off;
   }
 }
+
+// Behind an ordinary UDP socket the sender's IPv4 ID and DF flag are hidden: every rxe packet
+// (rxe numbers its IDs) must still pass, with exactly the ID and flags it was sent with.
+TEST(Icrc, SolvesTheHiddenIpv4IdOfRxePackets) {
+  std::string dir = UROCE_TEST_DATA "/captures";
+  DIR* d = opendir(dir.c_str());
+  ASSERT_NE(d, nullptr) << dir;
+  int solved = 0, assumed = 0;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".pcap") continue;
+    for (const auto& fr : uroce::test::read_pcap(dir + "/" + name)) {
+      const uint8_t* ip = fr.bytes.data() + 14;
+      FlowAddr f{read_be32(ip + 12), read_be32(ip + 16), read_be16(ip + 20), read_be16(ip + 22)};
+      std::span<const uint8_t> ib(ip + 28, read_be16(ip + 24) - 8u);
+      Ipv4Fields hidden;
+      hidden.seen = false;
+      IcrcMatch m = icrc_check(f, ib, hidden);
+      ASSERT_TRUE(m == IcrcMatch::Solved || m == IcrcMatch::Assumed) << name;
+      EXPECT_EQ(hidden.id, read_be16(ip + 4)) << name;
+      EXPECT_EQ(hidden.flags_frag, read_be16(ip + 6)) << name;
+      (m == IcrcMatch::Solved ? solved : assumed)++;
+      // Seen fields are checked exactly: a wrong ID fails.
+      Ipv4Fields seen{uint16_t(read_be16(ip + 4) ^ 1), read_be16(ip + 6), ip[1], ip[8]};
+      EXPECT_EQ(icrc_check(f, ib, seen), IcrcMatch::Bad);
+    }
+  }
+  closedir(d);
+  EXPECT_GT(solved, 400);
+  std::printf("solved %d IDs, %d packets had ID 0\n", solved, assumed);
+}
+
+// A corrupted packet passes the solved check with probability about 2^-16.
+TEST(Icrc, SolvedCheckCatchesCorruption) {
+  std::mt19937_64 rng(2026);
+  FlowAddr f{0x0a000002, 0x0a000001, 0xc0de, kRoceV2Port};
+  const int kTrials = 200000;
+  int passed = 0;
+  std::vector<uint8_t> pkt(12 + 256 + 4);
+  for (int t = 0; t < kTrials; ++t) {
+    size_t len = 12 + 4 * (rng() % 64);
+    for (size_t i = 0; i < len; ++i) pkt[i] = uint8_t(rng());
+    Ipv4Fields sent{uint16_t(rng()), 0x4000};
+    auto body = std::span<const uint8_t>(pkt.data(), len);
+    icrc_store(pkt.data() + len, icrc_for_flow(f, body, sent));
+    for (int k = 0; k < 8; ++k) {  // 8 bytes damaged, the ICRC may be among them
+      size_t at = rng() % (len + 4);
+      if (at == 4) at = 5;  // the BTH's reserved byte is masked out of the ICRC
+      pkt[at] ^= uint8_t(1 + rng() % 255);
+    }
+    Ipv4Fields hidden;
+    hidden.seen = false;
+    passed += icrc_check(f, std::span<const uint8_t>(pkt.data(), len + 4), hidden) != IcrcMatch::Bad;
+  }
+  std::printf("%d of %d corrupted packets passed\n", passed, kTrials);
+  EXPECT_LE(passed, 15);  // expectation 200000 * 2^-16 = 3.1
+}
