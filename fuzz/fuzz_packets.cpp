@@ -38,7 +38,7 @@ struct Side {
   }
   static transport::NicConfig cfg(uint32_t ip) {
     transport::NicConfig c;
-    c.local_ip = ip;
+    c.gids = {Gid::from_ipv4(ip)};
     c.seed = ip;
     return c;
   }
@@ -117,7 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         wire::write_be24(pkt.data() + 9, (base + (flags >> 5)).value());
       }
     }
-    wire::FlowAddr f{from.nic.config().local_ip, to.nic.config().local_ip, 0xc001, wire::kRoceV2Port};
+    wire::FlowAddr f{from.nic.config().gids[0], to.nic.config().gids[0], 0xc001, wire::kRoceV2Port};
     if ((flags & 8) && pkt.size() >= 16) {
       size_t body = pkt.size() - 4;
       wire::icrc_store(pkt.data() + body, wire::icrc_for_flow(f, {pkt.data(), body}));

@@ -91,7 +91,8 @@ struct Gid {
   bool operator==(const Gid&) const = default;
 };
 
-// Address handle for UD sends: where a datagram goes. RoCE v2: an IPv4-mapped GID.
+// Address handle for UD sends: where a datagram goes (RoCE v2: an IPv6 or IPv4-mapped GID) and
+// which of our GIDs it leaves from.
 struct Ah {
   Gid dgid;
   uint8_t hop_limit = 64;

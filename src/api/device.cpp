@@ -45,7 +45,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   core->name = name;
   core->link = std::move(*link);
   transport::NicConfig cfg;
-  cfg.local_ip = core->link->local_ip();
+  cfg.gids = core->link->gids();
   cfg.seed = opts.seed;
   cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
   link::UdpLink* l = core->link.get();

@@ -1,5 +1,6 @@
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "uroce/types.hpp"
@@ -96,11 +97,17 @@ std::optional<Gid> Gid::parse(const std::string& s) {
 }
 
 Ah Ah::from_grh(const void* grh) {
-  // RoCE v2 over IPv4: bytes 20..39 hold the IPv4 header; its source address is bytes 32..35.
-  const uint8_t* p = static_cast<const uint8_t*>(grh) + 20;
+  // RoCE v2 over IPv6: the GRH area is the IPv6 header, its source address at bytes 8..23.
+  // Over IPv4: bytes 20..39 hold the IPv4 header; its source address is bytes 32..35.
+  const uint8_t* g = static_cast<const uint8_t*>(grh);
   Ah a;
-  a.dgid = Gid::from_ipv4(uint32_t(p[12]) << 24 | uint32_t(p[13]) << 16 | uint32_t(p[14]) << 8 | p[15]);
   a.hop_limit = 64;
+  if ((g[0] >> 4) == 6 && g[20] != 0x45) {
+    std::copy(g + 8, g + 24, a.dgid.raw.begin());
+    return a;
+  }
+  const uint8_t* p = g + 20;
+  a.dgid = Gid::from_ipv4(uint32_t(p[12]) << 24 | uint32_t(p[13]) << 16 | uint32_t(p[14]) << 8 | p[15]);
   return a;
 }
 

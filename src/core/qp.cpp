@@ -115,8 +115,8 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if ((mask & kQpSqPsn) && a.sq_psn > 0xffffff) return make_error(EINVAL, "modify_qp: sq_psn > 24 bits");
   if ((mask & kQpPort) && a.port_num != 1) return make_error(EINVAL, "modify_qp: port_num must be 1");
   if ((mask & kQpPkeyIndex) && a.pkey_index != 0) return make_error(EINVAL, "modify_qp: pkey_index must be 0");
-  if ((mask & kQpAv) && !a.dgid.ipv4())
-    return make_error(EINVAL, "modify_qp: dgid must be an IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d)");
+  if ((mask & kQpAv) && a.dgid == Gid{})
+    return make_error(EINVAL, "modify_qp: dgid must be a RoCE v2 GID (an IPv6 or IPv4-mapped address)");
   if ((mask & kQpAccessFlags) &&
       (a.qp_access_flags & ~uint32_t(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic)))
     return make_error(EINVAL, "modify_qp: unknown access flags");
@@ -128,7 +128,7 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
     attr_.hop_limit = a.hop_limit;
     attr_.traffic_class = a.traffic_class;
     attr_.sgid_index = a.sgid_index;
-    flow.dst_ip = *a.dgid.ipv4();
+    flow.dst = a.dgid;
   }
   if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
   if (mask & kQpTimeout) attr_.timeout = a.timeout;

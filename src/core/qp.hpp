@@ -9,7 +9,7 @@
 #include "core/wq.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 #include "wire/psn.hpp"
 
 namespace uroce::core {

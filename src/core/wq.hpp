@@ -23,7 +23,8 @@ struct SendWqe {
   uint32_t imm;
   uint32_t length;      // total bytes of the message
   uint32_t flags;       // SendFlags
-  uint32_t ud_ip;       // UD destination, resolved from the address handle when posted
+  Gid ud_dgid;          // UD destination and source GID index, from the address handle when posted
+  uint8_t ud_sgid_index;
   uint32_t ud_qpn;
   uint32_t ud_qkey;
   WrOpcode opcode;

@@ -3,6 +3,9 @@
 // faults). The engine and the simulator drive a core through this interface only.
 #pragma once
 #include <cstdint>
+#include <vector>
+
+#include "uroce/types.hpp"
 
 namespace uroce::transport { class Nic; }
 
@@ -11,7 +14,8 @@ namespace uroce::link {
 class Link {
  public:
   virtual ~Link() = default;
-  virtual uint32_t local_ip() const = 0;
+  // The addresses it receives on, as the port's GID table (index = GID index).
+  virtual std::vector<Gid> gids() const = 0;
   // UDP source port for a QP's packets (flow entropy).
   virtual uint16_t src_port_for(uint32_t qpn) const = 0;
   // Sends every packet queued on the core and gives the buffers back.

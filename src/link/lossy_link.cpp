@@ -8,7 +8,7 @@ namespace uroce::link {
 
 void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now) {
   ++st_.sent;
-  if (std::find(attached_.begin(), attached_.end(), flow.dst_ip) == attached_.end()) {
+  if (std::find(attached_.begin(), attached_.end(), flow.dst) == attached_.end()) {
     ++st_.unroutable;
     return;
   }
@@ -46,16 +46,16 @@ bool LossyLink::pop_due(uint64_t now, Frame& out) {
   return true;
 }
 
-bool LossyLink::pop_due_for(uint32_t ip, uint64_t now, Frame& out) {
+bool LossyLink::pop_due_for(const Gid& ip, uint64_t now, Frame& out) {
   for (size_t i = 0; i < held_.size(); ++i)
-    if (held_[i].flow.dst_ip == ip) {
+    if (held_[i].flow.dst == ip) {
       out = std::move(held_[i]);
       held_.erase(held_.begin() + long(i));
       return true;
     }
   Frame f;
   while (pop_due(now, f)) {
-    if (f.flow.dst_ip == ip) {
+    if (f.flow.dst == ip) {
       out = std::move(f);
       return true;
     }
@@ -68,8 +68,8 @@ namespace {
 
 class LossyPort final : public Link {
  public:
-  LossyPort(LossyLink& medium, uint32_t ip) : m_(medium), ip_(ip) {}
-  uint32_t local_ip() const override { return ip_; }
+  LossyPort(LossyLink& medium, const Gid& ip) : m_(medium), ip_(ip) {}
+  std::vector<Gid> gids() const override { return {ip_}; }
   uint16_t src_port_for(uint32_t qpn) const override { return uint16_t(0xc000 | (qpn & 0x3fff)); }
   void flush_tx(transport::Nic& nic, uint64_t now) override {
     for (transport::TxPacket* p : nic.tx_queue()) {
@@ -90,12 +90,12 @@ class LossyPort final : public Link {
 
  private:
   LossyLink& m_;
-  uint32_t ip_;
+  Gid ip_;
 };
 
 }  // namespace
 
-std::unique_ptr<Link> LossyLink::attach(uint32_t ip) {
+std::unique_ptr<Link> LossyLink::attach(const Gid& ip) {
   attached_.push_back(ip);
   return std::make_unique<LossyPort>(*this, ip);
 }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "link/link.hpp"
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::link {
 
@@ -38,12 +38,12 @@ class LossyLink {
 
   LossyLink(uint64_t seed, FaultConfig f) : rng_(seed), f_(f) {}
   // A device's attachment to this medium at address ip: a Link in virtual time.
-  std::unique_ptr<Link> attach(uint32_t ip);
+  std::unique_ptr<Link> attach(const Gid& ip);
   void set_faults(FaultConfig f) { f_ = f; }
   void send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now);
   bool pop_due(uint64_t now, Frame& out);
   // The next frame for ip that is due at `now`, if any.
-  bool pop_due_for(uint32_t ip, uint64_t now, Frame& out);
+  bool pop_due_for(const Gid& ip, uint64_t now, Frame& out);
   uint64_t next_due() const { return !held_.empty() ? 0 : q_.empty() ? UINT64_MAX : q_.top().due; }
   const LinkStats& stats() const { return st_; }
 
@@ -54,8 +54,8 @@ class LossyLink {
   LinkStats st_;
   uint64_t seq_ = 0;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
-  std::vector<Frame> held_;
-  std::vector<uint32_t> attached_;  // addresses with a port  // due frames popped for another address, in due order
+  std::vector<Frame> held_;  // due frames popped for another address, in due order
+  std::vector<Gid> attached_;  // addresses with a port
 };
 
 }  // namespace uroce::link

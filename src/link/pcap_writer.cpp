@@ -37,18 +37,18 @@ PcapWriter::~PcapWriter() {
 void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payload, uint64_t t,
                        const wire::Ipv4Fields& ip) {
   if (!f_) return;
-  uint8_t frame[wire::kEthLen + wire::kIpv4Len + wire::kUdpLen];
-  // Locally administered MACs derived from the IPv4 addresses.
+  uint8_t frame[wire::kEthLen + wire::kIpv6Len + wire::kUdpLen];
+  // Locally administered MACs derived from the addresses' last four bytes.
   uint8_t* e = frame;
-  e[0] = 0x02; e[1] = 0x00; wire::write_be32(e + 2, flow.dst_ip);
-  e[6] = 0x02; e[7] = 0x00; wire::write_be32(e + 8, flow.src_ip);
-  wire::write_be16(e + 12, 0x0800);
-  wire::write_ipv4_udp(frame + wire::kEthLen, flow, payload.size(), ip);
-  uint32_t len = uint32_t(sizeof frame + payload.size());
+  e[0] = 0x02; e[1] = 0x00; std::memcpy(e + 2, flow.dst.raw.data() + 12, 4);
+  e[6] = 0x02; e[7] = 0x00; std::memcpy(e + 8, flow.src.raw.data() + 12, 4);
+  wire::write_be16(e + 12, flow.v4() ? 0x0800 : 0x86dd);
+  size_t hdr = wire::kEthLen + wire::write_ip_udp(frame + wire::kEthLen, flow, payload.size(), ip);
+  uint32_t len = uint32_t(hdr + payload.size());
   uint32_t rec[4] = {uint32_t(t / 1'000'000'000), uint32_t(t % 1'000'000'000 / 1000), len, len};
   std::lock_guard g(mu_);
   std::fwrite(rec, 1, sizeof rec, f_);
-  std::fwrite(frame, 1, sizeof frame, f_);
+  std::fwrite(frame, 1, hdr, f_);
   std::fwrite(payload.data(), 1, payload.size(), f_);
   std::fflush(f_);
 }

@@ -1,5 +1,5 @@
-// Writes RoCEv2 packets as classic pcap (Ethernet/IPv4/UDP), which tshark and Wireshark decode
-// as InfiniBand. The IP header is the one the ICRC was computed over (ID 0, DF).
+// Writes RoCEv2 packets as classic pcap (Ethernet/IPv4 or IPv6/UDP), which tshark and Wireshark
+// decode as InfiniBand. The IP header is the one the ICRC was computed over.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <span>
 #include <string>
 
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::link {
 

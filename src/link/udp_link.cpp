@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "wire/bytes.hpp"
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::link {
 
@@ -198,10 +198,10 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       transport::TxPacket* p = q[i];
       // A GSO run: same destination, same size (the last may be shorter).
       unsigned segs = 1;
-      if (gso_ && gso_allowed(p->flow.dst_ip)) {
+      if (gso_ && gso_allowed(wire::v4_of(p->flow.dst))) {
         while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
           const transport::TxPacket* nx = q[i + segs];
-          if (nx->flow.src_port != port || nx->flow.dst_ip != p->flow.dst_ip || nx->flow.dst_port != p->flow.dst_port ||
+          if (nx->flow.src_port != port || nx->flow.dst != p->flow.dst || nx->flow.dst_port != p->flow.dst_port ||
               nx->len > p->len)
             break;
           ++segs;
@@ -215,7 +215,7 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       }
       dst[n] = {};
       dst[n].sin_family = AF_INET;
-      dst[n].sin_addr.s_addr = htonl(p->flow.dst_ip);
+      dst[n].sin_addr.s_addr = htonl(wire::v4_of(p->flow.dst));
       dst[n].sin_port = htons(p->flow.dst_port);
       msgs[n] = {};
       msgs[n].msg_hdr.msg_iov = &iov[nio];
@@ -278,7 +278,8 @@ int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
     const uint8_t* udp = buf + ihl;
     size_t ulen = wire::read_be16(udp + 4);
     if (ulen < 8 || ihl + ulen > tot) continue;
-    wire::FlowAddr f{wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp), wire::read_be16(udp + 2)};
+    auto f = wire::FlowAddr::ipv4(wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp),
+                                  wire::read_be16(udp + 2));
     wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};
     std::span<const uint8_t> pkt(udp + 8, ulen - 8);
     nic.on_packet(pkt, f, now, ipf);
@@ -310,8 +311,8 @@ int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
     if (r <= 0) break;
     for (int k = 0; k < r; ++k) {
       wire::FlowAddr f;
-      f.src_ip = ntohl(src[k].sin_addr.s_addr);
-      f.dst_ip = ip_;
+      f.src = Gid::from_ipv4(ntohl(src[k].sin_addr.s_addr));
+      f.dst = Gid::from_ipv4(ip_);
       f.src_port = ntohs(src[k].sin_port);
       f.dst_port = wire::kRoceV2Port;
       // With UDP GRO one buffer may hold several datagrams of gso_size bytes each.

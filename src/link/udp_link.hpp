@@ -34,7 +34,8 @@ class UdpLink final : public Link {
   bool raw() const { return raw_fd_ >= 0; }
   ~UdpLink();
 
-  uint32_t local_ip() const override { return ip_; }
+  uint32_t local_ip() const { return ip_; }
+  std::vector<Gid> gids() const override { return {Gid::from_ipv4(ip_)}; }
   uint16_t src_port_for(uint32_t qpn) const override;
   int rx_fd() const override { return raw_fd_ >= 0 ? raw_fd_ : rx_fd_; }
   uint32_t ip_mtu() const override { return ip_mtu_; }

@@ -17,6 +17,7 @@ class Sim {
   Sim(uint64_t seed, link::FaultConfig faults) : link_(seed, faults) {}
 
   transport::Nic& add_nic(uint32_t ip, transport::NicConfig cfg = {});
+  transport::Nic& add_nic(const Gid& ip, transport::NicConfig cfg = {});
   link::LossyLink& link() { return link_; }
   uint64_t now() const { return now_; }
 

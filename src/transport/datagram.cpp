@@ -1,6 +1,7 @@
 // Unreliable Datagram (IBA 9.8.4): one packet per message, BTH + DETH (Q_Key, source QP), no
 // connection, no acknowledgement. The receive buffer starts with 40 bytes for the GRH; for
-// RoCE v2 over IPv4 its last 20 bytes hold the packet's IPv4 header (IBA A17.4.5.1).
+// RoCE v2 it holds the packet's IPv6 header, or over IPv4 its last 20 bytes hold the IPv4
+// header (IBA A17.4.5.1).
 #include <algorithm>
 #include <cstring>
 
@@ -15,7 +16,8 @@ using wire::Opcode;
 bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
   TxPacket* tx = start_packet(nic, qp);
   if (!tx) return false;
-  tx->flow.dst_ip = w.ud_ip;
+  tx->flow.src = nic.config().gids[w.ud_sgid_index];
+  tx->flow.dst = w.ud_dgid;
   wire::Packet p;
   p.bth.opcode = w.opcode == WrOpcode::SendWithImm ? Opcode::UD_SEND_ONLY_IMM : Opcode::UD_SEND_ONLY;
   p.bth.dest_qp = w.ud_qpn;
@@ -78,10 +80,14 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
   if (uint64_t(kGrhBytes) + len > w.length) {
     wc.status = WcStatus::LocLenErr;
   } else {
+    // The GRH area holds the IPv6 header, or for IPv4 20 unused bytes and the IPv4 header.
     uint8_t grh[kGrhBytes] = {};
-    uint8_t hdr[wire::kIpv4Len + wire::kUdpLen];
-    wire::write_ipv4_udp(hdr, from, len + wire::kIcrcLen, ip);
-    std::memcpy(grh + 20, hdr, wire::kIpv4Len);
+    uint8_t hdr[wire::kIpv6Len + wire::kUdpLen];
+    wire::write_ip_udp(hdr, from, len + wire::kIcrcLen, ip);
+    if (from.v4())
+      std::memcpy(grh + 20, hdr, wire::kIpv4Len);
+    else
+      std::memcpy(grh, hdr, wire::kIpv6Len);
     auto st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes, SglDir::FromBuffer);
     if (st == core::KeyCheck::Ok && len)
       st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, const_cast<uint8_t*>(p.payload.data()), len,

@@ -116,7 +116,7 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (srq) ++srq_users_[srq];
   QpAttr a;
   a.sq_sig_all = sig_all;
-  qp->flow.src_ip = cfg_.local_ip;
+  qp->flow.src = cfg_.gids.front();  // until an address vector names the source GID
   qp->flow.src_port = cfg_.src_port_for(qpn);
   qp->flow.dst_port = wire::kRoceV2Port;
   qp->set_sig_all(sig_all);
@@ -149,8 +149,16 @@ Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
     return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
                                   " is above the port's active MTU " + std::to_string(mtu_bytes(cfg_.port_mtu)) +
                                   " (from the interface MTU)");
+  if (mask & kQpAv) {  // the source address: the GID table entry the path names
+    if (attr.sgid_index >= cfg_.gids.size())
+      return make_error(EINVAL, "modify_qp: sgid_index " + std::to_string(attr.sgid_index) + " is past the GID table (" +
+                                    std::to_string(cfg_.gids.size()) + " entries)");
+    if (wire::is_v4(attr.dgid) != wire::is_v4(cfg_.gids[attr.sgid_index]))
+      return make_error(EINVAL, "modify_qp: dgid and the source GID (sgid_index) are of different IP versions");
+  }
   QpState before = qp.state();
   if (Status s = qp.modify(attr, mask); !s) return s;
+  if (mask & kQpAv) qp.flow.src = cfg_.gids[attr.sgid_index];
   QpState after = qp.state();
   if (after == QpState::Reset && before != QpState::Reset) reset_qp(qp);
   if (after == QpState::Err && before != QpState::Err) qp_to_error(qp, /*fatal=*/false);
@@ -251,7 +259,9 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   if (qp.type() == QpType::UD) {
     if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
       return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
-    if (!wr.ah || !wr.ah->dgid.ipv4()) return make_error(EINVAL, "post_send: UD needs an address handle with an IPv4-mapped GID");
+    if (!wr.ah) return make_error(EINVAL, "post_send: UD needs an address handle");
+    if (wr.ah->sgid_index >= cfg_.gids.size() || wire::is_v4(wr.ah->dgid) != wire::is_v4(cfg_.gids[wr.ah->sgid_index]))
+      return make_error(EINVAL, "post_send: the address handle's sgid_index names no GID of the destination's IP version");
     if (total > mtu_bytes(cfg_.port_mtu))
       return make_error(EINVAL, "post_send: a UD message fits in one packet of the port MTU (" +
                                     std::to_string(mtu_bytes(cfg_.port_mtu)) + " bytes)");
@@ -307,7 +317,8 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
       w.compare_add = wr.compare_add;
       w.swap = wr.swap;
       if (wr.ah) {
-        w.ud_ip = *wr.ah->dgid.ipv4();
+        w.ud_dgid = wr.ah->dgid;
+        w.ud_sgid_index = wr.ah->sgid_index;
         w.ud_qpn = wr.remote_qpn;
         w.ud_qkey = wr.remote_qkey;
       }
@@ -500,7 +511,7 @@ wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAd
     ++ctr_.rx_runt;
     return ip;
   }
-  if (from.dst_ip != cfg_.local_ip) {  // not ours, whatever QPN it names
+  if (!is_local(from.dst)) {  // not ours, whatever QPN it names
     ++ctr_.rx_bad_dest;
     return ip;
   }
@@ -546,7 +557,7 @@ void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint
     responder_on_datagram(*this, *q, p, from, ip);
     return;
   }
-  if (from.src_ip != q->flow.dst_ip) {
+  if (from.src != q->flow.dst || from.dst != q->flow.src) {
     ++ctr_.rx_bad_source;
     return;
   }

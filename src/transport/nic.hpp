@@ -26,7 +26,7 @@
 #include <deque>
 #include "transport/counters.hpp"
 #include "uroce/result.hpp"
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::wire { struct Packet; }
 
@@ -44,7 +44,7 @@ struct TxPacket {
 };
 
 struct NicConfig {
-  uint32_t local_ip = 0x7f000001;
+  std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
   uint64_t seed = 0;                    // 0: from std::random_device
   uint32_t max_inflight_pkts = 64;      // requester window per QP
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
@@ -68,6 +68,11 @@ class Nic {
   Nic& operator=(const Nic&) = delete;
 
   const NicConfig& config() const { return cfg_; }
+  bool is_local(const Gid& a) const {
+    for (const Gid& g : cfg_.gids)
+      if (g == a) return true;
+    return false;
+  }
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
   core::MrTable& mrs() { return mrs_; }

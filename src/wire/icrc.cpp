@@ -9,25 +9,33 @@
 namespace uroce::wire {
 
 uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
-  uint8_t pre[8 + kIpv4Len + kUdpLen + kBthLen];
-  std::memset(pre, 0xff, 8);
-  std::memcpy(pre + 8, ip_udp, kIpv4Len + kUdpLen);
+  uint8_t pre[8 + kIpv6Len + kUdpLen + kBthLen];
+  std::memset(pre, 0xff, 8);  // the masked LRH of InfiniBand
+  const bool v6 = (ip_udp[0] >> 4) == 6;
+  const size_t ip_len = v6 ? kIpv6Len : kIpv4Len, hdr = 8 + ip_len + kUdpLen;
+  std::memcpy(pre + 8, ip_udp, ip_len + kUdpLen);
   uint8_t* ip = pre + 8;
-  ip[1] = 0xff;                 // TOS (DSCP/ECN may change in flight)
-  ip[8] = 0xff;                 // TTL
-  ip[10] = ip[11] = 0xff;       // header checksum
-  ip[kIpv4Len + 6] = ip[kIpv4Len + 7] = 0xff;  // UDP checksum
+  if (v6) {
+    ip[0] |= 0x0f;              // traffic class and flow label (may change in flight)
+    ip[1] = ip[2] = ip[3] = 0xff;
+    ip[7] = 0xff;               // hop limit
+  } else {
+    ip[1] = 0xff;               // TOS (DSCP/ECN may change in flight)
+    ip[8] = 0xff;               // TTL
+    ip[10] = ip[11] = 0xff;     // header checksum
+  }
+  ip[ip_len + 6] = ip[ip_len + 7] = 0xff;  // UDP checksum
   size_t bth = ib.size() < kBthLen ? ib.size() : kBthLen;
-  std::memcpy(pre + 8 + kIpv4Len + kUdpLen, ib.data(), bth);
-  if (bth > 4) pre[8 + kIpv4Len + kUdpLen + 4] = 0xff;  // BTH resv8a
-  uint32_t crc = crc32_update(0, pre, 8 + kIpv4Len + kUdpLen + bth);
+  std::memcpy(pre + hdr, ib.data(), bth);
+  if (bth > 4) pre[hdr + 4] = 0xff;  // BTH resv8a
+  uint32_t crc = crc32_update(0, pre, hdr + bth);
   if (ib.size() > bth) crc = crc32_update(crc, ib.data() + bth, ib.size() - bth);
   return crc;
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {
-  uint8_t hdr[kIpv4Len + kUdpLen];
-  write_ipv4_udp(hdr, f, ib.size() + kIcrcLen, ip, /*with_checksum=*/false);
+  uint8_t hdr[kIpv6Len + kUdpLen];
+  write_ip_udp(hdr, f, ib.size() + kIcrcLen, ip, /*with_checksum=*/false);
   return icrc_compute(hdr, ib);
 }
 
@@ -125,14 +133,17 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields
   if (pkt.size() < kBthLen + kIcrcLen) return IcrcMatch::Bad;
   auto body = pkt.first(pkt.size() - kIcrcLen);
   Ipv4Fields guess = ip;
-  if (!ip.seen) guess.id = 0, guess.flags_frag = 0x4000;
+  if (!f.v4()) guess.seen = true;  // IPv6 has no header field a UDP socket hides from the ICRC
+  if (!guess.seen) guess.id = 0, guess.flags_frag = 0x4000;
   uint32_t got = icrc_load(pkt.data() + body.size());
   uint32_t diff = icrc_for_flow(f, body, guess) ^ got;
   if (diff == 0) {
+    bool seen = guess.seen;
     ip = guess;
-    return ip.seen ? IcrcMatch::Seen : IcrcMatch::Assumed;
+    ip.seen = true;
+    return seen ? IcrcMatch::Seen : IcrcMatch::Assumed;
   }
-  if (ip.seen) return IcrcMatch::Bad;
+  if (guess.seen) return IcrcMatch::Bad;
   // The CRC input: 8 bytes of ones, then the IPv4 header, whose bytes 4..7 (ID, flags and
   // fragment offset) are unknown; after them come 20 + body.size() known bytes.
   static const Linear4 linear;
@@ -140,6 +151,7 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields
   if (d >> 16) return IcrcMatch::Bad;  // RoCE packets are never fragmented and carry DF: only the ID varies
   ip.id = uint16_t((d & 0xff) << 8 | ((d >> 8) & 0xff));
   ip.flags_frag = 0x4000;
+  ip.seen = true;
   return IcrcMatch::Solved;
 }
 

@@ -1,15 +1,17 @@
-// Invariant CRC for RoCEv2 over IPv4 (IBA Annex A17.4.1): CRC-32 over 8 bytes of ones, the IP
-// and UDP headers with their variant fields masked to ones, and the packet from the BTH on,
-// with the BTH's reserved byte masked. Stored little-endian after the payload.
+// Invariant CRC for RoCEv2 over IPv4 and IPv6 (IBA Annex A17.4.1): CRC-32 over 8 bytes of
+// ones, the IP and UDP headers with their variant fields masked to ones (IPv4: TOS, TTL,
+// checksum; IPv6: traffic class, flow label, hop limit; UDP checksum), and the packet from the
+// BTH on, with the BTH's reserved byte masked. Stored little-endian after the payload.
 #pragma once
 #include <cstdint>
 #include <span>
 
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::wire {
 
-// ip_udp: the 28 bytes of IPv4 and UDP header as sent; ib: BTH .. end of pad (no ICRC).
+// ip_udp: the IPv4 (28 bytes) or IPv6 (48 bytes) and UDP header as sent, told apart by the IP
+// version; ib: BTH .. end of pad (no ICRC).
 uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib);
 
 // For our own flows: builds the predictable IP/UDP header, then computes.

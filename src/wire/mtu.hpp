@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "uroce/types.hpp"
-#include "wire/ipv4_udp.hpp"
+#include "wire/ip_udp.hpp"
 #include "wire/opcode.hpp"
 
 namespace uroce::wire {

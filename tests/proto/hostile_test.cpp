@@ -268,11 +268,11 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
   p.bth.psn = t.b.qp->resp.epsn;
   p.payload = data;
   wire::FlowAddr f = t.a.qp->flow;
-  f.dst_ip = kIpB + 7;
+  f.dst = Gid::from_ipv4(kIpB + 7);
   inject_packet(*t.b.nic, f, p, t.sim.now());
   EXPECT_EQ(t.b.nic->counters().rx_bad_dest, 1u);
   EXPECT_EQ(rb, std::vector<uint8_t>(64, 0));
-  f.dst_ip = kIpB;  // the same packet to the right address is delivered
+  f.dst = Gid::from_ipv4(kIpB);  // the same packet to the right address is delivered
   inject_packet(*t.b.nic, f, p, t.sim.now());
   EXPECT_EQ(t.one_wc(t.b.rcq).status, WcStatus::Success);
   EXPECT_EQ(rb[0], 9);
@@ -320,7 +320,7 @@ TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   p.bth.dest_qp = qp->qpn();
   p.deth = {0x1234, 0x99};
   p.payload = big;
-  wire::FlowAddr f{kIpA, kIpB, 0xc000, wire::kRoceV2Port};
+  auto f = wire::FlowAddr::ipv4(kIpA, kIpB, 0xc000);
   inject_packet(nic, f, p, sim.now());
   EXPECT_EQ(nic.counters().rx_ud_too_long, 1u);
   Wc w[1];

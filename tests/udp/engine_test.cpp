@@ -15,7 +15,7 @@ namespace {
 // Every pass receives "a packet" that takes 100 us to process, forever.
 class BusyLink final : public link::Link {
  public:
-  uint32_t local_ip() const override { return 0x7f000001; }
+  std::vector<Gid> gids() const override { return {Gid::from_ipv4(0x7f000001)}; }
   uint16_t src_port_for(uint32_t) const override { return 0xc000; }
   void flush_tx(transport::Nic& nic, uint64_t) override {
     for (transport::TxPacket* p : nic.tx_queue()) nic.release(p);

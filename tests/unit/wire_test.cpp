@@ -163,10 +163,10 @@ TEST(Icrc, ConnectX4CnpKnownAnswer) {
 }
 
 TEST(Icrc, ForFlowMatchesExplicitHeader) {
-  FlowAddr f{0x7f000002, 0x7f000003, 0xc123, kRoceV2Port};
+  auto f = FlowAddr::ipv4(0x7f000002, 0x7f000003, 0xc123);
   std::vector<uint8_t> ib(12 + 64, 0xab);
   uint8_t hdr[28];
-  write_ipv4_udp(hdr, f, ib.size() + 4);
+  write_ip_udp(hdr, f, ib.size() + 4);
   EXPECT_EQ(icrc_compute(hdr, ib), icrc_for_flow(f, ib));
   EXPECT_EQ(ipv4_checksum(hdr, 20), 0);  // a valid header sums to zero
   // Changing a masked field does not change the ICRC; changing a covered one does.
@@ -244,7 +244,7 @@ TEST(Icrc, SolvesTheHiddenIpv4IdOfRxePackets) {
     if (name.size() < 5 || name.substr(name.size() - 5) != ".pcap") continue;
     for (const auto& fr : uroce::test::read_pcap(dir + "/" + name)) {
       const uint8_t* ip = fr.bytes.data() + 14;
-      FlowAddr f{read_be32(ip + 12), read_be32(ip + 16), read_be16(ip + 20), read_be16(ip + 22)};
+      auto f = FlowAddr::ipv4(read_be32(ip + 12), read_be32(ip + 16), read_be16(ip + 20), read_be16(ip + 22));
       std::span<const uint8_t> ib(ip + 28, read_be16(ip + 24) - 8u);
       Ipv4Fields hidden;
       hidden.seen = false;
@@ -266,7 +266,7 @@ TEST(Icrc, SolvesTheHiddenIpv4IdOfRxePackets) {
 // A corrupted packet passes the solved check with probability about 2^-16.
 TEST(Icrc, SolvedCheckCatchesCorruption) {
   std::mt19937_64 rng(2026);
-  FlowAddr f{0x0a000002, 0x0a000001, 0xc0de, kRoceV2Port};
+  auto f = FlowAddr::ipv4(0x0a000002, 0x0a000001, 0xc0de);
   const int kTrials = 200000;
   int passed = 0;
   std::vector<uint8_t> pkt(12 + 256 + 4);

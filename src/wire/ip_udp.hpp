@@ -1,0 +1,60 @@
+// IPv4 or IPv6 + UDP headers around a RoCEv2 packet (Annex A17.4). Used for the ICRC, which
+// covers most of them, and for packet captures. Addresses are RoCE v2 GIDs: IPv4-mapped
+// (::ffff:a.b.c.d) for IPv4, the address itself for IPv6.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "uroce/types.hpp"
+
+namespace uroce::wire {
+
+inline constexpr uint16_t kRoceV2Port = 4791;
+inline constexpr size_t kIpv4Len = 20, kIpv6Len = 40, kUdpLen = 8, kEthLen = 14;
+
+inline bool is_v4(const Gid& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g.raw[i]) return false;
+  return g.raw[10] == 0xff && g.raw[11] == 0xff;
+}
+// The IPv4 address (host order) of an IPv4-mapped GID.
+inline uint32_t v4_of(const Gid& g) {
+  return uint32_t(g.raw[12]) << 24 | uint32_t(g.raw[13]) << 16 | uint32_t(g.raw[14]) << 8 | g.raw[15];
+}
+
+// A flow as the ICRC and a capture see it; both ends of one family. Ports in host order.
+struct FlowAddr {
+  Gid src, dst;
+  uint16_t src_port = 0, dst_port = kRoceV2Port;
+  bool v4() const { return is_v4(src); }
+  static FlowAddr ipv4(uint32_t src, uint32_t dst, uint16_t src_port, uint16_t dst_port = kRoceV2Port) {
+    return {Gid::from_ipv4(src), Gid::from_ipv4(dst), src_port, dst_port};
+  }
+};
+
+// The IP header fields the ICRC covers besides addresses and lengths (tos and ttl are masked
+// out of it; for IPv6 they stand for traffic class and hop limit, and id/flags do not exist).
+// Our sender makes them predictable: ID 0 and DF, which is what Linux writes for an
+// unconnected UDP socket with PMTU discovery on.
+struct Ipv4Fields {
+  uint16_t id = 0;
+  uint16_t flags_frag = 0x4000;  // DF
+  uint8_t tos = 0;
+  uint8_t ttl = 64;
+  // False when the receiver could not see the header (an ordinary UDP socket): id and DF are
+  // then what our own sender writes, and the ICRC check may solve for the sender's real ones.
+  bool seen = true;
+};
+
+// Length of the IP + UDP headers of a flow: 28 (IPv4) or 48 (IPv6).
+inline size_t ip_udp_len(const FlowAddr& f) { return (f.v4() ? kIpv4Len : kIpv6Len) + kUdpLen; }
+
+// Writes the IP and UDP headers for a UDP payload of udp_payload_len bytes; returns their
+// length. with_checksum = false leaves the IPv4 checksum 0 (the ICRC masks it anyway).
+size_t write_ip_udp(uint8_t* out, const FlowAddr& f, size_t udp_payload_len, const Ipv4Fields& ip = {},
+                    bool with_checksum = true);
+
+uint16_t ipv4_checksum(const uint8_t* hdr, size_t len);
+
+}  // namespace uroce::wire
