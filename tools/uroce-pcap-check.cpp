@@ -1,4 +1,4 @@
-// uroce-pcap-check FILE...: checks every RoCEv2 frame of classic pcap files (Ethernet/IPv4/UDP
+// uroce-pcap-check FILE...: checks every RoCEv2 frame of classic pcap files (Ethernet/IPv4 or IPv6/UDP
 // 4791): headers decode and the ICRC matches, computed over the IP header as captured. Prints
 // the opcode counts; exits 1 if any frame is bad or none was found.
 #include <cstdio>
@@ -38,17 +38,26 @@ int main(int argc, char** argv) {
       if (off + incl > d.size()) break;
       const uint8_t* fr = d.data() + off;
       off += incl;
-      if (incl < kEthLen + kIpv4Len + kUdpLen || read_be16(fr + 12) != 0x0800) continue;
+      if (incl < kEthLen + kIpv4Len + kUdpLen) continue;
       const uint8_t* ip = fr + kEthLen;
-      size_t ihl = size_t(ip[0] & 0xf) * 4;
-      if (ip[9] != 17 || ihl != kIpv4Len || read_be16(ip + 22) != kRoceV2Port) continue;
-      size_t ulen = read_be16(ip + 24);
+      size_t ihl;  // IPv4 (without options) or IPv6 (without extension headers), then UDP to 4791
+      if (read_be16(fr + 12) == 0x0800) {
+        ihl = size_t(ip[0] & 0xf) * 4;
+        if (ip[9] != 17 || ihl != kIpv4Len) continue;
+      } else if (read_be16(fr + 12) == 0x86dd && incl >= kEthLen + kIpv6Len + kUdpLen) {
+        ihl = kIpv6Len;
+        if (ip[6] != 17) continue;
+      } else {
+        continue;
+      }
+      if (read_be16(ip + ihl + 2) != kRoceV2Port) continue;
+      size_t ulen = read_be16(ip + ihl + 4);
       ++n;
-      if (ulen < kUdpLen + kBthLen + kIcrcLen || kEthLen + kIpv4Len + ulen > incl) {
+      if (ulen < kUdpLen + kBthLen + kIcrcLen || kEthLen + ihl + ulen > incl) {
         ++nbad;
         continue;
       }
-      std::span<const uint8_t> ib(ip + 28, ulen - kUdpLen);
+      std::span<const uint8_t> ib(ip + ihl + kUdpLen, ulen - kUdpLen);
       Packet p;
       ParseError e = decode(ib, p);
       bool icrc = icrc_compute(ip, ib.first(ib.size() - kIcrcLen)) == icrc_load(ib.data() + ib.size() - kIcrcLen);

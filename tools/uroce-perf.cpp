@@ -40,6 +40,7 @@ struct Opts {
   uint16_t port = 18515;
   bool json = false;
   uint32_t mtu = 0;  // path MTU in bytes; 0: the port's active MTU
+  uint32_t gid = 0;  // our GID index (each side names its own)
 };
 
 const char* op_name(Op o) {
@@ -144,7 +145,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
                            kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic),
               "reg_mr");
   std::vector<Endpoint> mine;
-  Gid gid = must(c.dev->query_gid(0), "query_gid");
+  Gid gid = must(c.dev->query_gid(int(o.gid)), "query_gid");
   for (uint32_t q = 0; q < o.qps; ++q) {
     QpInit init{QpType::RC, c.scq.get(), c.rcq.get(), QpCap{256, 256, 1, 1, 64}, false};
     c.qps.push_back(must(c.pd->create_qp(init), "create_qp"));
@@ -483,7 +484,7 @@ void usage() {
   std::printf(
       "usage: uroce-perf [--op send|send_imm|write|write_imm|read|atomic|cas] [--mode lat|bw]\n"
       "                  [--size BYTES] [--iters N] [--qps K] [--json]\n"
-      "                  [--server | --connect HOST] [--port P] [--mtu 256..4096]\n"
+      "                  [--server | --connect HOST] [--port P] [--mtu 256..4096] [--gid INDEX]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n");
 }
@@ -495,10 +496,10 @@ int main(int argc, char** argv) {
   static option longopts[] = {{"op", 1, nullptr, 'o'},     {"mode", 1, nullptr, 'm'}, {"size", 1, nullptr, 's'},
                               {"iters", 1, nullptr, 'n'},  {"qps", 1, nullptr, 'q'},  {"server", 0, nullptr, 'S'},
                               {"connect", 1, nullptr, 'c'}, {"port", 1, nullptr, 'p'}, {"json", 0, nullptr, 'j'},
-                              {"mtu", 1, nullptr, 'M'},    {"help", 0, nullptr, 'h'},
+                              {"mtu", 1, nullptr, 'M'},    {"gid", 1, nullptr, 'g'},  {"help", 0, nullptr, 'h'},
                               {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:h", longopts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:h", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'o': if (!parse_op(optarg, o.op)) die(std::string("unknown --op ") + optarg); break;
       case 'm': o.mode = std::string(optarg) == "bw" ? Mode::Bw : Mode::Lat; break;
@@ -510,6 +511,7 @@ int main(int argc, char** argv) {
       case 'p': o.port = uint16_t(std::strtoul(optarg, nullptr, 0)); break;
       case 'j': o.json = true; break;
       case 'M': o.mtu = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
+      case 'g': o.gid = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }
   }

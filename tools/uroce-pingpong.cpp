@@ -59,7 +59,7 @@ void fill(std::vector<uint8_t>& b, size_t size, uint64_t k) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 18515, iters = 1000;
+  int port = 18515, iters = 1000, gidx = 0;
   size_t size = 4096;
   std::optional<Mtu> mtu;  // ibv_*_pingpong's default, 1024, unless the port's is smaller
   QpType type = QpType::RC;
@@ -77,8 +77,9 @@ int main(int argc, char** argv) {
         mtu = m == 256 ? Mtu::Mtu256 : m == 512 ? Mtu::Mtu512 : m == 2048 ? Mtu::Mtu2048 : m == 4096 ? Mtu::Mtu4096 : Mtu::Mtu1024;
         break;
       }
-      case 'g': case 'd': case 'e': case 'c': break;  // accepted for ibv_rc_pingpong compatibility
-      default: die("usage: uroce-pingpong [-T rc|uc|ud] [-p port] [-s size] [-n iters] [-m mtu] [server]");
+      case 'g': gidx = std::atoi(optarg); break;
+      case 'd': case 'e': case 'c': break;  // accepted for ibv_rc_pingpong compatibility
+      default: die("usage: uroce-pingpong [-T rc|uc|ud] [-p port] [-s size] [-n iters] [-m mtu] [-g gid-index] [server]");
     }
   }
   std::string server = optind < argc ? argv[optind] : "";
@@ -95,7 +96,9 @@ int main(int argc, char** argv) {
   auto smr = std::move(*pd->reg_mr(sbuf.data(), sbuf.size(), kAccessLocalWrite));
   auto rmr = std::move(*pd->reg_mr(rbuf.data(), rbuf.size(), kAccessLocalWrite));
   auto qp = std::move(*pd->create_qp({type, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
-  Gid gid = *(*dev)->query_gid(0);
+  auto my_gid = (*dev)->query_gid(gidx);
+  if (!my_gid) die(my_gid.error().message);
+  Gid gid = *my_gid;
   uint32_t psn = std::random_device{}() & 0xffffff;
   std::string mine = wire_dest(qp->qp_num(), psn, gid);
 
@@ -103,6 +106,7 @@ int main(int argc, char** argv) {
   ConnectOptions co;
   Mtu active = (*dev)->query_port().active_mtu;
   co.path_mtu = mtu ? *mtu : std::min(Mtu::Mtu1024, active);
+  co.sgid_index = uint8_t(gidx);
   co.max_rd_atomic = co.max_dest_rd_atomic = 1;
   char msg[kMsg];
   auto connect_qp = [&] {
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
 
   bool client = !server.empty();
   Ah peer_ah{peer.gid};
+  peer_ah.sgid_index = uint8_t(gidx);
   uint64_t sent = 0, send_done = 0, received = 0, bad = 0;
   bool peer_echoes = true;
   auto t0 = std::chrono::steady_clock::now();

@@ -172,6 +172,7 @@ struct Endpoint {
 
 struct ConnectOptions {
   std::optional<Mtu> path_mtu;  // unset: the port's active MTU
+  std::optional<uint8_t> sgid_index;  // unset: our first GID of the remote's IP version
   uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;

@@ -24,7 +24,7 @@ struct SrqHold;
 namespace core { class Qp; }
 
 struct DeviceOptions {
-  std::string addr;   // IPv4 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
+  std::string addr;   // IPv4 or IPv6 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
   std::string pcap;   // capture file; empty: $UROCE_PCAP ("%p" expands to the process id)
   uint64_t seed = 0;  // key randomness; 0: from the system
   // Receive through a raw socket (needs CAP_NET_RAW; also $UROCE_RAW_RX=1) so the ICRC is
@@ -62,9 +62,11 @@ class Device {
   const std::string& name() const;
   DeviceAttr query_device() const;
   PortAttr query_port() const;
-  // GID 0 is the IPv4-mapped address the device is bound to (RoCE v2).
+  // The GID table (RoCE v2), in rxe's order: the IPv6 addresses of the device's interface,
+  // link-local first, then its IPv4-mapped address. On loopback (the default) that is one GID,
+  // the IPv4 one, at index 0; a device bound to an IPv6 address has that one only.
   Result<Gid> query_gid(int index) const;
-  uint32_t ipv4() const;
+  uint32_t ipv4() const;  // 0 on an IPv6-only device
   std::map<std::string, uint64_t> counters() const;
 
   Result<std::unique_ptr<ProtectionDomain>> alloc_pd();

@@ -29,12 +29,12 @@ std::string env_or(const std::string& v, const char* name) {
 
 Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
   if (name.rfind("uroce", 0) != 0) return make_error(ENODEV, "no device named '" + name + "' (uroce devices are uroce0, uroce1, ...)");
-  uint32_t ip = 0;
+  Gid ip;  // all zero: the first free 127.0.0.x
   std::string addr = env_or(opts.addr, "UROCE_ADDR");
   if (!addr.empty()) {
-    in_addr a;
-    if (inet_pton(AF_INET, addr.c_str(), &a) != 1) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 address: " + addr);
-    ip = ntohl(a.s_addr);
+    auto g = Gid::parse(addr);
+    if (!g) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + addr);
+    ip = *g;
   }
   const char* raw = std::getenv("UROCE_RAW_RX");
   using Rx = link::UdpLink::Rx;
@@ -83,12 +83,15 @@ DeviceAttr Device::query_device() const {
 }
 
 PortAttr Device::query_port() const {
-  return PortAttr{true, Mtu::Mtu4096, core_->nic->config().port_mtu, 1, "Ethernet"};
+  const auto& cfg = core_->nic->config();
+  return PortAttr{true, Mtu::Mtu4096, cfg.port_mtu, uint32_t(cfg.gids.size()), "Ethernet"};
 }
 
 Result<Gid> Device::query_gid(int index) const {
-  if (index != 0) return make_error(EINVAL, "query_gid: the port has one GID (index 0)");
-  return Gid::from_ipv4(ipv4());
+  const auto& gids = core_->nic->config().gids;
+  if (index < 0 || size_t(index) >= gids.size())
+    return make_error(EINVAL, "query_gid: the GID table has " + std::to_string(gids.size()) + " entries");
+  return gids[size_t(index)];
 }
 
 std::map<std::string, uint64_t> Device::counters() const {

@@ -629,8 +629,8 @@ int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   return 0;
 }
 
-int ibv_query_gid_type(ibv_context*, uint8_t port, unsigned int index, int* type) {
-  if (port != 1 || index != 0) return EINVAL;
+int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
+  if (port != 1 || index >= uctx(ctx)->dev->query_port().gid_tbl_len) return EINVAL;
   *type = 1;  // RoCE v2
   return 0;
 }
@@ -836,7 +836,8 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   }
   auto* a = new UAh{};
   std::memcpy(a->ah.dgid.raw.data(), attr->grh.dgid.raw, 16);
-  if (!a->ah.dgid.ipv4()) {
+  a->ah.sgid_index = attr->grh.sgid_index;
+  if (a->ah.dgid == Gid{}) {
     delete a;
     errno = EINVAL;
     return nullptr;
@@ -897,12 +898,11 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
     errno = EINVAL;
     return nullptr;
   }
-  Ah from = Ah::from_grh(grh);
-  ibv_ah_attr attr{};
-  attr.is_global = 1;
-  std::memcpy(attr.grh.dgid.raw, from.dgid.raw.data(), 16);
-  attr.grh.hop_limit = 64;
-  attr.port_num = 1;
+  ibv_ah_attr attr;
+  if (int rc = ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr)) {
+    errno = rc;
+    return nullptr;
+  }
   return ibv_create_ah(pd, &attr);
 }
 
@@ -978,21 +978,34 @@ ibv_rate mult_to_ibv_rate(int mult) { return rate_lookup(&RateRow::mult, mult, &
 int ibv_rate_to_mbps(ibv_rate rate) { return rate_lookup(&RateRow::rate, rate, &RateRow::mbps, -1); }
 ibv_rate mbps_to_ibv_rate(int mbps) { return rate_lookup(&RateRow::mbps, mbps, &RateRow::rate, IBV_RATE_MAX); }
 
-int ibv_init_ah_from_wc(ibv_context*, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
+int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
   if (port_num != 1 || !(wc->wc_flags & IBV_WC_GRH)) return EINVAL;
   Ah from = Ah::from_grh(grh);
   *attr = ibv_ah_attr{};
   attr->is_global = 1;
   std::memcpy(attr->grh.dgid.raw, from.dgid.raw.data(), 16);
+  // The answer leaves from the address the datagram came to: its index in our GID table.
+  const uint8_t* g = reinterpret_cast<const uint8_t*>(grh);
+  Gid to;
+  if (from.dgid.ipv4())
+    to = Gid::from_ipv4(uint32_t(g[36]) << 24 | uint32_t(g[37]) << 16 | uint32_t(g[38]) << 8 | g[39]);
+  else
+    std::memcpy(to.raw.data(), g + 24, 16);
+  for (int i = 0; auto mine = uctx(ctx)->dev->query_gid(i); ++i)
+    if (*mine == to) attr->grh.sgid_index = uint8_t(i);
   attr->grh.hop_limit = 64;
   attr->port_num = 1;
   return 0;
 }
 
 ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t size) {
-  if (max < 1) return -EINVAL;
-  int rc = _ibv_query_gid_ex(ctx, 1, 0, entries, flags, size);
-  return rc ? -rc : 1;  // one GID: the device's IPv4-mapped address
+  uint32_t n = uctx(ctx)->dev->query_port().gid_tbl_len;
+  if (max < n) return -EINVAL;
+  for (uint32_t i = 0; i < n; ++i)
+    if (int rc = _ibv_query_gid_ex(ctx, 1, i, reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * size),
+                                   flags, size))
+      return -rc;
+  return ssize_t(n);
 }
 
 ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {

@@ -5,6 +5,7 @@
 
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 
 #include <linux/filter.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "link/iface.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ip_udp.hpp"
 
@@ -47,30 +49,6 @@ int make_socket(uint32_t ip, uint16_t port, int* err) {
     return -1;
   }
   return fd;
-}
-
-// MTU of the interface that holds ip (loopback's for 127/8), or 1500 if none is found.
-uint32_t interface_mtu(uint32_t ip) {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return 1500;
-  std::string name;
-  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    uint32_t a = ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
-    uint32_t m = i->ifa_netmask ? ntohl(reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr) : ~0u;
-    bool loop = (i->ifa_flags & IFF_LOOPBACK) && (ip >> 24) == 127 && (a & m) == (ip & m);
-    if (a == ip || loop) name = i->ifa_name;
-  }
-  freeifaddrs(list);
-  uint32_t mtu = 1500;
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  ifreq r{};
-  if (fd >= 0 && !name.empty() && name.size() < sizeof r.ifr_name) {
-    std::memcpy(r.ifr_name, name.c_str(), name.size());
-    if (ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0) mtu = uint32_t(r.ifr_mtu);
-  }
-  if (fd >= 0) close(fd);
-  return mtu;
 }
 
 std::string ip_str(uint32_t ip) {
@@ -109,12 +87,74 @@ int open_raw(uint32_t dst_ip, int* err) {
   return fd;
 }
 
+int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err) {
+  int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  int one = 1, pmtu = IPV6_PMTUDISC_DO;
+  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof one);  // a tentative address (DAD) is fine
+  int buf = 8 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  std::memcpy(&a.sin6_addr, addr.raw.data(), 16);
+  a.sin6_scope_id = scope;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    *err = errno;
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+uint16_t bound_port(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port)
+                                  : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
+}
+
 }  // namespace
 
-Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& pcap_path, Rx rx) {
+// Receive sockets for the IPv6 addresses, and send sockets on the ports the IPv4 ones have (a
+// QP's source port is the same whichever family its path takes). An address that cannot be
+// bound (another device on this interface has it) is left out unless it was asked for.
+bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
+  for (const Gid& a : addrs) {
+    int fd = make_socket6(a, is_link_local(a) ? ifindex_ : 0, wire::kRoceV2Port, err);
+    if (fd >= 0) v6_.push_back({a, fd});
+    else if (required) return false;
+  }
+  if (v6_.empty()) return !required;
+  for (int i = 0; i < kTxSockets; ++i) {
+    tx6_fd_[i] = make_socket6(Gid{}, 0, tx_port_[i], err);
+    if (tx6_fd_[i] < 0) {
+      for (auto& v : v6_) close(v.fd);
+      v6_.clear();
+      return !required;
+    }
+    tx_port_[i] = bound_port(tx6_fd_[i]);
+  }
+  return true;
+}
+
+Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::string& pcap_path, Rx rx) {
   std::unique_ptr<UdpLink> l(new UdpLink);
   int err = 0;
-  if (ip) {
+  const bool v6_only = !wire::is_v4(addr) && addr != Gid{};
+  uint32_t ip = v6_only || addr == Gid{} ? 0 : wire::v4_of(addr);
+  if (v6_only) {
+    // IPv6 only: the send sockets' ports come from the IPv6 sockets themselves.
+  } else if (ip) {
     l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);
     if (l->rx_fd_ < 0)
       return make_error(err, "cannot bind " + ip_str(ip) + ":4791: " + std::strerror(err));
@@ -126,30 +166,47 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
     if (l->rx_fd_ < 0) return make_error(EADDRINUSE, "no free 127.0.0.x:4791 on loopback");
   }
   l->ip_ = ip;
-  l->ip_mtu_ = interface_mtu(ip);
-  for (int i = 0; i < kTxSockets; ++i) {
+  Interface itf = find_interface(v6_only ? addr : Gid::from_ipv4(ip));
+  l->ip_mtu_ = itf.mtu;
+  l->ifindex_ = itf.index;
+  for (int i = 0; ip && i < kTxSockets; ++i) {
     l->tx_fd_[i] = make_socket(ip, 0, &err);
     if (l->tx_fd_[i] < 0) return make_error(err, std::string("cannot open a UDP send socket: ") + std::strerror(err));
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    getsockname(l->tx_fd_[i], reinterpret_cast<sockaddr*>(&a), &len);
-    l->tx_port_[i] = ntohs(a.sin_port);
+    l->tx_port_[i] = bound_port(l->tx_fd_[i]);
+  }
+  if (v6_only) {
+    if (!l->open_v6({addr}, true, &err))
+      return make_error(err, "cannot bind [" + addr.to_string() + "]:4791: " + std::strerror(err));
+  } else if (!itf.loopback) {
+    // Loopback's ::1 is not shared among devices: IPv6 there only when asked for (UROCE_ADDR=::1).
+    l->open_v6(itf.ipv6, false, &err);
   }
   if (!pcap_path.empty()) {
     l->pcap_ = std::make_unique<PcapWriter>();
     if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
   }
   l->rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
-  if (rx == Rx::Raw || (rx == Rx::Auto && (ip >> 24) != 127)) {
+  if (ip && (rx == Rx::Raw || (rx == Rx::Auto && (ip >> 24) != 127))) {
     l->raw_fd_ = open_raw(ip, &err);
     if (l->raw_fd_ < 0 && rx == Rx::Raw)
       return make_error(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
   const char* g = std::getenv("UROCE_GSO");
   l->gso_ = !(g && std::string(g) == "0") && l->raw_fd_ < 0;
-  if (l->gso_) {
+  if (l->gso_ && l->rx_fd_ >= 0) {
     int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
     setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
+  }
+  l->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (l->epoll_fd_ < 0) return make_error(errno, std::string("epoll_create1: ") + std::strerror(errno));
+  std::vector<int> fds;
+  if (ip) fds.push_back(l->raw_fd_ >= 0 ? l->raw_fd_ : l->rx_fd_);
+  for (const auto& v : l->v6_) fds.push_back(v.fd);
+  for (int fd : fds) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(l->epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
   return l;
 }
@@ -157,8 +214,19 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(uint32_t ip, const std::string& p
 UdpLink::~UdpLink() {
   if (rx_fd_ >= 0) close(rx_fd_);
   if (raw_fd_ >= 0) close(raw_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
   for (int fd : tx_fd_)
     if (fd >= 0) close(fd);
+  for (int fd : tx6_fd_)
+    if (fd >= 0) close(fd);
+  for (const auto& v : v6_) close(v.fd);
+}
+
+std::vector<Gid> UdpLink::gids() const {
+  std::vector<Gid> out;
+  for (const auto& v : v6_) out.push_back(v.addr);
+  if (ip_) out.push_back(Gid::from_ipv4(ip_));
+  return out;
 }
 
 uint16_t UdpLink::src_port_for(uint32_t qpn) const {
@@ -188,13 +256,17 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
   alignas(cmsghdr) char ctrl[kMsgs][CMSG_SPACE(sizeof(uint16_t))];
   size_t i = 0;
   while (i < q.size()) {
-    // One sendmmsg per run of packets leaving from the same source port.
+    if (!q[i]->flow.v4()) {
+      send_v6(*q[i++], now);
+      continue;
+    }
+    // One sendmmsg per run of IPv4 packets leaving from the same source port.
     uint16_t port = q[i]->flow.src_port;
     int fd = tx_fd_[0];
     for (int k = 0; k < kTxSockets; ++k)
       if (tx_port_[k] == port) fd = tx_fd_[k];
     unsigned n = 0, nio = 0;
-    while (i < q.size() && n < kMsgs && q[i]->flow.src_port == port) {
+    while (i < q.size() && n < kMsgs && q[i]->flow.src_port == port && q[i]->flow.v4()) {
       transport::TxPacket* p = q[i];
       // A GSO run: same destination, same size (the last may be shorter).
       unsigned segs = 1;
@@ -248,6 +320,72 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
   q.clear();
 }
 
+// IPv6: one packet a send, from the flow's source address (IPV6_PKTINFO: the send sockets are
+// bound to :: so that one socket serves every address of the port).
+void UdpLink::send_v6(const transport::TxPacket& p, uint64_t now) {
+  int fd = tx6_fd_[0];
+  for (int k = 0; k < kTxSockets; ++k)
+    if (tx_port_[k] == p.flow.src_port) fd = tx6_fd_[k];
+  if (fd < 0) return;  // no IPv6 here: as lost
+  sockaddr_in6 dst{};
+  dst.sin6_family = AF_INET6;
+  dst.sin6_port = htons(p.flow.dst_port);
+  std::memcpy(&dst.sin6_addr, p.flow.dst.raw.data(), 16);
+  if (is_link_local(p.flow.dst)) dst.sin6_scope_id = ifindex_;
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
+  iovec iov{const_cast<uint8_t*>(p.data), p.len};
+  msghdr m{};
+  m.msg_name = &dst;
+  m.msg_namelen = sizeof dst;
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctrl;
+  m.msg_controllen = sizeof ctrl;
+  cmsghdr* cm = CMSG_FIRSTHDR(&m);
+  cm->cmsg_level = IPPROTO_IPV6;
+  cm->cmsg_type = IPV6_PKTINFO;
+  cm->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
+  in6_pktinfo info{};
+  std::memcpy(&info.ipi6_addr, p.flow.src.raw.data(), 16);
+  info.ipi6_ifindex = is_link_local(p.flow.src) ? ifindex_ : 0;
+  std::memcpy(CMSG_DATA(cm), &info, sizeof info);
+  if (pcap_) pcap_->write(p.flow, {p.data, p.len}, now);
+  (void)sendmsg(fd, &m, 0);  // a full socket buffer is a lost packet: retransmission recovers
+}
+
+int UdpLink::poll_v6(transport::Nic& nic, uint64_t now, int max) {
+  int total = 0;
+  for (const V6Addr& v : v6_) {
+    while (total < max) {
+      mmsghdr msgs[kRxBatch];
+      iovec iov[kRxBatch];
+      sockaddr_in6 src[kRxBatch];
+      for (int k = 0; k < kRxBatch; ++k) {
+        iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
+        msgs[k] = {};
+        msgs[k].msg_hdr.msg_iov = &iov[k];
+        msgs[k].msg_hdr.msg_iovlen = 1;
+        msgs[k].msg_hdr.msg_name = &src[k];
+        msgs[k].msg_hdr.msg_namelen = sizeof src[k];
+      }
+      int r = recvmmsg(v.fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+      if (r <= 0) break;
+      for (int k = 0; k < r; ++k) {
+        wire::FlowAddr f;
+        std::memcpy(f.src.raw.data(), &src[k].sin6_addr, 16);
+        f.dst = v.addr;
+        f.src_port = ntohs(src[k].sin6_port);
+        std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
+        wire::Ipv4Fields ip = nic.on_packet(pkt, f, now);  // IPv6 hides nothing the ICRC covers
+        if (pcap_) pcap_->write(f, pkt, now, ip);
+        ++total;
+      }
+      if (r < kRxBatch) break;
+    }
+  }
+  return total;
+}
+
 void UdpLink::drain_udp() {
   // In raw mode the same datagrams also reach the UDP socket, which only keeps the port ours.
   mmsghdr msgs[kRxBatch];
@@ -290,7 +428,13 @@ int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
 }
 
 int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
-  if (raw_fd_ >= 0) return poll_raw(nic, now, max);
+  int n = 0;
+  if (ip_) n = raw_fd_ >= 0 ? poll_raw(nic, now, max) : poll_v4(nic, now, max);
+  if (!v6_.empty() && n < max) n += poll_v6(nic, now, max - n);
+  return n;
+}
+
+int UdpLink::poll_v4(transport::Nic& nic, uint64_t now, int max) {
   int total = 0;
   while (total < max) {
     mmsghdr msgs[kRxBatch];

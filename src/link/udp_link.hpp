@@ -28,23 +28,29 @@ class UdpLink final : public Link {
   // whose peers are uroce devices writing ID 0 (and where raw would cost segmentation offload).
   enum class Rx : uint8_t { Auto, Udp, Raw };
 
-  // ip_host_order == 0: the first free 127.0.0.x (x = 1..254).
-  static Result<std::unique_ptr<UdpLink>> open(uint32_t ip_host_order, const std::string& pcap_path,
-                                               Rx rx = Rx::Auto);
+  // addr: an IPv4-mapped or IPv6 GID; all zero: the first free 127.0.0.x (x = 1..254). A
+  // device on an IPv4 address other than loopback also receives on the IPv6 addresses of its
+  // interface (those it can bind), which come first in its GID table, link-local first.
+  static Result<std::unique_ptr<UdpLink>> open(const Gid& addr, const std::string& pcap_path, Rx rx = Rx::Auto);
   bool raw() const { return raw_fd_ >= 0; }
   ~UdpLink();
 
-  uint32_t local_ip() const { return ip_; }
-  std::vector<Gid> gids() const override { return {Gid::from_ipv4(ip_)}; }
+  uint32_t local_ip() const { return ip_; }  // 0 on an IPv6-only device
+  std::vector<Gid> gids() const override;
   uint16_t src_port_for(uint32_t qpn) const override;
-  int rx_fd() const override { return raw_fd_ >= 0 ? raw_fd_ : rx_fd_; }
-  uint32_t ip_mtu() const override { return ip_mtu_; }
+  int rx_fd() const override { return epoll_fd_; }  // every receive socket
+  // Counted as an IPv4 packet: with IPv6 GIDs, 20 bytes less (the IPv6 header is longer).
+  uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
   void flush_tx(transport::Nic& nic, uint64_t now) override;
   int poll_rx(transport::Nic& nic, uint64_t now, int max) override;
 
  private:
   UdpLink() = default;
   int poll_raw(transport::Nic& nic, uint64_t now, int max);
+  int poll_v4(transport::Nic& nic, uint64_t now, int max);
+  int poll_v6(transport::Nic& nic, uint64_t now, int max);
+  void send_v6(const transport::TxPacket& p, uint64_t now);
+  bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
   static constexpr int kTxSockets = 8;
   static constexpr int kBatch = 32;
@@ -57,6 +63,14 @@ class UdpLink final : public Link {
   int raw_fd_ = -1;
   int tx_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};
   uint16_t tx_port_[kTxSockets] = {};
+  struct V6Addr {
+    Gid addr;
+    int fd = -1;
+  };
+  std::vector<V6Addr> v6_;   // IPv6 addresses received on, in GID order
+  int tx6_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};  // the same ports as tx_fd_
+  uint32_t ifindex_ = 0;     // for link-local addresses
+  int epoll_fd_ = -1;
   std::unique_ptr<PcapWriter> pcap_;
   std::vector<uint8_t> rx_buf_;
 };

@@ -1,7 +1,8 @@
 #!/bin/sh
 # uroce on a real Ethernet link: two network namespaces joined by a veth pair, first at MTU
-# 1500, then at 9000. Every uroce-perf operation at every size, rdma-check (byte-exact, through
-# the libibverbs drop-in) and perftest run across it with default settings, and every packet
+# 1500, then at 9000. Every uroce-perf operation at every size over IPv4, a subset over the
+# IPv6 link-local GID (index 0, as rxe orders its GIDs), rdma-check (byte-exact, through the
+# libibverbs drop-in) and perftest run across it with default settings, and every packet
 # captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
@@ -29,6 +30,9 @@ ip netns add "$A" && ip netns add "$B" || skip "cannot create network namespaces
 ip link add "uma$tag" type veth peer name "umb$tag" || skip "cannot create a veth pair"
 ip link set "uma$tag" netns "$A"
 ip link set "umb$tag" netns "$B"
+# The link-local addresses are GIDs: usable at once, without duplicate address detection.
+ip netns exec "$A" sysctl -qw "net.ipv6.conf.uma$tag.accept_dad=0"
+ip netns exec "$B" sysctl -qw "net.ipv6.conf.umb$tag.accept_dad=0"
 ip -n "$A" addr add "$net.1/24" dev "uma$tag"
 ip -n "$B" addr add "$net.2/24" dev "umb$tag"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
@@ -56,9 +60,11 @@ for name in sys.argv[2:]:
         f = d[off + 16: off + 16 + incl]
         off += 16 + incl
         ip = f[14:]
-        total = struct.unpack_from('>H', ip, 2)[0]
+        if ip[0] >> 4 == 6:
+            ihl, total = 40, 40 + struct.unpack_from('>H', ip, 4)[0]
+        else:
+            ihl, total = (ip[0] & 15) * 4, struct.unpack_from('>H', ip, 2)[0]
         biggest = max(biggest, total)
-        ihl = (ip[0] & 15) * 4
         bth = ip[ihl + 8:]
         op = bth[0]
         hdr = {0x06: 16, 0x07: 0, 0x08: 0, 0x0a: 16, 0x0d: 4, 0x0e: 0, 0x0f: 4, 0x00: 0, 0x01: 0}.get(op)
@@ -68,20 +74,23 @@ print(biggest, full)
 EOF
 }
 
-perf_case() {  # MTU OP MODE SIZE ITERS
+perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 link-local one
   port=$((port + 1))
-  cap="$tmp/perf-$1-$2-$3-$4.pcap"
-  inA env UROCE_PCAP="$cap" timeout 120 "$BIN/uroce-perf" --server --port $port > "$tmp/srv.log" 2>&1 &
+  gid=${6:-1}
+  fam=IPv4
+  [ "$gid" = 0 ] && fam=IPv6
+  cap="$tmp/perf-$1-$2-$3-$4-$gid.pcap"
+  inA env UROCE_PCAP="$cap" timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
   srv=$!
-  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --op "$2" --mode "$3" --size "$4" \
-        --iters "$5" --json 2>&1)
+  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid "$gid" --op "$2" --mode "$3" \
+        --size "$4" --iters "$5" --json 2>&1)
   c=$?
   wait $srv
   s=$?
   if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true'; then
-    ok "MTU $1: uroce-perf $2 $3 $4 B x $5, verified"
+    ok "MTU $1: uroce-perf over $fam $2 $3 $4 B x $5, verified"
   else
-    bad "MTU $1: uroce-perf $2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
+    bad "MTU $1: uroce-perf over $fam $2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
   fi
 }
 
@@ -118,6 +127,11 @@ for mtu in 1500 9000; do
   rm -f "$tmp"/*.pcap
   active=$(inA "$BIN/uroce-run" -- ibv_devinfo -v 2>&1 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
   [ "$active" = $ib ] && ok "MTU $mtu: the port's active MTU is $ib" || bad "MTU $mtu: active_mtu '$active', want $ib"
+  gids=$(inA "$BIN/uroce-run" -- ibv_devinfo -v 2>&1 | sed -n 's/.*GID\[ *\([0-9]*\)\]:[[:space:]]*\([^ ,]*\).*/\1=\2/p' | tr '\n' ' ')
+  case "$gids" in
+    "0=fe80:"*" 1=::ffff:$net.1 ") ok "MTU $mtu: GID 0 is the IPv6 link-local address, GID 1 the IPv4 one ($gids)" ;;
+    *) bad "MTU $mtu: GID table '$gids'" ;;
+  esac
   for op in send send_imm write write_imm read; do
     for size in 1 1023 1024 65536 1048576; do
       it=100
@@ -131,10 +145,19 @@ for mtu in 1500 9000; do
     perf_case $mtu $op lat 8 100
     perf_case $mtu $op bw 8 300
   done
-  pair rdma-check "$BIN/rdma-check" -p PORT -- "$BIN/rdma-check" -p PORT SERVER
-  for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
-    pair "${t%% *}" $t -d uroce0 -x 0 --use_old_post_send -p PORT -- $t -d uroce0 -x 0 --use_old_post_send -p PORT SERVER
+  for op in send write read; do
+    for size in 1024 65536 1048576; do
+      perf_case $mtu $op bw $size 30 0
+    done
   done
+  perf_case $mtu cas lat 8 100 0
+  pair "rdma-check over IPv4" "$BIN/rdma-check" -g 1 -p PORT -- "$BIN/rdma-check" -g 1 -p PORT SERVER
+  pair "rdma-check over IPv6" "$BIN/rdma-check" -g 0 -p PORT -- "$BIN/rdma-check" -g 0 -p PORT SERVER
+  for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
+    pair "${t%% *} over IPv4" $t -d uroce0 -x 1 --use_old_post_send -p PORT -- $t -d uroce0 -x 1 --use_old_post_send -p PORT SERVER
+  done
+  t="ib_write_bw -s 65536 -n 200"
+  pair "${t%% *} over IPv6" $t -d uroce0 -x 0 --use_old_post_send -p PORT -- $t -d uroce0 -x 0 --use_old_post_send -p PORT SERVER
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"

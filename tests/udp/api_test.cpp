@@ -201,3 +201,39 @@ TEST(Api, EmptyAndShortDatagramsAreCounted) {
   EXPECT_EQ(c["rx_runt"], 2u);
   EXPECT_EQ(c["rx_packets"], 2u);
 }
+
+// A device bound to an IPv6 address: its GID table holds that address only, and RC works
+// over it (one device, two QPs, as on loopback ::1).
+TEST(Api, Ipv6LoopbackDevice) {
+  DeviceOptions o;
+  o.addr = "::1";
+  auto dev = Device::open("uroce0", o);
+  ASSERT_TRUE(dev) << dev.error().message;
+  ASSERT_EQ((*dev)->query_port().gid_tbl_len, 1u);
+  Gid gid = *(*dev)->query_gid(0);
+  EXPECT_EQ(gid.to_string(), "::1");
+  EXPECT_EQ((*dev)->query_gid(1).error().code, EINVAL);
+  EXPECT_EQ((*dev)->ipv4(), 0u);
+  auto pd = std::move(*(*dev)->alloc_pd());
+  auto cq = std::move(*(*dev)->create_cq(16));
+  std::vector<char> buf(8192, 0);
+  auto mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 7}, 9));
+  ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7));
+  for (int i = 0; i < 3000; ++i) buf[size_t(i)] = char('a' + i % 26);
+  Sge src = mr->sge(0, 3000);
+  SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&src, 1}};
+  w.remote_addr = uint64_t(buf.data() + 4096);
+  w.rkey = mr->rkey();
+  ASSERT_TRUE(a->post_send(w));
+  Wc wc[1];
+  auto got = cq->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(buf.data(), buf.data() + 4096, 3000));
+  auto c = (*dev)->counters();
+  EXPECT_GT(c["rx_icrc_ip_seen"], 0u);
+  EXPECT_EQ(c["rx_bad_icrc"], 0u);
+}
