@@ -44,6 +44,22 @@ void PcapWriter::write(const wire::FlowAddr& flow, std::span<const uint8_t> payl
   e[6] = 0x02; e[7] = 0x00; std::memcpy(e + 8, flow.src.raw.data() + 12, 4);
   wire::write_be16(e + 12, flow.v4() ? 0x0800 : 0x86dd);
   size_t hdr = wire::kEthLen + wire::write_ip_udp(frame + wire::kEthLen, flow, payload.size(), ip);
+  if (!flow.v4()) {
+    // IPv6 forbids a zero UDP checksum to tools that read captures; our sockets send a real one.
+    uint8_t* udp = frame + wire::kEthLen + wire::kIpv6Len;
+    uint32_t sum = 17 + uint32_t(wire::kUdpLen + payload.size());
+    auto add = [&sum](const uint8_t* p, size_t n) {
+      for (size_t i = 0; i + 1 < n; i += 2) sum += uint32_t(p[i]) << 8 | p[i + 1];
+      if (n & 1) sum += uint32_t(p[n - 1]) << 8;
+    };
+    add(flow.src.raw.data(), 16);
+    add(flow.dst.raw.data(), 16);
+    add(udp, wire::kUdpLen);
+    add(payload.data(), payload.size());
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    uint16_t c = uint16_t(~sum);
+    wire::write_be16(udp + 6, c ? c : 0xffff);
+  }
   uint32_t len = uint32_t(hdr + payload.size());
   uint32_t rec[4] = {uint32_t(t / 1'000'000'000), uint32_t(t % 1'000'000'000 / 1000), len, len};
   std::lock_guard g(mu_);

@@ -34,11 +34,17 @@ say "building the guest image (first time: packages and a kernel .deb from Debia
 bash "$PEER/build-image.sh" > "$OUT/build-image.log" 2>&1 || { tail -20 "$OUT/build-image.log"; loud_skip "guest image build failed"; }
 cleanup() { bash "$PEER/rxe-peer.sh" down > /dev/null 2>&1 || true; }
 trap cleanup EXIT
-bash "$PEER/rxe-peer.sh" up > "$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log"; loud_skip "the guest did not boot"; }
+# IPv6 on the guest's eth0: rxe's GID 0 is then its usable link-local address, as on a host.
+EXTRA_APPEND=rxe_ipv6=1 bash "$PEER/rxe-peer.sh" up > "$OUT/up.log" 2>&1 ||
+  { tail -20 "$OUT/up.log"; loud_skip "the guest did not boot"; }
 say "$(grep -o 'ready.*' "$OUT/up.log" | tail -1)"
 
 guest() { EXEC_TIMEOUT=180 bash "$PEER/rxe-peer.sh" exec "$1"; }
 # HOST_PREFIX is empty (root: raw receive) or drops CAP_NET_RAW (UDP receive, IP ID solved).
+# GID indices: 0 is the IPv6 link-local GID on both sides, 1 the IPv4 one (rxe's order, and
+# uroce's: its device at 10.99.0.1 also takes the bridge's link-local address).
+UGID=1
+GGID=1
 HOST_PREFIX=()
 MODE=""
 host() { ip netns exec "$NS" "${HOST_PREFIX[@]}" env UROCE_ADDR=10.99.0.1 "$@"; }
@@ -113,8 +119,8 @@ finish() {  # label role tag rc
 TRANSPORT=rc
 send_case() {  # role size iters
   local role=$1 s=$2 n=$3 tag="$TRANSPORT-send-uroce-$1-$2-$3$SUFFIX" rc
-  run_pair "$role" "$tag" 18515 "ibv_${TRANSPORT}_pingpong -d rxe0 -g 1 -s $s -n $n -c" \
-    "$BUILD/bin/uroce-pingpong" -T "$TRANSPORT" -s "$s" -n "$n"
+  run_pair "$role" "$tag" 18515 "ibv_${TRANSPORT}_pingpong -d rxe0 -g $GGID -s $s -n $n -c" \
+    "$BUILD/bin/uroce-pingpong" -T "$TRANSPORT" -g $UGID -s "$s" -n "$n"
   rc=$?
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
@@ -131,8 +137,8 @@ perftest_n=0
 perftest_case() {  # label "program args" role
   perftest_n=$((perftest_n + 1))
   local t=$2 role=$3 tag="perftest-$perftest_n-${2%% *}-$3$SUFFIX" rc
-  run_pair "$role" "$tag" 18515 "$t -d rxe0 -x 1 -F -m 1024" \
-    "$BUILD/bin/uroce-run" -- $t -d uroce0 -x 0 -F -m 1024 --use_old_post_send
+  run_pair "$role" "$tag" 18515 "$t -d rxe0 -x $GGID -F -m 1024" \
+    "$BUILD/bin/uroce-run" -- $t -d uroce0 -x $UGID -F -m 1024 --use_old_post_send
   rc=$?
   grep -q '#bytes' "$OUT/$tag.host.log" || rc=1
   grep -q '#bytes' "$OUT/$tag.guest.log" || rc=1
@@ -158,8 +164,8 @@ upload_rdma_check() {
 rdma_check_case() {  # role; the server prints server-ok, the client "all checks passed"
   local role=$1 tag="rdma-check-uroce-$1$SUFFIX" port=18601 rc
   [ "$role" = server ] && port=18602
-  run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g 1 -p $port" \
-    "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -p $port
+  run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g $GGID -p $port" \
+    "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -g $UGID -p $port
   rc=$?
   local server_log=guest client_log=host
   [ "$role" = server ] && server_log=host client_log=guest
@@ -214,6 +220,26 @@ if [ -n "$capeff" ] && (( (16#$capeff & (1 << 13)) == 0 )); then  # bit 13: CAP_
   all_cases
 else
   record "dropping CAP_NET_RAW with setpriv" 1 "setpriv did not drop it"
+fi
+
+# IPv6: both sides on their link-local GID 0, what rdma-core tools use by default.
+HOST_PREFIX=()
+UGID=0
+GGID=0
+SUFFIX="-v6"
+MODE="IPv6 link-local GID 0"
+guest "i=0; while [ \$i -lt 100 ] && ip -6 addr show dev eth0 | grep -q tentative; do sleep 0.1; i=\$((i+1)); done"
+TRANSPORT=rc
+send_both 4096 20
+TRANSPORT=ud
+send_both 1024 20
+for role in client server; do
+  perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
+  perftest_case "RC RDMA READ 8 KiB x 100 (perftest)" "ib_read_bw -s 8192 -n 100" $role
+done
+if [ "$uploaded" = yes ]; then
+  rdma_check_case client
+  rdma_check_case server
 fi
 
 {
