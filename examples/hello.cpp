@@ -1,5 +1,6 @@
 // Two RC queue pairs on one uroce device: a SEND carries "hello, RDMA" from one to the other.
 #include <cstdio>
+#include <random>
 #include <uroce/uroce.hpp>
 using namespace uroce;
 
@@ -12,8 +13,10 @@ int main() {
   auto a = std::move(*pd->create_qp({.type = QpType::RC, .send_cq = cq.get(), .recv_cq = cq.get()}));
   auto b = std::move(*pd->create_qp({.type = QpType::RC, .send_cq = cq.get(), .recv_cq = cq.get()}));
   Gid gid = *dev->query_gid(0);                      // ::ffff:127.0.0.x, a RoCE v2 GID
-  if (!a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 200}, 100) ||
-      !b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 100}, 200)) return 1;
+  std::random_device rnd;                            // random initial PSNs, as rdma-core tools use
+  uint32_t psn_a = rnd() & 0xffffff, psn_b = rnd() & 0xffffff;
+  if (!a->connect({.gid = gid, .qpn = b->qp_num(), .psn = psn_b}, psn_a) ||
+      !b->connect({.gid = gid, .qpn = a->qp_num(), .psn = psn_a}, psn_b)) return 1;
   Sge dst = mr->sge(32, 32), src = mr->sge(0, 12);
   if (!b->post_recv({1, {&dst, 1}}) || !a->post_send({2, WrOpcode::Send, kSendSignaled, {&src, 1}})) return 1;
   Wc wc[2];
