@@ -39,12 +39,14 @@ demo: build
 	@$(BUILD)/bin/uroce-demo
 
 test: test-release test-asan fuzz interop
-	@p=0; f=0; for log in $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log; do \
+	@p=0; f=0; skipped=""; for log in $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log; do \
 	  t=$$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\)/\1 \2/p' $$log | tail -1); \
-	  set -- $$t; f=$$((f + $$1)); p=$$((p + $$2 - $$1)); done; \
+	  s=$$(grep -c '(Skipped)' $$log); skipped="$$skipped$$(sed -n 's/.* - \(.*\) (Skipped)/ \1/p' $$log)"; \
+	  set -- $$t; f=$$((f + $$1)); p=$$((p + $$2 - $$1 - s)); done; \
 	t=$$(sed -n 's/^interop: \([0-9]*\) passed, \([0-9]*\) failed$$/\1 \2/p' $(BUILD)/interop.log | tail -1); \
 	if [ -n "$$t" ]; then set -- $$t; p=$$((p + $$1)); f=$$((f + $$2)); what=" + rxe interop"; \
 	else what="; INTEROP NOT RUN: $$(sed -n 's/^## INTEROP SUITE NOT RUN: //p' $(BUILD)/interop.log)"; fi; \
+	[ -n "$$skipped" ] && what="$$what; SKIPPED:$$skipped (see their banners)"; \
 	echo "make test (release + ASan/UBSan + fuzz$$what): $$p passed, $$f failed"
 
 test-release: build
