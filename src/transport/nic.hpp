@@ -3,6 +3,11 @@
 // and collect packets (take_tx), completion events and the next deadline. The threaded engine,
 // the in-memory test link and the simulator all drive it through this interface.
 //
+// Its parts, one file each: object tables (nic.cpp), posting and work queues (post.cpp), the
+// run list and timers (schedule.cpp), receive dispatch and transmit buffers (packets.cpp),
+// completions and QP lifecycle (completion.cpp); the transport engines it drives are the
+// requester, completer and responder (engines.hpp).
+//
 // Threading: control calls (create/modify/destroy, reg_mr) and the engine calls (on_packet,
 // progress, take_*) must be serialized by the caller (the engine lock). post_send/post_recv and
 // CQ polling are safe from application threads concurrently with the engine.

@@ -1,0 +1,135 @@
+// Completions and QP lifecycle: completion entries, send WQE retirement, entering ERR,
+// flushing and resetting a QP (engine lock held).
+#include <mutex>
+
+#include "transport/engines.hpp"
+
+namespace uroce::transport {
+
+using core::Cq;
+using core::Qp;
+
+void Nic::push_wc(Cq* cq, const Wc& wc) {
+  bool was_overrun = cq->overrun();
+  if (!cq->push(wc)) {
+    ++ctr_.cq_overruns;
+    if (!was_overrun) {  // reported once per CQ
+      AsyncEvent e{AsyncEventType::CqErr};
+      e.cq_handle = cq->handle();
+      raise(e);
+    }
+    return;
+  }
+  if (cq->take_event_for(wc)) cq_events_.push_back(cq);
+}
+
+static WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::Send:
+    case WrOpcode::SendWithImm: return WcOpcode::Send;
+    case WrOpcode::RdmaWrite:
+    case WrOpcode::RdmaWriteWithImm: return WcOpcode::RdmaWrite;
+    case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
+    case WrOpcode::AtomicCmpSwp: return WcOpcode::CompSwap;
+    case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
+  }
+  return WcOpcode::Send;
+}
+
+void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
+  bool rd_atomic = w.opcode == WrOpcode::RdmaRead || w.opcode == WrOpcode::AtomicCmpSwp ||
+                   w.opcode == WrOpcode::AtomicFetchAdd;
+  if (rd_atomic && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
+  bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
+  Wc wc;
+  if (report) {
+    wc.wr_id = w.wr_id;
+    wc.status = st;
+    wc.opcode = wc_opcode(w.opcode);
+    wc.byte_len = st == WcStatus::Success ? w.length : 0;
+    wc.qp_num = qp.qpn();
+  }
+  uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
+  if (qp.req.next == d) {  // never let the requester point at a freed slot
+    qp.req.next = d + 1;
+    qp.req.pkt = 0;
+  }
+  // Free the slot before the completion is visible: a program that polls it may post at once
+  // and must find the room it was promised.
+  qp.sq.done.store(d + 1, std::memory_order_release);
+  if (report) push_wc(qp.send_cq, wc);
+}
+
+void Nic::qp_to_error(Qp& qp, bool fatal) {
+  if (fatal) {
+    AsyncEvent e{AsyncEventType::QpFatal};
+    e.qp_num = qp.qpn();
+    raise(e);
+  }
+  qp.set_state(QpState::Err);
+  qp.flush_pending = true;
+  qp.comp.retrans_deadline = 0;
+  qp.req.rnr_until = 0;
+  schedule(qp);
+}
+
+void Nic::flush(Qp& qp) {
+  qp.flush_pending = false;
+  auto& sq = qp.sq;
+  uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  while (sq.done.load(std::memory_order_relaxed) != prod)
+    complete_send(qp, sq.slot(sq.done.load(std::memory_order_relaxed)), WcStatus::WrFlushErr);
+  qp.req.next = prod;
+  qp.req.pkt = 0;
+  qp.req.rd_atomic_out = 0;
+  Wc wc;
+  wc.status = WcStatus::WrFlushErr;
+  wc.opcode = WcOpcode::Recv;
+  wc.qp_num = qp.qpn();
+  if (qp.resp.have_recv) {
+    wc.wr_id = qp.resp.recv_wr_id;
+    qp.resp.have_recv = false;
+    push_wc(qp.recv_cq, wc);
+  }
+  if (qp.srq) {
+    // The SRQ's WQEs belong to its other QPs too: nothing more is flushed (IBA 11.6.3).
+    AsyncEvent e{AsyncEventType::QpLastWqeReached};
+    e.qp_num = qp.qpn();
+    raise(e);
+  } else {
+    auto& rq = qp.rq;
+    uint32_t rprod = rq.prod.load(std::memory_order_acquire);
+    for (uint32_t i = rq.done.load(std::memory_order_relaxed); i != rprod; ++i) {
+      wc.wr_id = rq.slot(i).wr_id;
+      push_wc(qp.recv_cq, wc);
+      rq.done.store(i + 1, std::memory_order_release);
+    }
+  }
+  qp.resp.jobs.clear();
+  qp.resp.msg = core::RespMsg::None;
+}
+
+void Nic::reset_qp(Qp& qp) {
+  {
+    std::lock_guard g(qp.sq.producer_lock);
+    qp.sq.prod_local = 0;
+    qp.sq.prod.store(0);
+    qp.sq.done.store(0);
+  }
+  {
+    std::lock_guard g(qp.rq.producer_lock);
+    qp.rq.prod_local = 0;
+    qp.rq.prod.store(0);
+    qp.rq.done.store(0);
+  }
+  qp.req = core::RequesterState{};
+  qp.comp = core::CompleterState{};
+  size_t resources = qp.resp.resources.size();
+  qp.resp = core::ResponderState{};
+  qp.resp.resources.assign(resources, core::RdAtomicResource{});
+  qp.flush_pending = false;
+  qp.timer_queued = 0;
+  std::erase(ack_list_, &qp);
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,112 @@
+// Packets in and out: the ICRC check and dispatch of received packets to a QP's responder or
+// completer, and the transmit buffer pool (engine lock held).
+#include "transport/engines.hpp"
+#include "wire/icrc.hpp"
+#include "wire/packet.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+
+namespace {
+constexpr uint32_t kPoolBlock = 256;
+}  // namespace
+
+wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
+                                wire::Ipv4Fields ip) {
+  ++ctr_.rx_packets;
+  ctr_.rx_bytes += buf.size();
+  if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
+    ++ctr_.rx_runt;
+    return ip;
+  }
+  if (!is_local(from.dst)) {  // not ours, whatever QPN it names
+    ++ctr_.rx_bad_dest;
+    return ip;
+  }
+  switch (wire::icrc_check(from, buf, ip)) {
+    case wire::IcrcMatch::Bad: ++ctr_.rx_bad_icrc; return ip;
+    case wire::IcrcMatch::Seen: ++ctr_.rx_icrc_ip_seen; break;
+    case wire::IcrcMatch::Assumed: ++ctr_.rx_icrc_ip_assumed; break;
+    case wire::IcrcMatch::Solved: ++ctr_.rx_icrc_ip_solved; break;
+  }
+  receive(buf, from, now, ip);
+  return ip;
+}
+
+void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
+  wire::Packet p;
+  if (wire::decode(buf, p) != wire::ParseError::None) {
+    ++ctr_.rx_malformed;
+    return;
+  }
+  Qp* q = qp(p.bth.dest_qp);
+  if (!q) {
+    ++ctr_.rx_unknown_qp;
+    return;
+  }
+  if ((p.bth.pkey & 0x7fff) != 0x7fff) {  // we hold only the default partition
+    ++ctr_.rx_bad_pkey;
+    return;
+  }
+  const wire::OpcodeInfo& info = p.info();
+  bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
+               (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
+               (info.transport == wire::Transport::UD && q->type() == QpType::UD);
+  if (!match) {
+    ++ctr_.rx_bad_opcode;
+    return;
+  }
+  if (q->type() == QpType::UD) {  // datagrams come from anyone
+    QpState s = q->state();
+    if (s != QpState::Rtr && s != QpState::Rts && s != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    responder_on_datagram(*this, *q, p, from, ip);
+    return;
+  }
+  if (from.src != q->flow.dst || from.dst != q->flow.src) {
+    ++ctr_.rx_bad_source;
+    return;
+  }
+  QpState st = q->state();
+  if (info.flags & wire::kRequest) {
+    if (st != QpState::Rtr && st != QpState::Rts && st != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    responder_on_request(*this, *q, p, now);
+  } else {
+    if (st != QpState::Rts && st != QpState::Sqd) {
+      ++ctr_.rx_wrong_state;
+      return;
+    }
+    completer_on_response(*this, *q, p, now);
+  }
+}
+
+TxPacket* Nic::alloc_tx() {
+  if (pool_.empty()) {
+    if (pool_blocks_.size() * kPoolBlock >= cfg_.tx_pool) {
+      ++ctr_.tx_pool_exhausted;
+      return nullptr;
+    }
+    pool_blocks_.emplace_back(new TxPacket[kPoolBlock]);
+    for (uint32_t i = 0; i < kPoolBlock; ++i) pool_.push_back(&pool_blocks_.back()[i]);
+  }
+  TxPacket* p = pool_.back();
+  pool_.pop_back();
+  return p;
+}
+
+void Nic::emit(TxPacket* p, size_t ib_len) {
+  uint32_t crc = wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
+  wire::icrc_store(p->data + ib_len, crc);
+  p->len = uint32_t(ib_len + wire::kIcrcLen);
+  ++ctr_.tx_packets;
+  ctr_.tx_bytes += p->len;
+  tx_.push_back(p);
+}
+
+}  // namespace uroce::transport

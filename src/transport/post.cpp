@@ -1,0 +1,193 @@
+// Work queues: checking and posting send and receive work requests (application threads),
+// doorbells, and the engine taking receive WQEs.
+#include <algorithm>
+#include <cstring>
+#include <cerrno>
+#include <mutex>
+#include <string>
+
+#include "transport/engines.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+
+// ---------------------------------------------------------------- data path (application)
+
+Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
+  constexpr uint32_t kKnown = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
+  if (wr.send_flags & ~kKnown) return make_error(EINVAL, "post_send: unknown send_flags");
+  if (uint8_t(wr.opcode) > uint8_t(WrOpcode::AtomicFetchAdd)) return make_error(EINVAL, "post_send: unknown opcode");
+  uint64_t total = 0;
+  for (const Sge& s : wr.sg_list) total += s.length;
+  if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
+  bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
+  if (qp.type() == QpType::UC && is_rd_atomic(wr.opcode))
+    return make_error(EINVAL, "post_send: UC queue pairs support SEND and RDMA WRITE only");
+  if (qp.type() == QpType::UD) {
+    if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
+      return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
+    if (!wr.ah) return make_error(EINVAL, "post_send: UD needs an address handle");
+    if (wr.ah->sgid_index >= cfg_.gids.size() || wire::is_v4(wr.ah->dgid) != wire::is_v4(cfg_.gids[wr.ah->sgid_index]))
+      return make_error(EINVAL, "post_send: the address handle's sgid_index names no GID of the destination's IP version");
+    if (total > mtu_bytes(cfg_.port_mtu))
+      return make_error(EINVAL, "post_send: a UD message fits in one packet of the port MTU (" +
+                                    std::to_string(mtu_bytes(cfg_.port_mtu)) + " bytes)");
+    if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
+  }
+  if (wr.send_flags & kSendInline) {
+    if (is_rd_atomic(wr.opcode))
+      return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
+    if (total > qp.sq.max_inline())
+      return make_error(EINVAL, "post_send: inline data longer than max_inline_data (" +
+                                    std::to_string(qp.sq.max_inline()) + ")");
+  } else if (wr.sg_list.size() > qp.sq.max_sge()) {
+    return make_error(EINVAL, "post_send: more SGEs than max_send_sge (" + std::to_string(qp.sq.max_sge()) + ")");
+  }
+  if (atomic) {
+    if (wr.sg_list.size() != 1 || wr.sg_list[0].length != 8)
+      return make_error(EINVAL, "post_send: atomics take exactly one 8-byte SGE");
+    if (wr.remote_addr & 7) return make_error(EINVAL, "post_send: atomic remote_addr must be 8-byte aligned");
+  }
+  return uint32_t(total);
+}
+
+Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
+  QpState st = qp.state();
+  if (st != QpState::Rts && st != QpState::Sqd && st != QpState::Err) {
+    if (bad) *bad = 0;
+    return make_error(EINVAL, std::string("post_send: QP is in ") + to_string(st) +
+                                  "; the send queue takes work in RTS (or ERR, where it is flushed)");
+  }
+  auto& sq = qp.sq;
+  Status result;
+  {
+    std::lock_guard g(sq.producer_lock);
+    for (size_t i = 0; i < wrs.size(); ++i) {
+      const SendWr& wr = wrs[i];
+      Result<uint32_t> total = check_send_wr(qp, wr);
+      if (total && sq.free_slots() == 0)
+        total = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity()) + " WQEs)");
+      if (!total) {
+        if (bad) *bad = i;
+        result = total.error();
+        break;
+      }
+      uint32_t idx = sq.prod_local;
+      core::SendWqe& w = sq.slot(idx);
+      w = core::SendWqe{};
+      w.wr_id = wr.wr_id;
+      w.opcode = wr.opcode;
+      w.flags = wr.send_flags;
+      w.imm = wr.imm_data;
+      w.remote_addr = wr.remote_addr;
+      w.rkey = wr.rkey;
+      w.compare_add = wr.compare_add;
+      w.swap = wr.swap;
+      if (wr.ah) {
+        w.ud_dgid = wr.ah->dgid;
+        w.ud_sgid_index = wr.ah->sgid_index;
+        w.ud_qpn = wr.remote_qpn;
+        w.ud_qkey = wr.remote_qkey;
+      }
+      if (wr.send_flags & kSendInline) {
+        uint8_t* dst = sq.inline_data(idx);
+        for (const Sge& s : wr.sg_list) {
+          std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+          dst += s.length;
+        }
+        w.is_inline = true;
+      } else {
+        std::copy(wr.sg_list.begin(), wr.sg_list.end(), sq.sges(idx));
+        w.num_sge = uint16_t(wr.sg_list.size());
+      }
+      w.length = *total;
+      ++sq.prod_local;
+    }
+    sq.publish();
+  }
+  ring_doorbell(qp);
+  return result;
+}
+
+Status Nic::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
+  std::lock_guard g(rq.producer_lock);
+  Status result;
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    const RecvWr& wr = wrs[i];
+    Status s;
+    if (wr.sg_list.size() > rq.max_sge())
+      s = make_error(EINVAL, "post_recv: more SGEs than max_recv_sge (" + std::to_string(rq.max_sge()) + ")");
+    else if (rq.free_slots() == 0)
+      s = make_error(ENOMEM, "post_recv: receive queue full (" + std::to_string(rq.capacity()) + " WQEs)");
+    if (!s) {
+      if (bad) *bad = i;
+      result = s;
+      break;
+    }
+    uint32_t idx = rq.prod_local;
+    core::RecvWqe& w = rq.slot(idx);
+    w.wr_id = wr.wr_id;
+    w.num_sge = uint16_t(wr.sg_list.size());
+    uint64_t total = 0;
+    Sge* dst = rq.sges(idx);
+    for (size_t k = 0; k < wr.sg_list.size(); ++k) {
+      dst[k] = wr.sg_list[k];
+      total += wr.sg_list[k].length;
+    }
+    w.length = total > UINT32_MAX ? UINT32_MAX : uint32_t(total);
+    ++rq.prod_local;
+  }
+  rq.publish();
+  return result;
+}
+
+Status Nic::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
+  QpState st = qp.state();
+  if (st == QpState::Reset || qp.srq) {
+    if (bad) *bad = 0;
+    return make_error(EINVAL, qp.srq ? "post_recv: the QP takes its receives from an SRQ; post there"
+                                     : "post_recv: QP is in RESET; move it to INIT first");
+  }
+  Status result = post_recv_wrs(qp.rq, wrs, bad);
+  // Only a QP in ERR needs the engine for receives: to flush them.
+  if (qp.state() == QpState::Err) ring_doorbell(qp);
+  return result;
+}
+
+Status Nic::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
+  return post_recv_wrs(srq.rq, wrs, bad);
+}
+
+void Nic::ring_doorbell(Qp& qp) {
+  if (!qp.doorbell.exchange(true, std::memory_order_acq_rel)) {
+    {
+      std::lock_guard g(doorbell_lock_);
+      doorbells_.push_back(qp.qpn());
+    }
+    doorbell_count_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  if (waker_) waker_();
+}
+
+
+bool Nic::pop_recv(Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) {
+  auto& rq = qp.srq ? qp.srq->rq : qp.rq;
+  uint32_t idx = rq.done.load(std::memory_order_relaxed);
+  if (idx == rq.prod.load(std::memory_order_acquire)) return false;
+  w = rq.slot(idx);
+  sges.assign(rq.sges(idx), rq.sges(idx) + w.num_sge);
+  rq.done.store(idx + 1, std::memory_order_release);
+  if (core::Srq* srq = qp.srq) {
+    uint32_t limit = srq->limit.load(std::memory_order_acquire);
+    if (limit && srq->posted() < limit && srq->limit.exchange(0) != 0) {
+      AsyncEvent e{AsyncEventType::SrqLimitReached};
+      e.srq_handle = srq->handle();
+      raise(e);
+    }
+  }
+  return true;
+}
+
+
+}  // namespace uroce::transport

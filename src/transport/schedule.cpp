@@ -1,0 +1,113 @@
+// Scheduling: doorbells into the run list, the timer heap, and one progress pass over the QPs
+// with work (engine lock held).
+#include <algorithm>
+#include <mutex>
+
+#include "transport/engines.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+
+// ---------------------------------------------------------------- engine side
+
+void Nic::drain_doorbells() {
+  doorbells_swap_.clear();
+  {
+    std::lock_guard g(doorbell_lock_);
+    doorbells_swap_.swap(doorbells_);
+  }
+  doorbell_count_.fetch_sub(uint32_t(doorbells_swap_.size()), std::memory_order_seq_cst);
+  for (uint32_t qpn : doorbells_swap_) {
+    Qp* q = qp(qpn);
+    if (!q) continue;
+    q->doorbell.store(false, std::memory_order_release);
+    if (q->state() == QpState::Err) q->flush_pending = true;
+    schedule(*q);
+  }
+}
+
+void Nic::schedule(Qp& qp) {
+  if (!qp.active) {
+    qp.active = true;
+    run_list_.push_back(&qp);
+  }
+}
+
+void Nic::want_ack(Qp& qp) {
+  qp.resp.ack_pending = true;
+  if (!qp.resp.in_ack_list) {
+    qp.resp.in_ack_list = true;
+    ack_list_.push_back(&qp);
+  }
+}
+
+void Nic::arm_timer(Qp& qp, uint64_t deadline) {
+  if (qp.timer_queued == 0 || deadline < qp.timer_queued) {
+    qp.timer_queued = deadline;
+    timers_.emplace(deadline, qp.qpn());
+  }
+}
+
+void Nic::run_timers(uint64_t now) {
+  while (!timers_.empty() && timers_.top().first <= now) {
+    auto [when, qpn] = timers_.top();
+    timers_.pop();
+    Qp* q = qp(qpn);
+    if (!q || q->timer_queued != when) continue;
+    q->timer_queued = 0;
+    if (q->req.rnr_until && q->req.rnr_until <= now) {
+      q->req.rnr_until = 0;
+      schedule(*q);
+    }
+    if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) completer_on_timer(*this, *q, now);
+    uint64_t next = UINT64_MAX;
+    if (q->req.rnr_until) next = std::min(next, q->req.rnr_until);
+    if (q->comp.retrans_deadline) next = std::min(next, q->comp.retrans_deadline);
+    if (next != UINT64_MAX) arm_timer(*q, next);
+  }
+}
+
+uint64_t Nic::next_deadline() {
+  while (!timers_.empty()) {
+    auto [when, qpn] = timers_.top();
+    Qp* q = qp(qpn);
+    if (q && q->timer_queued == when) return when;
+    timers_.pop();
+  }
+  return UINT64_MAX;
+}
+
+bool Nic::progress(uint64_t now) {
+  bool did = false;
+  if (doorbell_count_.load(std::memory_order_seq_cst)) {
+    drain_doorbells();
+    did = true;
+  }
+  run_timers(now);
+  if (!run_list_.empty()) {
+    did = true;
+    run_list_swap_.clear();
+    run_list_swap_.swap(run_list_);  // both keep their capacity: no allocation per pass
+    for (Qp* q : run_list_swap_) q->active = false;
+    for (Qp* q : run_list_swap_) {
+      if (q->flush_pending) {
+        flush(*q);
+        continue;
+      }
+      uint32_t budget = cfg_.budget_per_qp;
+      bool more = responder_run(*this, *q, budget);
+      more |= requester_run(*this, *q, now, budget);
+      if (more) schedule(*q);
+    }
+  }
+  if (!ack_list_.empty()) {
+    did = true;
+    for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(*this, *ack_list_[i]);
+    // responder_flush_ack keeps a QP listed while its ACK must wait behind responses.
+    std::erase_if(ack_list_, [](Qp* q) { return !q->resp.in_ack_list; });
+  }
+  return did || !tx_.empty();
+}
+
+}  // namespace uroce::transport
