@@ -63,8 +63,7 @@ struct Side {
     (void)cm::connect_rc(nic, *qp, remote, my_psn, o);
   }
   void drain() {
-    for (auto* p : nic.tx_queue()) nic.release(p);
-    nic.tx_queue().clear();
+    nic.release_tx();
     nic.cq_events().clear();
     Wc wc[64];
     while (cq->poll(wc) > 0) {

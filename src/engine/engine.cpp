@@ -78,7 +78,7 @@ void Engine::run() {
     {
       std::lock_guard g(mu_);
       now = monotonic_ns();
-      did |= link_.poll_rx(nic_, now, 256) > 0;
+      did |= link_.poll_rx(sink_, now, 256) > 0;
       did |= nic_.progress(now);
       // Wake waiting applications before sending: their next request is on the critical
       // path, our ACKs are not.
@@ -91,7 +91,7 @@ void Engine::run() {
         uint64_t one = 1;
         (void)!write(async_fd_, &one, sizeof one);
       }
-      if (!nic_.tx_queue().empty()) link_.flush_tx(nic_, now);
+      transmit(nic_, link_, now);
       did |= nic_.has_work();
       deadline = nic_.next_deadline();
       passes_.fetch_add(1, std::memory_order_release);

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/attach.hpp"
 #include "link/link.hpp"
 #include "transport/nic.hpp"
 
@@ -36,6 +37,7 @@ class Engine {
   void wake();
   transport::Nic& nic_;
   link::Link& link_;
+  CoreSink sink_{nic_};
   uint64_t spin_ns_;
   std::mutex mu_;
   std::thread thread_;

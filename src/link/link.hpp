@@ -1,15 +1,28 @@
 // What a protocol core is attached to: something that carries its packets. Implemented by
 // UdpLink (kernel UDP, real time) and by LossyLink's ports (in memory, virtual time, seeded
-// faults). The engine and the simulator drive a core through this interface only.
+// faults). A link knows packets, addresses and time, nothing of the transport: it sends the
+// buffers it is given and hands what it receives to a sink. The engine and the simulator
+// connect a core to a link (see engine/ and sim/); future links plug in the same way.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "uroce/types.hpp"
-
-namespace uroce::transport { class Nic; }
+#include "wire/ip_udp.hpp"
+#include "wire/packet_buf.hpp"
 
 namespace uroce::link {
+
+// Where a link delivers received packets.
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  // A UDP payload (BTH .. ICRC) from flow `from`, with the IP header fields as far as the link
+  // saw them. Returns the fields the ICRC matched (what a capture should show).
+  virtual wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
+                                   const wire::Ipv4Fields& ip) = 0;
+};
 
 class Link {
  public:
@@ -18,10 +31,10 @@ class Link {
   virtual std::vector<Gid> gids() const = 0;
   // UDP source port for a QP's packets (flow entropy).
   virtual uint16_t src_port_for(uint32_t qpn) const = 0;
-  // Sends every packet queued on the core and gives the buffers back.
-  virtual void flush_tx(transport::Nic& nic, uint64_t now) = 0;
-  // Hands up to `max` received packets to the core; returns how many.
-  virtual int poll_rx(transport::Nic& nic, uint64_t now, int max) = 0;
+  // Sends the packets, in order; the buffers stay the caller's.
+  virtual void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) = 0;
+  // Hands up to `max` received packets to sink; returns how many.
+  virtual int poll_rx(PacketSink& sink, uint64_t now, int max) = 0;
   // A file descriptor that becomes readable when packets arrive, or -1.
   virtual int rx_fd() const { return -1; }
   // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.

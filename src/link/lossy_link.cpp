@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "transport/nic.hpp"
 
 namespace uroce::link {
 
@@ -71,18 +70,14 @@ class LossyPort final : public Link {
   LossyPort(LossyLink& medium, const Gid& ip) : m_(medium), ip_(ip) {}
   std::vector<Gid> gids() const override { return {ip_}; }
   uint16_t src_port_for(uint32_t qpn) const override { return uint16_t(0xc000 | (qpn & 0x3fff)); }
-  void flush_tx(transport::Nic& nic, uint64_t now) override {
-    for (transport::TxPacket* p : nic.tx_queue()) {
-      m_.send(p->data, p->len, p->flow, now);
-      nic.release(p);
-    }
-    nic.tx_queue().clear();
+  void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override {
+    for (const wire::PacketBuf* p : pkts) m_.send(p->data, p->len, p->flow, now);
   }
-  int poll_rx(transport::Nic& nic, uint64_t now, int max) override {
+  int poll_rx(PacketSink& sink, uint64_t now, int max) override {
     int n = 0;
     LossyLink::Frame f;
     while (n < max && m_.pop_due_for(ip_, now, f)) {
-      nic.on_packet(f.bytes, f.flow, now);
+      sink.deliver(f.bytes, f.flow, now, {});  // in memory: the header is what was sent
       ++n;
     }
     return n;

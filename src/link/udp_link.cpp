@@ -251,8 +251,7 @@ constexpr size_t kMaxGsoBytes = 65000;
 
 }  // namespace
 
-void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
-  auto& q = nic.tx_queue();
+void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
   constexpr unsigned kMsgs = kBatch;
   mmsghdr msgs[kMsgs];
   iovec iov[kMsgs * kMaxGsoSegs];
@@ -271,12 +270,12 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       if (tx_port_[k] == port) fd = tx_fd_[k];
     unsigned n = 0, nio = 0;
     while (i < q.size() && n < kMsgs && q[i]->flow.src_port == port && q[i]->flow.v4()) {
-      transport::TxPacket* p = q[i];
+      wire::PacketBuf* p = q[i];
       // A GSO run: same destination, same size (the last may be shorter).
       unsigned segs = 1;
       if (gso_ && gso_allowed(wire::v4_of(p->flow.dst))) {
         while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
-          const transport::TxPacket* nx = q[i + segs];
+          const wire::PacketBuf* nx = q[i + segs];
           if (nx->flow.src_port != port || nx->flow.dst != p->flow.dst || nx->flow.dst_port != p->flow.dst_port ||
               nx->len > p->len)
             break;
@@ -285,7 +284,7 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
         }
       }
       for (unsigned k = 0; k < segs; ++k) {
-        transport::TxPacket* s = q[i + k];
+        wire::PacketBuf* s = q[i + k];
         if (pcap_) pcap_->write(s->flow, {s->data, s->len}, now);
         iov[nio + k] = {s->data, s->len};
       }
@@ -320,13 +319,11 @@ void UdpLink::flush_tx(transport::Nic& nic, uint64_t now) {
       sent += unsigned(r);
     }
   }
-  for (auto* p : q) nic.release(p);
-  q.clear();
 }
 
 // IPv6: one packet a send, from the flow's source address (IPV6_PKTINFO: the send sockets are
 // bound to :: so that one socket serves every address of the port).
-void UdpLink::send_v6(const transport::TxPacket& p, uint64_t now) {
+void UdpLink::send_v6(const wire::PacketBuf& p, uint64_t now) {
   int fd = tx6_fd_[0];
   for (int k = 0; k < kTxSockets; ++k)
     if (tx_port_[k] == p.flow.src_port) fd = tx6_fd_[k];
@@ -357,7 +354,7 @@ void UdpLink::send_v6(const transport::TxPacket& p, uint64_t now) {
   (void)sendmsg(fd, &m, 0);  // a full socket buffer is a lost packet: retransmission recovers
 }
 
-int UdpLink::poll_v6(transport::Nic& nic, uint64_t now, int max) {
+int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
   int total = 0;
   for (const V6Addr& v : v6_) {
     while (total < max) {
@@ -380,7 +377,7 @@ int UdpLink::poll_v6(transport::Nic& nic, uint64_t now, int max) {
         f.dst = v.addr;
         f.src_port = ntohs(src[k].sin6_port);
         std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
-        wire::Ipv4Fields ip = nic.on_packet(pkt, f, now);  // IPv6 hides nothing the ICRC covers
+        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, {});  // IPv6 hides nothing the ICRC covers
         if (pcap_) pcap_->write(f, pkt, now, ip);
         ++total;
       }
@@ -405,7 +402,7 @@ void UdpLink::drain_udp() {
   }
 }
 
-int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
+int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
   drain_udp();
   int total = 0;
   uint8_t* buf = rx_buf_.data();
@@ -424,21 +421,21 @@ int UdpLink::poll_raw(transport::Nic& nic, uint64_t now, int max) {
                                   wire::read_be16(udp + 2));
     wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};
     std::span<const uint8_t> pkt(udp + 8, ulen - 8);
-    nic.on_packet(pkt, f, now, ipf);
-    if (pcap_) pcap_->write(f, pkt, now, ipf);
+    wire::Ipv4Fields ip = sink.deliver(pkt, f, now, ipf);
+    if (pcap_) pcap_->write(f, pkt, now, ip);
     ++total;
   }
   return total;
 }
 
-int UdpLink::poll_rx(transport::Nic& nic, uint64_t now, int max) {
+int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   int n = 0;
-  if (ip_) n = raw_fd_ >= 0 ? poll_raw(nic, now, max) : poll_v4(nic, now, max);
-  if (!v6_.empty() && n < max) n += poll_v6(nic, now, max - n);
+  if (ip_) n = raw_fd_ >= 0 ? poll_raw(sink, now, max) : poll_v4(sink, now, max);
+  if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;
 }
 
-int UdpLink::poll_v4(transport::Nic& nic, uint64_t now, int max) {
+int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
   int total = 0;
   while (total < max) {
     mmsghdr msgs[kRxBatch];
@@ -477,7 +474,7 @@ int UdpLink::poll_v4(transport::Nic& nic, uint64_t now, int max) {
       hidden.seen = false;
       do {  // an empty datagram is delivered too, to be counted
         std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
-        wire::Ipv4Fields ip = nic.on_packet(pkt, f, now, hidden);
+        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, hidden);
         if (pcap_) pcap_->write(f, pkt, now, ip);
         ++total;
         off += seg;

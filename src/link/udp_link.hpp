@@ -14,7 +14,6 @@
 
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
-#include "transport/nic.hpp"
 #include "uroce/result.hpp"
 
 namespace uroce::link {
@@ -41,15 +40,15 @@ class UdpLink final : public Link {
   int rx_fd() const override { return epoll_fd_; }  // every receive socket
   // Counted as an IPv4 packet: with IPv6 GIDs, 20 bytes less (the IPv6 header is longer).
   uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
-  void flush_tx(transport::Nic& nic, uint64_t now) override;
-  int poll_rx(transport::Nic& nic, uint64_t now, int max) override;
+  void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
+  int poll_rx(PacketSink& sink, uint64_t now, int max) override;
 
  private:
   UdpLink() = default;
-  int poll_raw(transport::Nic& nic, uint64_t now, int max);
-  int poll_v4(transport::Nic& nic, uint64_t now, int max);
-  int poll_v6(transport::Nic& nic, uint64_t now, int max);
-  void send_v6(const transport::TxPacket& p, uint64_t now);
+  int poll_raw(PacketSink& sink, uint64_t now, int max);
+  int poll_v4(PacketSink& sink, uint64_t now, int max);
+  int poll_v6(PacketSink& sink, uint64_t now, int max);
+  void send_v6(const wire::PacketBuf& p, uint64_t now);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
   static constexpr int kTxSockets = 8;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/attach.hpp"
+
 namespace uroce::sim {
 
 transport::Nic& Sim::add_nic(uint32_t ip, transport::NicConfig cfg) { return add_nic(Gid::from_ipv4(ip), cfg); }
@@ -22,10 +24,13 @@ bool Sim::step() {
   bool did = false;
   for (auto& n : nodes_) {
     did |= n.nic->progress(now_);
-    n.port->flush_tx(*n.nic, now_);
+    engine::transmit(*n.nic, *n.port, now_);
     n.nic->cq_events().clear();
   }
-  for (auto& n : nodes_) did |= n.port->poll_rx(*n.nic, now_, 1 << 20) > 0;
+  for (auto& n : nodes_) {
+    engine::CoreSink sink(*n.nic);
+    did |= n.port->poll_rx(sink, now_, 1 << 20) > 0;
+  }
   return did;
 }
 

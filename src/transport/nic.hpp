@@ -32,21 +32,18 @@
 #include "transport/counters.hpp"
 #include "uroce/result.hpp"
 #include "wire/ip_udp.hpp"
+#include "wire/packet_buf.hpp"
 
 namespace uroce::wire { struct Packet; }
 
 namespace uroce::transport {
 
-inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
+using wire::kMaxPacket;
 // The largest message (IBA: 2^31 bytes); longer requests are refused on both sides, which
 // also keeps a message's PSNs well inside the 2^23 that PSN comparison can tell apart.
 inline constexpr uint32_t kMaxMessage = 1u << 31;
 
-struct TxPacket {
-  wire::FlowAddr flow;
-  uint32_t len = 0;
-  uint8_t data[kMaxPacket];
-};
+using TxPacket = wire::PacketBuf;
 
 struct NicConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
@@ -126,8 +123,13 @@ class Nic {
   // Earliest timer deadline, or UINT64_MAX.
   uint64_t next_deadline();
   bool has_work() const { return !run_list_.empty() || !ack_list_.empty(); }
-  std::vector<TxPacket*>& tx_queue() { return tx_; }
-  void release(TxPacket* p) { pool_.push_back(p); }
+  // Packets to send, in order; the link sends them, then release_tx() takes the buffers back.
+  std::span<TxPacket* const> tx_queue() const { return tx_; }
+  void release_tx() {
+    for (TxPacket* p : tx_) pool_.release(p);
+    tx_.clear();
+  }
+  void release(TxPacket* p) { pool_.release(p); }
   std::vector<core::Cq*>& cq_events() { return cq_events_; }
   // True once after new async events were queued: the engine then signals the async fd.
   bool take_async_signal() { return std::exchange(async_signal_, false); }
@@ -188,8 +190,7 @@ class Nic {
   using TimerEntry = std::pair<uint64_t, uint32_t>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
 
-  std::vector<std::unique_ptr<TxPacket[]>> pool_blocks_;
-  std::vector<TxPacket*> pool_;
+  wire::BufferPool pool_;
   std::vector<TxPacket*> tx_;
   std::vector<core::Cq*> cq_events_;
 };

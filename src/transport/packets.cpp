@@ -8,10 +8,6 @@ namespace uroce::transport {
 
 using core::Qp;
 
-namespace {
-constexpr uint32_t kPoolBlock = 256;
-}  // namespace
-
 wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
   ++ctr_.rx_packets;
@@ -87,16 +83,8 @@ void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint
 }
 
 TxPacket* Nic::alloc_tx() {
-  if (pool_.empty()) {
-    if (pool_blocks_.size() * kPoolBlock >= cfg_.tx_pool) {
-      ++ctr_.tx_pool_exhausted;
-      return nullptr;
-    }
-    pool_blocks_.emplace_back(new TxPacket[kPoolBlock]);
-    for (uint32_t i = 0; i < kPoolBlock; ++i) pool_.push_back(&pool_blocks_.back()[i]);
-  }
-  TxPacket* p = pool_.back();
-  pool_.pop_back();
+  TxPacket* p = pool_.alloc();
+  if (!p) ++ctr_.tx_pool_exhausted;
   return p;
 }
 

@@ -117,8 +117,7 @@ class CorePair {
   // Lets s send what it has now and loses all of it on the way.
   void lose_tx(Side& s) {
     s.nic->progress(sim.now());
-    for (transport::TxPacket* p : s.nic->tx_queue()) s.nic->release(p);
-    s.nic->tx_queue().clear();
+    s.nic->release_tx();
   }
 
   PairOptions opt;

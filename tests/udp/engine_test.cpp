@@ -17,11 +17,8 @@ class BusyLink final : public link::Link {
  public:
   std::vector<Gid> gids() const override { return {Gid::from_ipv4(0x7f000001)}; }
   uint16_t src_port_for(uint32_t) const override { return 0xc000; }
-  void flush_tx(transport::Nic& nic, uint64_t) override {
-    for (transport::TxPacket* p : nic.tx_queue()) nic.release(p);
-    nic.tx_queue().clear();
-  }
-  int poll_rx(transport::Nic&, uint64_t now, int) override {
+  void send(std::span<wire::PacketBuf* const>, uint64_t) override {}
+  int poll_rx(link::PacketSink&, uint64_t now, int) override {
     while (engine::monotonic_ns() - now < 100'000) {
     }
     return 1;
