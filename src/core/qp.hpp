@@ -77,7 +77,7 @@ struct RdAtomicResource {
 
 struct ResponderState {
   wire::Psn epsn;          // next expected request PSN
-  uint32_t msn = 0;        // messages completed, 24 bits
+  wire::Msn msn;           // messages completed
   RespMsg msg = RespMsg::None;
   bool nak_sent = false;   // a PSN sequence NAK is outstanding for epsn
   bool dying = false;      // a fatal NAK waits behind queued responses; requests are dropped

@@ -69,7 +69,7 @@ class LossyPort final : public Link {
  public:
   LossyPort(LossyLink& medium, const Gid& ip) : m_(medium), ip_(ip) {}
   std::vector<Gid> gids() const override { return {ip_}; }
-  uint16_t src_port_for(uint32_t qpn) const override { return uint16_t(0xc000 | (qpn & 0x3fff)); }
+  uint16_t src_port_for(uint32_t qpn) const override { return wire::entropy_port(qpn); }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override {
     for (const wire::PacketBuf* p : pkts) m_.send(p->data, p->len, p->flow, now);
   }

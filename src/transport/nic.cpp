@@ -32,7 +32,7 @@ Nic::Nic(NicConfig cfg)
       mrs_(seed_or_random(cfg_.seed)),
       qpn_rng_(seed_or_random(cfg_.seed) ^ 0x9e3779b97f4a7c15ull),
       pool_(cfg_.tx_pool) {
-  if (!cfg_.src_port_for) cfg_.src_port_for = [](uint32_t qpn) { return uint16_t(0xc000 | (qpn & 0x3fff)); };
+  if (!cfg_.src_port_for) cfg_.src_port_for = wire::entropy_port;
   raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
 

@@ -71,7 +71,7 @@ void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
 // Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
 void fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   ++nic.ctr().tx_naks_fatal;
-  answer(nic, qp, psn, Aeth::nak(qp.resp.msn, code), /*fatal=*/true);
+  answer(nic, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
 }
 
 // An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
@@ -122,7 +122,7 @@ void rnr_nak(Nic& nic, Qp& qp, Psn psn) {
     return;
   }
   ++nic.ctr().tx_rnr_naks;
-  answer(nic, qp, psn, Aeth::rnr_nak(qp.resp.msn, qp.attr().min_rnr_timer));
+  answer(nic, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
 }
 
 void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
@@ -150,7 +150,7 @@ void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
   r.recv_offset += len;
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
-    r.msn = (r.msn + 1) & 0xffffff;
+    ++r.msn;
     r.msg = core::RespMsg::None;
     recv_completion(nic, qp, WcStatus::Success, WcOpcode::Recv, r.recv_offset, &p);
   } else {
@@ -201,7 +201,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   r.write_offset += len;
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
-    r.msn = (r.msn + 1) & 0xffffff;
+    ++r.msn;
     r.msg = core::RespMsg::None;
     if (imm) recv_completion(nic, qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, r.write_len, &p);
   } else {
@@ -246,7 +246,7 @@ void do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
   remember(qp, {true, false, p.bth.psn, n, p.reth.va, p.reth.rkey, p.reth.dma_len, 0});
   queue_read(nic, qp, p.bth.psn, p.reth.va, p.reth.rkey, p.reth.dma_len, false);
   r.epsn = p.bth.psn + n;
-  r.msn = (r.msn + 1) & 0xffffff;
+  ++r.msn;
 }
 
 void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
@@ -279,7 +279,7 @@ void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   r.jobs.push_back(j);
   nic.schedule(qp);
   r.epsn = p.bth.psn + 1;
-  r.msn = (r.msn + 1) & 0xffffff;
+  ++r.msn;
 }
 
 const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
@@ -353,7 +353,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
   auto& r = qp.resp;
   switch (j.kind) {
     case core::RespJobKind::Aeth:
-      send_aeth(nic, qp, j.psn, Aeth{j.aeth_syndrome, r.msn});
+      send_aeth(nic, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
       if (j.fatal) nic.qp_to_error(qp);
       return Step::Done;
     case core::RespJobKind::AtomicAck: {
@@ -363,7 +363,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
       p.bth.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
       p.bth.dest_qp = qp.attr().dest_qp_num;
       p.bth.psn = j.psn;
-      p.aeth = Aeth::ack(r.msn);
+      p.aeth = Aeth::ack(r.msn.value());
       p.atomic_orig = j.atomic_orig;
       send_packet(nic, tx, p);
       return Step::Done;
@@ -382,14 +382,14 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
                                       : Opcode::RC_READ_RESPONSE_MIDDLE;
       p.bth.dest_qp = qp.attr().dest_qp_num;
       p.bth.psn = j.psn + k;
-      p.aeth = Aeth::ack(r.msn);
+      p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
       if (len && nic.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
                      core::KeyCheck::Ok) {
         nic.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
         ++nic.ctr().tx_naks_fatal;
         r.jobs.clear();
-        send_aeth(nic, qp, p.bth.psn, Aeth::nak(r.msn, NakCode::RemoteAccessError));
+        send_aeth(nic, qp, p.bth.psn, Aeth::nak(r.msn.value(), NakCode::RemoteAccessError));
         nic.qp_to_error(qp);
         return Step::Done;
       }
@@ -450,7 +450,7 @@ void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*no
     if (!r.nak_sent) {
       r.nak_sent = true;
       ++nic.ctr().tx_naks_seq;
-      answer(nic, qp, r.epsn, Aeth::nak(r.msn, NakCode::PsnSequenceError));
+      answer(nic, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     }
     return;
   }
@@ -504,7 +504,7 @@ void responder_flush_ack(Nic& nic, Qp& qp) {
   }
   r.ack_pending = false;
   ++nic.ctr().tx_acks;
-  answer(nic, qp, r.epsn - 1, Aeth::ack(r.msn));
+  answer(nic, qp, r.epsn - 1, Aeth::ack(r.msn.value()));
 }
 
 }  // namespace uroce::transport

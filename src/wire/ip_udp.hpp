@@ -13,6 +13,9 @@ namespace uroce::wire {
 inline constexpr uint16_t kRoceV2Port = 4791;
 inline constexpr size_t kIpv4Len = 20, kIpv6Len = 40, kUdpLen = 8, kEthLen = 14;
 
+// A UDP source port for a QP's packets where no socket chose one (flow entropy, A17.4.2).
+inline uint16_t entropy_port(uint32_t qpn) { return uint16_t(0xc000 | (qpn & 0x3fff)); }
+
 inline bool is_v4(const Gid& g) {
   for (int i = 0; i < 10; ++i)
     if (g.raw[i]) return false;

@@ -34,4 +34,21 @@ class Psn {
   uint32_t v_ = 0;
 };
 
+// Message sequence number (IBA 9.7.5.1.4, carried in the AETH): the responder's count of
+// completed messages, 24 bits, wrapping.
+class Msn {
+ public:
+  constexpr Msn() = default;
+  constexpr explicit Msn(uint32_t v) : v_(v & Psn::kMask) {}
+  constexpr uint32_t value() const { return v_; }
+  Msn& operator++() {
+    v_ = (v_ + 1) & Psn::kMask;
+    return *this;
+  }
+  constexpr bool operator==(const Msn&) const = default;
+
+ private:
+  uint32_t v_ = 0;
+};
+
 }  // namespace uroce::wire
