@@ -6,6 +6,7 @@
 
 #include "core/qp.hpp"
 #include "transport/nic.hpp"
+#include "transport/verdict.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::transport {
@@ -22,7 +23,7 @@ void completer_on_timer(Nic& nic, core::Qp& qp, uint64_t now);
 // Completes a WQE the requester rejected once every WQE before it has completed.
 void completer_retire_failed(Nic& nic, core::Qp& qp);
 
-void responder_on_request(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
+Verdict responder_on_request(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
 // Sends queued READ responses, atomic ACKs and ACKs in PSN order. True if more remain.
 bool responder_run(Nic& nic, core::Qp& qp, uint32_t& budget);
 // Sends the coalesced ACK for this QP (or queues it behind pending responses).

@@ -30,6 +30,7 @@
 #include "core/srq.hpp"
 #include <deque>
 #include "transport/counters.hpp"
+#include "transport/verdict.hpp"
 #include "uroce/result.hpp"
 #include "wire/ip_udp.hpp"
 #include "wire/packet_buf.hpp"
@@ -54,6 +55,8 @@ struct NicConfig {
   uint32_t tx_pool = 4096;              // packet buffers
   Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
+  // Called with the responder's verdict on every request packet, if set (tests, debugging).
+  std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };
 
 struct DeviceLimits {
@@ -135,6 +138,9 @@ class Nic {
   bool take_async_signal() { return std::exchange(async_signal_, false); }
 
   // ---- used by the transport engines ----
+  void trace(const core::Qp& qp, const wire::Packet& p, Verdict v) {
+    if (cfg_.trace) cfg_.trace(qp, p, v);
+  }
   TxPacket* alloc_tx();
   void emit(TxPacket* p, size_t ib_len);  // appends the ICRC and queues the packet
   void push_wc(core::Cq* cq, const Wc& wc);

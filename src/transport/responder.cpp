@@ -68,22 +68,34 @@ void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
   nic.schedule(qp);
 }
 
+Verdict nak_verdict(NakCode code) {
+  switch (code) {
+    case NakCode::RemoteAccessError: return Verdict::NakAccess;
+    case NakCode::RemoteOperationalError: return Verdict::NakOperational;
+    case NakCode::PsnSequenceError: return Verdict::NakSequence;
+    case NakCode::InvalidRequest:
+    case NakCode::InvalidRdRequest: break;
+  }
+  return Verdict::NakInvalid;
+}
+
 // Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
-void fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
+Verdict fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   ++nic.ctr().tx_naks_fatal;
   answer(nic, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
+  return nak_verdict(code);
 }
 
 // An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
 // message silently until the next FIRST or ONLY packet (IBA 9.8.3).
-void reject(Nic& nic, Qp& qp, Psn psn, NakCode code) {
+Verdict reject(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
     ++nic.ctr().rx_uc_dropped;
     qp.resp.uc_drop = true;
     qp.resp.msg = core::RespMsg::None;
-    return;
+    return Verdict::UcDropped;
   }
-  fatal_nak(nic, qp, psn, code);
+  return fatal_nak(nic, qp, psn, code);
 }
 
 void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, const wire::Packet* p) {
@@ -116,36 +128,32 @@ bool take_recv(Nic& nic, Qp& qp) {
   return true;
 }
 
-void rnr_nak(Nic& nic, Qp& qp, Psn psn) {
-  if (qp.type() == QpType::UC) {  // no receive WQE: the message is lost (IBA 9.8.3)
-    reject(nic, qp, psn, NakCode::InvalidRequest);
-    return;
-  }
+Verdict rnr_nak(Nic& nic, Qp& qp, Psn psn) {
+  if (qp.type() == QpType::UC)  // no receive WQE: the message is lost (IBA 9.8.3)
+    return reject(nic, qp, psn, NakCode::InvalidRequest);
   ++nic.ctr().tx_rnr_naks;
   answer(nic, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
+  return Verdict::Rnr;
 }
 
-void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
     if (!take_recv(nic, qp)) {
-      rnr_nak(nic, qp, p.bth.psn);
-      return;
+      return rnr_nak(nic, qp, p.bth.psn);
     }
     r.recv_offset = 0;
   }
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(nic, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
-    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-    return;
+    return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (sgl_copy(nic.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                const_cast<uint8_t*>(p.payload.data()), len, SglDir::FromBuffer) != core::KeyCheck::Ok) {
     recv_completion(nic, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
-    reject(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
-    return;
+    return reject(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }
   r.recv_offset += len;
   r.epsn = p.bth.psn + 1;
@@ -157,20 +165,19 @@ void do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
     r.msg = core::RespMsg::Send;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
+  return Verdict::Execute;
 }
 
-void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
-      reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-      return;
+      return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     }
     if (nic.mrs().check_remote(p.reth.rkey, qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
         core::KeyCheck::Ok) {
-      reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
-      return;
+      return reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     r.write_va = p.reth.va;
     r.write_rkey = p.reth.rkey;
@@ -179,22 +186,19 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   }
   bool imm = flags & wire::kCarriesImm;
   if (imm && !take_recv(nic, qp)) {
-    rnr_nak(nic, qp, p.bth.psn);
-    return;
+    return rnr_nak(nic, qp, p.bth.psn);
   }
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.write_offset) + len > r.write_len ||
       ((flags & wire::kLast) && r.write_offset + len != r.write_len)) {
-    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-    return;
+    return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (len) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
     if (nic.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
         core::KeyCheck::Ok) {
-      reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
-      return;
+      return reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     std::memcpy(dst, p.payload.data(), len);
   }
@@ -208,6 +212,7 @@ void do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
     r.msg = core::RespMsg::Write;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
+  return Verdict::Execute;
 }
 
 bool check_read(Nic& nic, Qp& qp, uint64_t va, uint32_t rkey, uint32_t len) {
@@ -231,36 +236,33 @@ void remember(Qp& qp, const core::RdAtomicResource& res) {
   if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
 }
 
-void do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || p.reth.dma_len > kMaxMessage ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-    return;
+    return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (!check_read(nic, qp, p.reth.va, p.reth.rkey, p.reth.dma_len)) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
-    return;
+    return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
   remember(qp, {true, false, p.bth.psn, n, p.reth.va, p.reth.rkey, p.reth.dma_len, 0});
   queue_read(nic, qp, p.bth.psn, p.reth.va, p.reth.rkey, p.reth.dma_len, false);
   r.epsn = p.bth.psn + n;
   ++r.msn;
+  return Verdict::Execute;
 }
 
-void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteAtomic) || (p.atomic.va & 7) ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-    return;
+    return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   uint8_t* host = nullptr;
   if (nic.mrs().check_remote(p.atomic.rkey, qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
       core::KeyCheck::Ok) {
-    fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
-    return;
+    return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   // Atomic with respect to every other uroce atomic on this memory: all go through atomic_ref.
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(host));
@@ -280,6 +282,7 @@ void do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   nic.schedule(qp);
   r.epsn = p.bth.psn + 1;
   ++r.msn;
+  return Verdict::Execute;
 }
 
 const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
@@ -303,7 +306,7 @@ bool will_answer(const Qp& qp, Psn psn) {
 
 // A duplicate READ or atomic is answered again only if it repeats (the rest of) one of the
 // requests this responder executed; anything else is dropped (IBA 9.7.5.1, C9-100).
-void on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
   const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
@@ -312,12 +315,12 @@ void on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
                                     off <= res->len && p.reth.dma_len == res->len - off);
   if (!match) {
     ++nic.ctr().rx_dup_unmatched;
-    return;
+    return Verdict::DuplicateDropped;
   }
-  if (will_answer(qp, p.bth.psn)) return;
+  if (will_answer(qp, p.bth.psn)) return Verdict::DuplicateDropped;  // its answer is still queued
   if (count_jobs(qp, false, true) >= qp.resp.resources.size()) {
     ++nic.ctr().resp_queue_full;
-    return;
+    return Verdict::DuplicateDropped;
   }
   if (atomic) {
     ++nic.ctr().rx_atomic_replays;
@@ -328,21 +331,20 @@ void on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
     j.dup = true;
     qp.resp.jobs.push_back(j);
     nic.schedule(qp);
-    return;
+    return Verdict::Duplicate;
   }
   uint32_t len = uint32_t(res->len - off);
-  if (!check_read(nic, qp, res->va + off, res->rkey, len)) return;  // deregistered since
+  if (!check_read(nic, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
   ++nic.ctr().rx_read_dup;
   queue_read(nic, qp, p.bth.psn, res->va + off, res->rkey, len, true);
+  return Verdict::Duplicate;
 }
 
-void on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
   ++nic.ctr().rx_duplicate;
-  if (p.info().flags & (wire::kRead | wire::kAtomic)) {
-    on_duplicate_rd_atomic(nic, qp, p);
-    return;
-  }
+  if (p.info().flags & (wire::kRead | wire::kAtomic)) return on_duplicate_rd_atomic(nic, qp, p);
   nic.want_ack(qp);  // the requester lost our ACK: tell it again where we are
+  return Verdict::Duplicate;
 }
 
 // What emitting one packet of a job left to do.
@@ -404,55 +406,52 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
   return Step::Done;
 }
 
-}  // namespace
 
 // UC (IBA 9.8.3): a gap in PSNs loses the message in progress; the next FIRST or ONLY packet
 // starts over from its own PSN. Only forward, though: over IP a packet can be duplicated or
 // arrive late, and one behind the expected PSN would deliver an old message again (rxe resyncs
-// on it too; we drop it and leave the message in progress alone). False: drop the packet.
-bool uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
+// on it too; we drop it and leave the message in progress alone). Execute: go on with it.
+Verdict uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (p.bth.psn == r.epsn && !r.uc_drop) return true;
+  if (p.bth.psn == r.epsn && !r.uc_drop) return Verdict::Execute;
   if (p.bth.psn < r.epsn) {
     ++nic.ctr().rx_duplicate;
-    return false;
+    return Verdict::Duplicate;
   }
   if (p.info().flags & wire::kFirst) {
     if (r.msg != core::RespMsg::None && !r.uc_drop) ++nic.ctr().rx_uc_dropped;  // its tail was lost
     r.uc_drop = false;
     r.msg = core::RespMsg::None;
     r.epsn = p.bth.psn;
-    return true;
+    return Verdict::Execute;
   }
   ++nic.ctr().rx_out_of_sequence;
   if (!r.uc_drop) ++nic.ctr().rx_uc_dropped;
   r.uc_drop = true;
   r.msg = core::RespMsg::None;
   r.epsn = p.bth.psn + 1;
-  return false;
+  return Verdict::UcDropped;
 }
 
-void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
+// The checks and execution of one request; responder_on_request traces the verdict.
+Verdict on_request(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (r.dying) {
     ++nic.ctr().rx_wrong_state;
-    return;
+    return Verdict::Dying;
   }
-  if (qp.type() == QpType::UC && !uc_sequence(nic, qp, p)) return;
+  if (qp.type() == QpType::UC)
+    if (Verdict v = uc_sequence(nic, qp, p); v != Verdict::Execute) return v;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
-  if (d < 0) {
-    on_duplicate(nic, qp, p);
-    return;
-  }
+  if (d < 0) return on_duplicate(nic, qp, p);
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++nic.ctr().rx_out_of_sequence;
-    if (!r.nak_sent) {
-      r.nak_sent = true;
-      ++nic.ctr().tx_naks_seq;
-      answer(nic, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
-    }
-    return;
+    if (r.nak_sent) return Verdict::OutOfSequence;
+    r.nak_sent = true;
+    ++nic.ctr().tx_naks_seq;
+    answer(nic, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
+    return Verdict::NakSequence;
   }
   r.nak_sent = false;
   uint32_t flags = p.info().flags;
@@ -469,18 +468,19 @@ void responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*no
   // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
   // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
   if (p.has(wire::kIeth)) ok = false;
-  if (!ok) {
-    reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-    return;
-  }
-  if (flags & wire::kSend)
-    do_send(nic, qp, p);
-  else if (flags & wire::kWrite)
-    do_write(nic, qp, p);
-  else if (flags & wire::kRead)
-    do_read(nic, qp, p);
-  else if (flags & wire::kAtomic)
-    do_atomic(nic, qp, p);
+  if (!ok) return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (flags & wire::kSend) return do_send(nic, qp, p);
+  if (flags & wire::kWrite) return do_write(nic, qp, p);
+  if (flags & wire::kRead) return do_read(nic, qp, p);
+  return do_atomic(nic, qp, p);
+}
+
+}  // namespace
+
+Verdict responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
+  Verdict v = on_request(nic, qp, p);
+  nic.trace(qp, p, v);
+  return v;
 }
 
 bool responder_run(Nic& nic, Qp& qp, uint32_t& budget) {

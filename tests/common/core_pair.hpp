@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct PairOptions {
   QpCap cap{256, 256, 4, 4, 64};
   uint32_t cq_depth = 4096;
   QpType type = QpType::RC;
+  // The responder's verdict on each request b receives (NicConfig::trace).
+  std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_b;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -50,7 +53,9 @@ class CorePair {
  public:
   explicit CorePair(const PairOptions& o = {}) : opt(o), sim(o.seed, o.faults) {
     a.nic = &sim.add_nic(kIpA);
-    b.nic = &sim.add_nic(kIpB);
+    transport::NicConfig cb;
+    cb.trace = o.trace_b;
+    b.nic = &sim.add_nic(kIpB, cb);
     setup(a);
     setup(b);
     connect(a, b, o.psn_a, o.psn_b, kIpB);

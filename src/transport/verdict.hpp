@@ -1,0 +1,39 @@
+// What the responder decided about one request packet, by name: tests assert it and a trace
+// hook (NicConfig::trace) can log it.
+#pragma once
+#include <cstdint>
+
+namespace uroce::transport {
+
+enum class Verdict : uint8_t {
+  Execute,          // in sequence and valid: carried out
+  Duplicate,        // already executed: re-ACKed, or its READ/atomic answered again
+  DuplicateDropped, // an old READ/atomic that repeats nothing executed, or already being answered
+  NakSequence,      // the first packet past a gap: PSN sequence error NAK (C9-91)
+  OutOfSequence,    // a later packet of the same gap: dropped silently
+  Rnr,              // no receive WQE: RNR NAK
+  NakInvalid,       // invalid request: NAK, the QP goes to ERR
+  NakAccess,        // remote access error: NAK, the QP goes to ERR
+  NakOperational,   // remote operational error: NAK, the QP goes to ERR
+  UcDropped,        // UC: the packet of a damaged or out-of-sequence message, dropped
+  Dying,            // a fatal NAK waits to leave: nothing more is taken
+};
+
+constexpr const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::Execute: return "execute";
+    case Verdict::Duplicate: return "duplicate";
+    case Verdict::DuplicateDropped: return "duplicate-dropped";
+    case Verdict::NakSequence: return "nak-sequence";
+    case Verdict::OutOfSequence: return "out-of-sequence";
+    case Verdict::Rnr: return "rnr";
+    case Verdict::NakInvalid: return "nak-invalid";
+    case Verdict::NakAccess: return "nak-access";
+    case Verdict::NakOperational: return "nak-operational";
+    case Verdict::UcDropped: return "uc-dropped";
+    case Verdict::Dying: return "dying";
+  }
+  return "?";
+}
+
+}  // namespace uroce::transport
