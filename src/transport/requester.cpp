@@ -46,6 +46,72 @@ void fail_wqe(Nic& nic, Qp& qp, SendWqe& w, WcStatus st) {
   completer_retire_failed(nic, qp);
 }
 
+// Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
+bool assign(Nic& nic, Qp& qp, SendWqe& w, uint32_t window) {
+  auto& req = qp.req;
+  const bool rd_atomic = is_rd_atomic(w.opcode);
+  if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
+  if (rd_atomic && req.rd_atomic_out >= std::max<uint32_t>(1, qp.attr().max_rd_atomic)) return false;
+  if (Psn::distance(qp.comp.una, req.psn) >= window) return false;
+  if (!w.is_inline) {
+    // READ and atomic results are written into the local SGEs.
+    uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
+    if (sgl_check(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
+      fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+      return false;
+    }
+  }
+  w.npkts = wqe_packets(w, qp.mtu());
+  w.first_psn = req.psn;
+  w.last_psn = req.psn + (w.npkts - 1);
+  w.resp_pkts = 0;
+  w.assigned = true;
+  req.psn += w.npkts;
+  req.pkt = 0;
+  if (rd_atomic) ++req.rd_atomic_out;
+  return true;
+}
+
+// Headers and payload of packet req.pkt of WQE w (BTH PSN and QPN already set). `last`: it
+// ends its message. False if gathering the payload failed the local key checks.
+bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packet& p, bool& last) {
+  auto& req = qp.req;
+  const uint32_t mtu = qp.mtu(), offset = req.pkt * mtu;
+  last = true;
+  if (w.opcode == WrOpcode::RdmaRead) {
+    // A retried READ asks only for the responses still missing (IBA 9.7.5.1.5).
+    p.bth.opcode = Opcode::RC_READ_REQUEST;
+    p.reth = {w.remote_addr + offset, w.rkey, w.length - std::min(offset, w.length)};
+    return true;
+  }
+  if (is_rd_atomic(w.opcode)) {
+    bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
+    p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
+    p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
+    return true;
+  }
+  p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, qp.type() == QpType::UC);
+  last = req.pkt + 1 == w.npkts;
+  uint32_t len = std::min(mtu, w.length - offset);
+  if (w.is_inline) {
+    p.payload = {qp.sq.inline_data(req.next) + offset, len};
+  } else {
+    // Gather straight into the packet buffer, after the headers.
+    uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
+    if (sgl_copy(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len, SglDir::ToBuffer) !=
+        core::KeyCheck::Ok)
+      return false;
+    p.payload = {dst, len};
+  }
+  if (req.pkt == 0 && (w.opcode == WrOpcode::RdmaWrite || w.opcode == WrOpcode::RdmaWriteWithImm))
+    p.reth = {w.remote_addr, w.rkey, w.length};
+  if (last) {
+    p.imm = w.imm;
+    p.bth.solicited = (w.flags & kSendSolicited) != 0;
+  }
+  return true;
+}
+
 }  // namespace
 
 TxPacket* start_packet(Nic& nic, const Qp& qp) {
@@ -64,9 +130,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  const uint32_t mtu = qp.mtu();
   const uint32_t window = nic.config().max_inflight_pkts;
-  const uint32_t max_rd = std::max<uint32_t>(1, qp.attr().max_rd_atomic);
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
@@ -83,25 +147,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     bool rd_atomic = is_rd_atomic(w.opcode);
     if (!w.assigned) {
       if (st != QpState::Rts) return false;
-      if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
-      if (rd_atomic && req.rd_atomic_out >= max_rd) return false;
-      if (Psn::distance(qp.comp.una, req.psn) >= window) return false;
-      if (!w.is_inline) {
-        // READ and atomic results are written into the local SGEs.
-        uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
-        if (sgl_check(nic.mrs(), qp.pd(), sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
-          fail_wqe(nic, qp, w, WcStatus::LocProtErr);
-          return false;
-        }
-      }
-      w.npkts = wqe_packets(w, mtu);
-      w.first_psn = req.psn;
-      w.last_psn = req.psn + (w.npkts - 1);
-      w.resp_pkts = 0;
-      w.assigned = true;
-      req.psn += w.npkts;
-      req.pkt = 0;
-      if (rd_atomic) ++req.rd_atomic_out;
+      if (!assign(nic, qp, w, window)) return false;
     }
     Psn psn = w.first_psn + req.pkt;
     if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
@@ -111,39 +157,11 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
-    uint32_t offset = req.pkt * mtu;
     bool last = true;
-    if (w.opcode == WrOpcode::RdmaRead) {
-      // A retried READ asks only for the responses still missing (IBA 9.7.5.1.5).
-      p.bth.opcode = Opcode::RC_READ_REQUEST;
-      p.reth = {w.remote_addr + offset, w.rkey, w.length - std::min(offset, w.length)};
-    } else if (rd_atomic) {
-      bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
-      p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
-      p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
-    } else {
-      p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, uc);
-      last = req.pkt + 1 == w.npkts;
-      uint32_t len = std::min(mtu, w.length - offset);
-      if (w.is_inline) {
-        p.payload = {sq.inline_data(req.next) + offset, len};
-      } else {
-        // Gather straight into the packet buffer, after the headers.
-        uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-        if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(req.next), w.num_sge, offset, dst, len, SglDir::ToBuffer) !=
-            core::KeyCheck::Ok) {
-          nic.release(tx);
-          fail_wqe(nic, qp, w, WcStatus::LocProtErr);
-          return false;
-        }
-        p.payload = {dst, len};
-      }
-      if (req.pkt == 0 && (w.opcode == WrOpcode::RdmaWrite || w.opcode == WrOpcode::RdmaWriteWithImm))
-        p.reth = {w.remote_addr, w.rkey, w.length};
-      if (last) {
-        p.imm = w.imm;
-        p.bth.solicited = (w.flags & kSendSolicited) != 0;
-      }
+    if (!build_request(nic, qp, w, tx, p, last)) {
+      nic.release(tx);
+      fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+      return false;
     }
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
     p.bth.ack_req = !uc && (last || inflight % nic.config().ack_req_every == 0 || inflight + 1 >= window);
