@@ -161,6 +161,66 @@ void on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   nic.complete_send(qp, *w, WcStatus::Success);
 }
 
+// An RNR NAK: what it acknowledges is retired, then the requester waits out the timer it
+// names and resends from its PSN (rnr_retry 7: forever). False: nothing more to do now.
+bool on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& progress) {
+  auto& c = qp.comp;
+  const Psn psn = p.bth.psn;
+  ++nic.ctr().rx_rnr_naks;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return true;
+  if (qp.attr().rnr_retry != 7) {
+    if (c.rnr_left == 0) {
+      fatal(nic, qp, WcStatus::RnrRetryExcErr);
+      return false;
+    }
+    --c.rnr_left;
+  }
+  qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
+  nic.arm_timer(qp, qp.req.rnr_until);
+  requester_go_back(nic, qp, psn);
+  c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
+  if (progress) {
+    c.retry_left = qp.attr().retry_cnt;
+    c.gap_retry_sent = false;
+  }
+  return false;
+}
+
+// A NAK: a PSN sequence error goes back to its PSN (retry_cnt counts it unless something was
+// acknowledged); any other ends the QP with its status, once what comes before it completed.
+// False: the QP went to ERR.
+bool on_nak(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+  auto& c = qp.comp;
+  const Psn psn = p.bth.psn;
+  auto code = NakCode(p.aeth.value());
+  bool seq = code == NakCode::PsnSequenceError;
+  if (!retire_acked(nic, qp, psn - 1, progress, seq)) {
+    if (!seq && !c.fatal_pending) {
+      c.fatal_pending = true;
+      c.fatal_psn = psn;
+      c.fatal_status = nak_status(code);
+    }
+    return true;
+  }
+  if (!seq) {
+    fatal(nic, qp, nak_status(code));
+    return false;
+  }
+  ++nic.ctr().rx_naks_seq;
+  // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
+  // gap): this NAK reports the packets that were in flight behind it, nothing new.
+  if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) return true;
+  if (!progress) {
+    if (c.retry_left == 0) {
+      fatal(nic, qp, WcStatus::RetryExcErr);
+      return false;
+    }
+    --c.retry_left;
+  }
+  requester_go_back(nic, qp, psn);
+  return true;
+}
+
 }  // namespace
 
 void completer_retire_failed(Nic& nic, Qp& qp) {
@@ -196,55 +256,12 @@ void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now
       case AethType::Ack:
         retire_acked(nic, qp, psn, progress);
         break;
-      case AethType::RnrNak: {
-        ++nic.ctr().rx_rnr_naks;
-        if (!retire_acked(nic, qp, psn - 1, progress)) break;
-        if (qp.attr().rnr_retry != 7) {
-          if (c.rnr_left == 0) {
-            fatal(nic, qp, WcStatus::RnrRetryExcErr);
-            return;
-          }
-          --c.rnr_left;
-        }
-        qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
-        nic.arm_timer(qp, qp.req.rnr_until);
-        requester_go_back(nic, qp, psn);
-        c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
-        if (progress) {
-          c.retry_left = qp.attr().retry_cnt;
-          c.gap_retry_sent = false;
-        }
-        return;
-      }
-      case AethType::Nak: {
-        auto code = NakCode(p.aeth.value());
-        bool seq = code == NakCode::PsnSequenceError;
-        if (!retire_acked(nic, qp, psn - 1, progress, seq)) {
-          if (!seq && !c.fatal_pending) {
-            c.fatal_pending = true;
-            c.fatal_psn = psn;
-            c.fatal_status = nak_status(code);
-          }
-          break;
-        }
-        if (seq) {
-          ++nic.ctr().rx_naks_seq;
-          // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the
-          // same gap): this NAK reports the packets that were in flight behind it, nothing new.
-          if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) break;
-          if (!progress) {
-            if (c.retry_left == 0) {
-              fatal(nic, qp, WcStatus::RetryExcErr);
-              return;
-            }
-            --c.retry_left;
-          }
-          requester_go_back(nic, qp, psn);
-          break;
-        }
-        fatal(nic, qp, nak_status(code));
-        return;
-      }
+      case AethType::RnrNak:
+        if (!on_rnr_nak(nic, qp, p, now, progress)) return;
+        break;
+      case AethType::Nak:
+        if (!on_nak(nic, qp, p, progress)) return;
+        break;
       default:
         ++nic.ctr().rx_malformed;
         return;
