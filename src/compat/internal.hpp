@@ -1,0 +1,49 @@
+// What the drop-in's files share: conversions, the provider operations the context table
+// names, and small helpers. Internal to the drop-in.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <map>
+#include <mutex>
+
+#include "compat/objects.hpp"
+
+namespace uroce::compat {
+
+// Async events name their QP or SRQ: keep handle -> program pointer per context.
+template <class T>
+void track(ibv_context* ctx, std::map<uint32_t, T*> UContext::*m, uint32_t key, T* obj) {
+  UContext* c = uctx(ctx);
+  std::lock_guard g(c->mu);
+  if (obj)
+    (c->*m)[key] = obj;
+  else
+    (c->*m).erase(key);
+}
+
+// libibverbs' way of failing a call that returns a pointer: NULL with errno set.
+template <class T>
+T* fail(const Error& e) {
+  errno = e.code;
+  return nullptr;
+}
+
+// The provider operations (ibv_context_ops and verbs_context), one file each: CQs (cq.cpp),
+// QPs and their work requests (qp.cpp), the extended send API (qp_ex.cpp), what uroce does not
+// offer (unsupported.cpp).
+int poll_cq(ibv_cq* cq, int n, ibv_wc* out);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a);
+UCq* new_cq(ibv_context* ctx, uint32_t cqe, void* cq_context, ibv_comp_channel* channel);
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops);
+ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a);
+void set_send_ops(ibv_qp_ex& x);
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+int dealloc_mw(ibv_mw* mw);
+
+}  // namespace uroce::compat

@@ -1,0 +1,357 @@
+// The drop-in's queue pairs, shared receive queues and address handles: work request
+// conversion and posting, modify/query, and asynchronous events.
+#include <arpa/inet.h>
+#include <sched.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "compat/internal.hpp"
+
+using namespace uroce;
+using namespace uroce::compat;
+
+namespace uroce::compat {
+
+// ibv_send_wr.wr is a union: the UD view is read only for UD QPs.
+Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud) {
+  if (w->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD) return make_error(EOPNOTSUPP, "opcode not supported");
+  o.wr_id = w->wr_id;
+  o.opcode = WrOpcode(w->opcode);
+  o.send_flags = w->send_flags;
+  o.sg_list = {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)};
+  o.imm_data = ntohl(w->imm_data);
+  if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    o.remote_addr = w->wr.atomic.remote_addr;
+    o.rkey = w->wr.atomic.rkey;
+    o.compare_add = w->wr.atomic.compare_add;
+    o.swap = w->wr.atomic.swap;
+  } else {
+    o.remote_addr = w->wr.rdma.remote_addr;
+    o.rkey = w->wr.rdma.rkey;
+  }
+  if (ud) {
+    if (!w->wr.ud.ah) return make_error(EINVAL, "UD send without an address handle");
+    o.ah = &from<UAh>(w->wr.ud.ah)->ah;
+    o.remote_qpn = w->wr.ud.remote_qpn;
+    o.remote_qkey = w->wr.ud.remote_qkey;
+  }
+  return {};
+}
+
+// A chain of work requests goes to the core in batches: one lock and one doorbell per batch.
+// The requests before a bad one are posted, as libibverbs promises; *bad names the bad one.
+constexpr size_t kPostBatch = 32;
+
+template <class IbvWr, class Wr, class Convert, class Post>
+int post_chain(IbvWr* wr, IbvWr** bad, Convert convert, Post post) {
+  Wr batch[kPostBatch];
+  IbvWr* from_wr[kPostBatch];
+  while (wr) {
+    size_t n = 0;
+    Status converted;
+    for (; wr && n < kPostBatch; wr = wr->next, ++n) {
+      batch[n] = Wr{};
+      if (!(converted = convert(wr, batch[n]))) break;
+      from_wr[n] = wr;
+    }
+    size_t bad_index = 0;
+    if (n) {
+      if (Status s = post(std::span<const Wr>(batch, n), &bad_index); !s) {
+        if (bad) *bad = from_wr[bad_index];
+        return s.error().code;
+      }
+    }
+    if (!converted) {
+      if (bad) *bad = wr;
+      return converted.error().code;
+    }
+  }
+  return 0;
+}
+
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  bool ud = qp->qp_type == IBV_QPT_UD;
+  QueuePair* q = from<UQp>(qp)->qp.get();
+  return post_chain<ibv_send_wr, SendWr>(
+      wr, bad, [ud](const ibv_send_wr* w, SendWr& o) { return to_send_wr(w, o, ud); },
+      [q](std::span<const SendWr> ws, size_t* i) { return q->post_send(ws, i); });
+}
+
+Status to_recv_wr(const ibv_recv_wr* w, RecvWr& o) {
+  o = RecvWr{w->wr_id, {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)}};
+  return {};
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  QueuePair* q = from<UQp>(qp)->qp.get();
+  return post_chain<ibv_recv_wr, RecvWr>(wr, bad, to_recv_wr,
+                                         [q](std::span<const RecvWr> ws, size_t* i) { return q->post_recv(ws, i); });
+}
+
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  SharedReceiveQueue* q = from<USrq>(srq)->srq.get();
+  return post_chain<ibv_recv_wr, RecvWr>(wr, bad, to_recv_wr,
+                                         [q](std::span<const RecvWr> ws, size_t* i) { return q->post_recv(ws, i); });
+}
+
+
+QpAttr to_attr(const ibv_qp_attr* a, int mask) {
+  QpAttr o;
+  o.qp_state = QpState(a->qp_state);
+  o.cur_qp_state = QpState(a->cur_qp_state);
+  o.path_mtu = Mtu(a->path_mtu);
+  o.qkey = a->qkey;
+  o.rq_psn = a->rq_psn;
+  o.sq_psn = a->sq_psn;
+  o.dest_qp_num = a->dest_qp_num;
+  o.qp_access_flags = a->qp_access_flags;
+  if (mask & IBV_QP_AV) {
+    // RoCE addresses by GID; a path without a GRH (LID only) cannot be routed.
+    if (a->ah_attr.is_global) std::memcpy(o.dgid.raw.data(), a->ah_attr.grh.dgid.raw, 16);
+    o.hop_limit = a->ah_attr.grh.hop_limit;
+    o.traffic_class = a->ah_attr.grh.traffic_class;
+    o.sgid_index = a->ah_attr.grh.sgid_index;
+  }
+  o.pkey_index = a->pkey_index;
+  o.port_num = a->port_num;
+  o.max_rd_atomic = a->max_rd_atomic;
+  o.max_dest_rd_atomic = a->max_dest_rd_atomic;
+  o.min_rnr_timer = a->min_rnr_timer;
+  o.timeout = a->timeout;
+  o.retry_cnt = a->retry_cnt;
+  o.rnr_retry = a->rnr_retry;
+  return o;
+}
+
+
+ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) {
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+    return nullptr;
+  }
+  if (!attr->send_cq || !attr->recv_cq) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  QpInit init;
+  init.type = QpType(attr->qp_type);
+  init.send_cq = from<UCq>(attr->send_cq)->cq.get();
+  init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
+  init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
+  init.cap = QpCap{attr->cap.max_send_wr, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
+                   attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
+                   attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
+  init.sq_sig_all = attr->sq_sig_all != 0;
+  auto qp = from<UPd>(pd)->pd->create_qp(init);
+  if (!qp) return fail<ibv_qp>(qp.error());
+  auto* q = new UQp{};
+  q->qp = std::move(*qp);
+  if (send_ops) set_send_ops(q->qpx);
+  ibv_qp& ibv = q->qpx.qp_base;
+  ibv.context = pd->context;
+  ibv.qp_context = attr->qp_context;
+  ibv.pd = pd;
+  ibv.send_cq = attr->send_cq;
+  ibv.recv_cq = attr->recv_cq;
+  ibv.srq = attr->srq;
+  ibv.qp_num = q->qp->qp_num();
+  ibv.handle = ibv.qp_num;
+  ibv.state = IBV_QPS_RESET;
+  ibv.qp_type = attr->qp_type;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  QpAttr a = q->qp->query();
+  attr->cap.max_send_wr = a.cap.max_send_wr;
+  attr->cap.max_recv_wr = a.cap.max_recv_wr;
+  track(pd->context, &UContext::qps, ibv.qp_num, &ibv);
+  return &ibv;
+}
+
+
+}  // namespace uroce::compat
+
+extern "C" {
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  auto srq = from<UPd>(pd)->pd->create_srq(attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+  if (!srq) return fail<ibv_srq>(srq.error());
+  auto* s = new USrq{};
+  s->srq = std::move(*srq);
+  s->ibv.context = pd->context;
+  s->ibv.srq_context = attr->srq_context;
+  s->ibv.pd = pd;
+  s->ibv.handle = s->srq->handle();
+  attr->attr.max_wr = s->srq->capacity();
+  pthread_mutex_init(&s->ibv.mutex, nullptr);
+  pthread_cond_init(&s->ibv.cond, nullptr);
+  track(pd->context, &UContext::srqs, s->ibv.handle, &s->ibv);
+  return &s->ibv;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (mask & ~IBV_SRQ_LIMIT) return EOPNOTSUPP;  // resizing is not supported
+  Status s = from<USrq>(srq)->srq->arm_limit(attr->srq_limit);
+  return s ? 0 : s.error().code;
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  USrq* s = from<USrq>(srq);
+  attr->max_wr = s->srq->capacity();
+  attr->max_sge = s->srq->max_sge();
+  attr->srq_limit = s->srq->limit();
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  if (from<USrq>(srq)->srq->busy()) return EBUSY;
+  track<ibv_srq>(srq->context, &UContext::srqs, srq->handle, nullptr);
+  delete from<USrq>(srq);
+  return 0;
+}
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return create_qp_common(pd, attr, 0); }
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;  // RoCE needs the GID (-g)
+  Status s = from<UQp>(qp)->qp->modify(to_attr(attr, mask), uint32_t(mask));
+  if (!s) return s.error().code;
+  if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  QpAttr a = from<UQp>(qp)->qp->query();
+  *attr = ibv_qp_attr{};
+  attr->qp_state = ibv_qp_state(a.qp_state);
+  attr->cur_qp_state = attr->qp_state;
+  attr->path_mtu = ibv_mtu(a.path_mtu);
+  attr->qkey = a.qkey;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = int(a.qp_access_flags);
+  attr->cap = {a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data};
+  attr->ah_attr.is_global = 1;
+  std::memcpy(attr->ah_attr.grh.dgid.raw, a.dgid.raw.data(), 16);
+  attr->ah_attr.grh.hop_limit = a.hop_limit;
+  attr->ah_attr.port_num = 1;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = 1;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  if (init) {
+    *init = ibv_qp_init_attr{};
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
+    init->cap = attr->cap;
+    init->qp_type = qp->qp_type;
+  }
+  return 0;
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  track<ibv_qp>(qp->context, &UContext::qps, qp->qp_num, nullptr);
+  delete from<UQp>(qp);
+  return 0;
+}
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (!attr->is_global) {
+    errno = EINVAL;  // RoCE addresses need a GRH with the destination GID
+    return nullptr;
+  }
+  auto* a = new UAh{};
+  std::memcpy(a->ah.dgid.raw.data(), attr->grh.dgid.raw, 16);
+  a->ah.sgid_index = attr->grh.sgid_index;
+  if (a->ah.dgid == Gid{}) {
+    delete a;
+    errno = EINVAL;
+    return nullptr;
+  }
+  a->ah.hop_limit = attr->grh.hop_limit;
+  a->ibv.context = pd->context;
+  a->ibv.pd = pd;
+  return &a->ibv;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  delete from<UAh>(ah);
+  return 0;
+}
+
+int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
+  UContext* c = uctx(ctx);
+  for (;;) {
+    auto e = c->dev->get_async_event();
+    if (e) {
+      event->event_type = ibv_event_type(e->type);
+      std::lock_guard g(c->mu);
+      switch (e->type) {
+        case AsyncEventType::QpFatal:
+        case AsyncEventType::QpLastWqeReached:
+          event->element.qp = c->qps.count(e->qp_num) ? c->qps[e->qp_num] : nullptr;
+          break;
+        case AsyncEventType::SrqLimitReached:
+          event->element.srq = c->srqs.count(e->srq_handle) ? c->srqs[e->srq_handle] : nullptr;
+          break;
+        case AsyncEventType::CqErr:
+          event->element.cq = nullptr;
+          break;
+        case AsyncEventType::PortActive:
+          event->element.port_num = e->port_num;
+          break;
+      }
+      return 0;
+    }
+    pollfd p{c->dev->async_fd(), POLLIN, 0};  // blocks until an event is queued
+    (void)poll(&p, 1, -1);
+  }
+}
+
+void ibv_ack_async_event(ibv_async_event*) {}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  if (!(wc->wc_flags & IBV_WC_GRH) || port_num != 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_ah_attr attr;
+  if (int rc = ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr)) {
+    errno = rc;
+    return nullptr;
+  }
+  return ibv_create_ah(pd, &attr);
+}
+
+int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* attr) {
+  if (port_num != 1 || !(wc->wc_flags & IBV_WC_GRH)) return EINVAL;
+  Ah from = Ah::from_grh(grh);
+  *attr = ibv_ah_attr{};
+  attr->is_global = 1;
+  std::memcpy(attr->grh.dgid.raw, from.dgid.raw.data(), 16);
+  // The answer leaves from the address the datagram came to: its index in our GID table.
+  const uint8_t* g = reinterpret_cast<const uint8_t*>(grh);
+  Gid to;
+  if (from.dgid.ipv4())
+    to = Gid::from_ipv4(uint32_t(g[36]) << 24 | uint32_t(g[37]) << 16 | uint32_t(g[38]) << 8 | g[39]);
+  else
+    std::memcpy(to.raw.data(), g + 24, 16);
+  for (int i = 0; auto mine = uctx(ctx)->dev->query_gid(i); ++i)
+    if (*mine == to) attr->grh.sgid_index = uint8_t(i);
+  attr->grh.hop_limit = 64;
+  attr->port_num = 1;
+  return 0;
+}
+
+}  // extern "C"

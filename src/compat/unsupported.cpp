@@ -1,0 +1,76 @@
+// What uroce does not offer, failing as libibverbs callers test for: memory windows, XRC
+// and multicast helpers, re-registration, dma-buf, importing objects from another process.
+#include <arpa/inet.h>
+#include <sched.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "compat/internal.hpp"
+
+using namespace uroce;
+using namespace uroce::compat;
+
+namespace uroce::compat {
+
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
+int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
+
+}  // namespace uroce::compat
+
+extern "C" {
+
+int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+
+// Kernel-ABI helpers that librdmacm imports; uroce has no kernel side to copy from.
+void ibv_copy_ah_attr_from_kern(void*, const void*) {}
+void ibv_copy_qp_attr_from_kern(void*, const void*) {}
+void ibv_copy_path_rec_from_kern(void*, const void*) {}
+const char* ibv_get_sysfs_path(void) { return nullptr; }
+
+
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
+  errno = EOPNOTSUPP;
+  return IBV_REREG_MR_ERR_INPUT;
+}
+int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) { return EOPNOTSUPP; }
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+// Sharing objects with another process's context needs a kernel; uroce has none.
+ibv_context* ibv_import_device(int) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+void ibv_unimport_pd(ibv_pd*) {}
+void ibv_unimport_mr(ibv_mr*) {}
+void ibv_unimport_dm(ibv_dm*) {}
+void ibv_copy_path_rec_to_kern(void*, const void*) {}
+
+}  // extern "C"
