@@ -129,8 +129,8 @@ void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   }
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu,
-               const_cast<uint8_t*>(p.payload.data()), want, SglDir::FromBuffer) != core::KeyCheck::Ok) {
+  if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu, p.payload.data(), want) !=
+      core::KeyCheck::Ok) {
     fatal(nic, qp, WcStatus::LocProtErr);
     return;
   }
@@ -152,7 +152,7 @@ void on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   std::memcpy(orig, &p.atomic_orig, 8);  // delivered in host order, as rdma-core's providers do
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8, SglDir::FromBuffer) != core::KeyCheck::Ok) {
+  if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8) != core::KeyCheck::Ok) {
     fatal(nic, qp, WcStatus::LocProtErr);
     return;
   }

@@ -31,7 +31,7 @@ bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
     p.payload = {sq.inline_data(idx), w.length};
   } else {
     uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-    if (sgl_copy(nic.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length, SglDir::ToBuffer) !=
+    if (sgl_gather(nic.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length) !=
         core::KeyCheck::Ok) {
       nic.release(tx);
       w.failed = true;
@@ -88,10 +88,9 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
       std::memcpy(grh + 20, hdr, wire::kIpv4Len);
     else
       std::memcpy(grh, hdr, wire::kIpv6Len);
-    auto st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes, SglDir::FromBuffer);
+    auto st = sgl_scatter(nic.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes);
     if (st == core::KeyCheck::Ok && len)
-      st = sgl_copy(nic.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, const_cast<uint8_t*>(p.payload.data()), len,
-                    SglDir::FromBuffer);
+      st = sgl_scatter(nic.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, p.payload.data(), len);
     wc.status = st == core::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
     wc.byte_len = kGrhBytes + len;
   }

@@ -98,7 +98,7 @@ bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packe
   } else {
     // Gather straight into the packet buffer, after the headers.
     uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-    if (sgl_copy(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len, SglDir::ToBuffer) !=
+    if (sgl_gather(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len) !=
         core::KeyCheck::Ok)
       return false;
     p.payload = {dst, len};

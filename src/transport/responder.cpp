@@ -150,8 +150,8 @@ Verdict do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
     recv_completion(nic, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (sgl_copy(nic.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
-               const_cast<uint8_t*>(p.payload.data()), len, SglDir::FromBuffer) != core::KeyCheck::Ok) {
+  if (sgl_scatter(nic.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
+                  p.payload.data(), len) != core::KeyCheck::Ok) {
     recv_completion(nic, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }

@@ -8,31 +8,43 @@
 
 namespace uroce::transport {
 
-enum class SglDir : uint8_t { ToBuffer, FromBuffer };
-
-// Copies len bytes at byte offset `offset` of the list. FromBuffer writes into the list and
-// needs LOCAL_WRITE. Returns the first failed check, or OutOfBounds if the list is too short.
-inline core::KeyCheck sgl_copy(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n,
-                               uint64_t offset, uint8_t* buf, uint32_t len, SglDir dir) {
-  uint32_t need = dir == SglDir::FromBuffer ? uint32_t(kAccessLocalWrite) : 0u;
-  for (uint32_t i = 0; i < n && len; ++i) {
+// Visits the len bytes at byte offset `offset` of the list, each piece checked with `need`
+// before copy(address, position in the message buffer, bytes) moves it. Returns the first
+// failed check, or OutOfBounds if the list is too short.
+template <class Copy>
+core::KeyCheck sgl_walk(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n, uint64_t offset,
+                        uint32_t len, uint32_t need, Copy copy) {
+  uint32_t done = 0;
+  for (uint32_t i = 0; i < n && done < len; ++i) {
     const Sge& s = sges[i];
     if (offset >= s.length) {
       offset -= s.length;
       continue;
     }
-    uint32_t chunk = uint32_t(s.length - offset) < len ? uint32_t(s.length - offset) : len;
+    uint32_t chunk = uint32_t(s.length - offset) < len - done ? uint32_t(s.length - offset) : len - done;
     uint64_t addr = s.addr + offset;
     if (core::KeyCheck k = mrs.check_local(s.lkey, pd, addr, chunk, need); k != core::KeyCheck::Ok) return k;
-    if (dir == SglDir::ToBuffer)
-      std::memcpy(buf, reinterpret_cast<const void*>(addr), chunk);
-    else
-      std::memcpy(reinterpret_cast<void*>(addr), buf, chunk);
-    buf += chunk;
-    len -= chunk;
+    copy(addr, done, chunk);
+    done += chunk;
     offset = 0;
   }
-  return len ? core::KeyCheck::OutOfBounds : core::KeyCheck::Ok;
+  return done < len ? core::KeyCheck::OutOfBounds : core::KeyCheck::Ok;
+}
+
+// Gathers from the list into out (sending: the SGEs are only read).
+inline core::KeyCheck sgl_gather(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n,
+                                 uint64_t offset, uint8_t* out, uint32_t len) {
+  return sgl_walk(mrs, pd, sges, n, offset, len, 0, [out](uint64_t addr, uint32_t at, uint32_t k) {
+    std::memcpy(out + at, reinterpret_cast<const void*>(addr), k);
+  });
+}
+
+// Scatters in into the list (receiving: the SGEs need LOCAL_WRITE).
+inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n,
+                                  uint64_t offset, const uint8_t* in, uint32_t len) {
+  return sgl_walk(mrs, pd, sges, n, offset, len, kAccessLocalWrite, [in](uint64_t addr, uint32_t at, uint32_t k) {
+    std::memcpy(reinterpret_cast<void*>(addr), in + at, k);
+  });
 }
 
 // Checks every SGE of a list up front (for errors that must be found before sending).
