@@ -23,29 +23,15 @@ void Nic::push_wc(Cq* cq, const Wc& wc) {
   if (cq->take_event_for(wc)) cq_events_.push_back(cq);
 }
 
-static WcOpcode wc_opcode(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::Send:
-    case WrOpcode::SendWithImm: return WcOpcode::Send;
-    case WrOpcode::RdmaWrite:
-    case WrOpcode::RdmaWriteWithImm: return WcOpcode::RdmaWrite;
-    case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
-    case WrOpcode::AtomicCmpSwp: return WcOpcode::CompSwap;
-    case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
-  }
-  return WcOpcode::Send;
-}
 
 void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
-  bool rd_atomic = w.opcode == WrOpcode::RdmaRead || w.opcode == WrOpcode::AtomicCmpSwp ||
-                   w.opcode == WrOpcode::AtomicFetchAdd;
-  if (rd_atomic && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
+  if (is_rd_atomic(w.opcode) && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
   bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
   Wc wc;
   if (report) {
     wc.wr_id = w.wr_id;
     wc.status = st;
-    wc.opcode = wc_opcode(w.opcode);
+    wc.opcode = traits(w.opcode).wc;
     wc.byte_len = st == WcStatus::Success ? w.length : 0;
     wc.qp_num = qp.qpn();
   }

@@ -7,6 +7,7 @@
 #include "core/qp.hpp"
 #include "transport/nic.hpp"
 #include "transport/verdict.hpp"
+#include "transport/wr_traits.hpp"
 #include "wire/packet.hpp"
 
 namespace uroce::transport {
@@ -34,9 +35,7 @@ void responder_on_datagram(Nic& nic, core::Qp& qp, const wire::Packet& p, const 
                            const wire::Ipv4Fields& ip);
 
 // READ and atomics: the WQEs that wait for response data and count against max_rd_atomic.
-inline bool is_rd_atomic(WrOpcode op) {
-  return op == WrOpcode::RdmaRead || op == WrOpcode::AtomicCmpSwp || op == WrOpcode::AtomicFetchAdd;
-}
+inline bool is_rd_atomic(WrOpcode op) { return traits(op).rd_atomic(); }
 
 // Packets a message of len bytes takes at this MTU: a zero-length one still takes one.
 inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }

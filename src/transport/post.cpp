@@ -17,16 +17,15 @@ using core::Qp;
 Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   constexpr uint32_t kKnown = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
   if (wr.send_flags & ~kKnown) return make_error(EINVAL, "post_send: unknown send_flags");
-  if (uint8_t(wr.opcode) > uint8_t(WrOpcode::AtomicFetchAdd)) return make_error(EINVAL, "post_send: unknown opcode");
+  if (!known_opcode(wr.opcode)) return make_error(EINVAL, "post_send: unknown opcode");
+  const WrTraits& t = traits(wr.opcode);
   uint64_t total = 0;
   for (const Sge& s : wr.sg_list) total += s.length;
   if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
-  bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
-  if (qp.type() == QpType::UC && is_rd_atomic(wr.opcode))
-    return make_error(EINVAL, "post_send: UC queue pairs support SEND and RDMA WRITE only");
+  if (qp.type() == QpType::UC && !t.uc)
+    return make_error(EINVAL, std::string("post_send: ") + t.name + " on a UC queue pair (SEND and RDMA WRITE only)");
   if (qp.type() == QpType::UD) {
-    if (wr.opcode != WrOpcode::Send && wr.opcode != WrOpcode::SendWithImm)
-      return make_error(EINVAL, "post_send: UD queue pairs support SEND only");
+    if (!t.ud) return make_error(EINVAL, std::string("post_send: ") + t.name + " on a UD queue pair (SEND only)");
     if (!wr.ah) return make_error(EINVAL, "post_send: UD needs an address handle");
     if (wr.ah->sgid_index >= cfg_.gids.size() || wire::is_v4(wr.ah->dgid) != wire::is_v4(cfg_.gids[wr.ah->sgid_index]))
       return make_error(EINVAL, "post_send: the address handle's sgid_index names no GID of the destination's IP version");
@@ -36,7 +35,7 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
     if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
   }
   if (wr.send_flags & kSendInline) {
-    if (is_rd_atomic(wr.opcode))
+    if (t.rd_atomic())
       return make_error(EINVAL, "post_send: INLINE is only for SEND and RDMA WRITE");
     if (total > qp.sq.max_inline())
       return make_error(EINVAL, "post_send: inline data longer than max_inline_data (" +
@@ -44,7 +43,7 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   } else if (wr.sg_list.size() > qp.sq.max_sge()) {
     return make_error(EINVAL, "post_send: more SGEs than max_send_sge (" + std::to_string(qp.sq.max_sge()) + ")");
   }
-  if (atomic) {
+  if (t.atomic) {
     if (wr.sg_list.size() != 1 || wr.sg_list[0].length != 8)
       return make_error(EINVAL, "post_send: atomics take exactly one 8-byte SGE");
     if (wr.remote_addr & 7) return make_error(EINVAL, "post_send: atomic remote_addr must be 8-byte aligned");

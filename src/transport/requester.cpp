@@ -16,14 +16,13 @@ using wire::Psn;
 namespace {
 
 uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
-  if (w.opcode == WrOpcode::AtomicCmpSwp || w.opcode == WrOpcode::AtomicFetchAdd) return 1;
+  if (traits(w.opcode).atomic) return 1;
   return packets_for(w.length, mtu);
 }
 
 // FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of an RC SEND or WRITE (IBA 9.4.1.1).
 Opcode segment_opcode_rc(const SendWqe& w, uint32_t k, uint32_t n) {
-  bool send = w.opcode == WrOpcode::Send || w.opcode == WrOpcode::SendWithImm;
-  bool imm = w.opcode == WrOpcode::SendWithImm || w.opcode == WrOpcode::RdmaWriteWithImm;
+  const bool send = traits(w.opcode).send, imm = traits(w.opcode).imm;
   if (n == 1) {
     if (send) return imm ? Opcode::RC_SEND_ONLY_IMM : Opcode::RC_SEND_ONLY;
     return imm ? Opcode::RC_WRITE_ONLY_IMM : Opcode::RC_WRITE_ONLY;
@@ -84,7 +83,7 @@ bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packe
     p.reth = {w.remote_addr + offset, w.rkey, w.length - std::min(offset, w.length)};
     return true;
   }
-  if (is_rd_atomic(w.opcode)) {
+  if (traits(w.opcode).atomic) {
     bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
     p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
     p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
@@ -103,7 +102,7 @@ bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packe
       return false;
     p.payload = {dst, len};
   }
-  if (req.pkt == 0 && (w.opcode == WrOpcode::RdmaWrite || w.opcode == WrOpcode::RdmaWriteWithImm))
+  if (req.pkt == 0 && traits(w.opcode).write)
     p.reth = {w.remote_addr, w.rkey, w.length};
   if (last) {
     p.imm = w.imm;

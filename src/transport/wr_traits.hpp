@@ -1,0 +1,40 @@
+// What each work-request opcode is, in one table: the requester, completer, responder and
+// posting checks ask here instead of spelling out opcode lists.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "uroce/types.hpp"
+
+namespace uroce::transport {
+
+struct WrTraits {
+  const char* name;
+  WcOpcode wc;      // the opcode of its send completion
+  bool send;        // SEND family: consumes a receive WQE at the responder
+  bool write;       // RDMA WRITE family: carries a RETH in its first packet
+  bool imm;         // carries immediate data in its last packet
+  bool read;        // RDMA READ: the responder answers with data
+  bool atomic;      // 8-byte atomic: one packet, answered with the original value
+  bool uc;          // allowed on UC QPs
+  bool ud;          // allowed on UD QPs
+  bool rd_atomic() const { return read || atomic; }  // counts against max_rd_atomic
+};
+
+inline constexpr std::array<WrTraits, 7> kWrTraits = {{
+    // name              wc                    send   write  imm    read   atomic uc     ud
+    {"RDMA_WRITE",          WcOpcode::RdmaWrite, false, true,  false, false, false, true,  false},
+    {"RDMA_WRITE_WITH_IMM", WcOpcode::RdmaWrite, false, true,  true,  false, false, true,  false},
+    {"SEND",                WcOpcode::Send,      true,  false, false, false, false, true,  true},
+    {"SEND_WITH_IMM",       WcOpcode::Send,      true,  false, true,  false, false, true,  true},
+    {"RDMA_READ",           WcOpcode::RdmaRead,  false, false, false, true,  false, false, false},
+    {"ATOMIC_CMP_AND_SWP",  WcOpcode::CompSwap,  false, false, false, false, true,  false, false},
+    {"ATOMIC_FETCH_AND_ADD", WcOpcode::FetchAdd, false, false, false, false, true,  false, false},
+}};
+static_assert(uint8_t(WrOpcode::AtomicFetchAdd) + 1 == kWrTraits.size(), "one row per WrOpcode, in order");
+
+inline bool known_opcode(WrOpcode op) { return uint8_t(op) < kWrTraits.size(); }
+// For a known opcode (post_send refuses the others before anything asks).
+inline const WrTraits& traits(WrOpcode op) { return kWrTraits[uint8_t(op)]; }
+
+}  // namespace uroce::transport
