@@ -305,7 +305,7 @@ bool will_answer(const Qp& qp, Psn psn) {
 }
 
 // A duplicate READ or atomic is answered again only if it repeats (the rest of) one of the
-// requests this responder executed; anything else is dropped (IBA 9.7.5.1, C9-100).
+// requests this responder executed; anything else is dropped (IBA 9.7.5.1).
 Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
   const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
