@@ -1,5 +1,5 @@
 // The port's active MTU from the network interface's: the largest IB MTU whose RoCEv2 packets
-// fit one IP packet with DF set (IBA A17.9.1; rxe derives its active MTU the same way).
+// fit one IP packet with DF set (RoCE is never fragmented; rxe derives its active MTU the same way).
 #pragma once
 #include <cstdint>
 
