@@ -97,23 +97,23 @@ WcStatus nak_status(NakCode code) {
   return WcStatus::RemOpErr;
 }
 
-void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn) {
     ++nic.ctr().rx_duplicate;
-    return;
+    return Verdict::Stale;
   }
   Psn expect = w->first_psn + w->resp_pkts;
   if (psn != expect) {
-    if (psn > expect) {
-      ++nic.ctr().rx_out_of_sequence;
-      gap_retry(nic, qp, expect);
-    } else {
+    if (psn < expect) {
       ++nic.ctr().rx_duplicate;
+      return Verdict::Stale;
     }
-    return;
+    ++nic.ctr().rx_out_of_sequence;
+    gap_retry(nic, qp, expect);
+    return Verdict::GapRetry;
   }
   const uint32_t mtu = qp.mtu();
   uint32_t k = w->resp_pkts;
@@ -125,28 +125,29 @@ void on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
                      : (op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
   if (!pos_ok || p.payload.size() != want) {
     ++nic.ctr().rx_malformed;
-    return;
+    return Verdict::Unexpected;
   }
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
   if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu, p.payload.data(), want) !=
       core::KeyCheck::Ok) {
     fatal(nic, qp, WcStatus::LocProtErr);
-    return;
+    return Verdict::Fatal;
   }
   ++w->resp_pkts;
   qp.comp.una = psn + 1;
   progress = true;
   if (last) nic.complete_send(qp, *w, WcStatus::Success);
+  return Verdict::Acked;
 }
 
-void on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
   if (!w || w->failed || !is_rd_atomic(w->opcode) || w->opcode == WrOpcode::RdmaRead || psn != w->first_psn) {
     ++nic.ctr().rx_duplicate;
-    return;
+    return Verdict::Stale;
   }
   uint8_t orig[8];
   std::memcpy(orig, &p.atomic_orig, 8);  // delivered in host order, as rdma-core's providers do
@@ -154,24 +155,25 @@ void on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
   if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8) != core::KeyCheck::Ok) {
     fatal(nic, qp, WcStatus::LocProtErr);
-    return;
+    return Verdict::Fatal;
   }
   qp.comp.una = psn + 1;
   progress = true;
   nic.complete_send(qp, *w, WcStatus::Success);
+  return Verdict::Acked;
 }
 
 // An RNR NAK: what it acknowledges is retired, then the requester waits out the timer it
-// names and resends from its PSN (rnr_retry 7: forever). False: nothing more to do now.
-bool on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& progress) {
+// names and resends from its PSN (rnr_retry 7: forever).
+Verdict on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& progress) {
   auto& c = qp.comp;
   const Psn psn = p.bth.psn;
   ++nic.ctr().rx_rnr_naks;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return true;
+  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
   if (qp.attr().rnr_retry != 7) {
     if (c.rnr_left == 0) {
       fatal(nic, qp, WcStatus::RnrRetryExcErr);
-      return false;
+      return Verdict::Fatal;
     }
     --c.rnr_left;
   }
@@ -183,42 +185,42 @@ bool on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& pro
     c.retry_left = qp.attr().retry_cnt;
     c.gap_retry_sent = false;
   }
-  return false;
+  return Verdict::RnrWait;
 }
 
 // A NAK: a PSN sequence error goes back to its PSN (retry_cnt counts it unless something was
 // acknowledged); any other ends the QP with its status, once what comes before it completed.
-// False: the QP went to ERR.
-bool on_nak(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_nak(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
   auto& c = qp.comp;
   const Psn psn = p.bth.psn;
   auto code = NakCode(p.aeth.value());
   bool seq = code == NakCode::PsnSequenceError;
   if (!retire_acked(nic, qp, psn - 1, progress, seq)) {
-    if (!seq && !c.fatal_pending) {
+    if (seq) return Verdict::GapRetry;
+    if (!c.fatal_pending) {
       c.fatal_pending = true;
       c.fatal_psn = psn;
       c.fatal_status = nak_status(code);
     }
-    return true;
+    return Verdict::FatalPending;
   }
   if (!seq) {
     fatal(nic, qp, nak_status(code));
-    return false;
+    return Verdict::Fatal;
   }
   ++nic.ctr().rx_naks_seq;
   // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
   // gap): this NAK reports the packets that were in flight behind it, nothing new.
-  if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) return true;
+  if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
       fatal(nic, qp, WcStatus::RetryExcErr);
-      return false;
+      return Verdict::Fatal;
     }
     --c.retry_left;
   }
   requester_go_back(nic, qp, psn);
-  return true;
+  return Verdict::GoBack;
 }
 
 }  // namespace
@@ -232,51 +234,65 @@ void completer_retire_failed(Nic& nic, Qp& qp) {
   nic.qp_to_error(qp);
 }
 
-void completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
+namespace {
+
+// The checks and effects of one response; completer_on_response traces the verdict.
+Verdict on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
   Psn psn = p.bth.psn;
   auto& c = qp.comp;
   // Only PSNs in [una - window, next unsent) can answer anything of ours.
   if (psn >= qp.req.psn) {
     ++nic.ctr().rx_out_of_sequence;
-    return;
+    return Verdict::Unexpected;
   }
   // READ responses and atomic ACKs carry an ACK syndrome; NAKs travel only in ACKNOWLEDGE
   // packets (IBA 9.7.5.1.5). Anything else is not trusted, not even its implied ACK.
   if (p.bth.opcode != Opcode::RC_ACKNOWLEDGE && p.has(wire::kAeth) && p.aeth.type() != AethType::Ack) {
     ++nic.ctr().rx_malformed;
-    return;
+    return Verdict::Unexpected;
   }
   bool progress = false;
+  Verdict v = Verdict::Unexpected;
   if (p.bth.opcode == Opcode::RC_ACKNOWLEDGE) {
     if (psn < c.una - 1) {
       ++nic.ctr().rx_duplicate;
-      return;
+      return Verdict::Stale;
     }
     switch (p.aeth.type()) {
       case AethType::Ack:
-        retire_acked(nic, qp, psn, progress);
+        v = !retire_acked(nic, qp, psn, progress) ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
         break;
       case AethType::RnrNak:
-        if (!on_rnr_nak(nic, qp, p, now, progress)) return;
+        v = on_rnr_nak(nic, qp, p, now, progress);
+        if (v != Verdict::GapRetry) return v;  // the RNR timer, not the transport timer, runs now
         break;
       case AethType::Nak:
-        if (!on_nak(nic, qp, p, progress)) return;
+        v = on_nak(nic, qp, p, progress);
         break;
       default:
         ++nic.ctr().rx_malformed;
-        return;
+        return Verdict::Unexpected;
     }
   } else if (p.info().flags & wire::kReadResponse) {
-    on_read_response(nic, qp, p, progress);
+    v = on_read_response(nic, qp, p, progress);
   } else if (p.bth.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE) {
-    on_atomic_ack(nic, qp, p, progress);
+    v = on_atomic_ack(nic, qp, p, progress);
   }
-  if (qp.state() == QpState::Err) return;
+  if (qp.state() == QpState::Err) return Verdict::Fatal;
   if (c.fatal_pending && progress && retire_acked(nic, qp, c.fatal_psn - 1, progress, false)) {
     fatal(nic, qp, c.fatal_status);  // everything before the NAKed request has completed
-    return;
+    return Verdict::Fatal;
   }
   if (progress) progressed(nic, qp, now);
+  return v;
+}
+
+}  // namespace
+
+Verdict completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
+  Verdict v = on_response(nic, qp, p, now);
+  nic.trace(qp, p, v);
+  return v;
 }
 
 void completer_on_timer(Nic& nic, Qp& qp, uint64_t now) {

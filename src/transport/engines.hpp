@@ -19,7 +19,7 @@ bool requester_send_datagram(Nic& nic, core::Qp& qp, core::SendWqe& w, uint32_t 
 // Go-back-N: the next request sent is the one carrying `psn`.
 void requester_go_back(Nic& nic, core::Qp& qp, wire::Psn psn);
 
-void completer_on_response(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
+Verdict completer_on_response(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
 void completer_on_timer(Nic& nic, core::Qp& qp, uint64_t now);
 // Completes a WQE the requester rejected once every WQE before it has completed.
 void completer_retire_failed(Nic& nic, core::Qp& qp);

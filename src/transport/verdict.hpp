@@ -1,5 +1,5 @@
-// What the responder decided about one request packet, by name: tests assert it and a trace
-// hook (NicConfig::trace) can log it.
+// What the responder decided about one request packet, or the completer about one response,
+// by name: tests assert it and a trace hook (NicConfig::trace) can log it.
 #pragma once
 #include <cstdint>
 
@@ -17,6 +17,15 @@ enum class Verdict : uint8_t {
   NakOperational,   // remote operational error: NAK, the QP goes to ERR
   UcDropped,        // UC: the packet of a damaged or out-of-sequence message, dropped
   Dying,            // a fatal NAK waits to leave: nothing more is taken
+  // The completer, on ACKs, NAKs, READ responses and atomic ACKs:
+  Acked,            // moved the send queue on: WQEs retired, READ data or an atomic result placed
+  Stale,            // an old or repeated answer: nothing new
+  Unexpected,       // a PSN never sent, or a response of the wrong shape: dropped
+  GapRetry,         // responses are missing before it (implied NAK): resend from the first
+  RnrWait,          // RNR NAK: wait out its timer, then resend
+  GoBack,           // PSN sequence NAK: resend from its PSN
+  Fatal,            // the QP went to ERR (a fatal NAK, retries exhausted, a local protection error)
+  FatalPending,     // a fatal NAK waits for READ responses missing before it
 };
 
 constexpr const char* to_string(Verdict v) {
@@ -32,6 +41,14 @@ constexpr const char* to_string(Verdict v) {
     case Verdict::NakOperational: return "nak-operational";
     case Verdict::UcDropped: return "uc-dropped";
     case Verdict::Dying: return "dying";
+    case Verdict::Acked: return "acked";
+    case Verdict::Stale: return "stale";
+    case Verdict::Unexpected: return "unexpected";
+    case Verdict::GapRetry: return "gap-retry";
+    case Verdict::RnrWait: return "rnr-wait";
+    case Verdict::GoBack: return "go-back";
+    case Verdict::Fatal: return "fatal";
+    case Verdict::FatalPending: return "fatal-pending";
   }
   return "?";
 }

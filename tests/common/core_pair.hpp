@@ -43,8 +43,9 @@ struct PairOptions {
   QpCap cap{256, 256, 4, 4, 64};
   uint32_t cq_depth = 4096;
   QpType type = QpType::RC;
-  // The responder's verdict on each request b receives (NicConfig::trace).
-  std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_b;
+  // The verdict on each packet a or b receives (NicConfig::trace): its responder's on
+  // requests, its completer's on responses.
+  std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -52,7 +53,9 @@ inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 class CorePair {
  public:
   explicit CorePair(const PairOptions& o = {}) : opt(o), sim(o.seed, o.faults) {
-    a.nic = &sim.add_nic(kIpA);
+    transport::NicConfig ca;
+    ca.trace = o.trace_a;
+    a.nic = &sim.add_nic(kIpA, ca);
     transport::NicConfig cb;
     cb.trace = o.trace_b;
     b.nic = &sim.add_nic(kIpB, cb);
