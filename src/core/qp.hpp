@@ -46,6 +46,14 @@ struct CompleterState {
 // Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).
 enum class RespMsg : uint8_t { None, Send, Write };
 
+// Where the responder stands in the request stream (IBA 9.7.5.2, 9.8.3).
+enum class RespSeq : uint8_t {
+  InSequence,  // taking the request at epsn
+  NakSent,     // a PSN sequence NAK went out for epsn; the rest of the gap is dropped silently
+  UcDropping,  // UC: dropping the rest of a damaged message until its next FIRST or ONLY
+  Dying,       // a fatal NAK waits behind queued responses; nothing more is taken
+};
+
 enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth };
 
 struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and ACK/NAKs behind them
@@ -79,9 +87,7 @@ struct ResponderState {
   wire::Psn epsn;          // next expected request PSN
   wire::Msn msn;           // messages completed
   RespMsg msg = RespMsg::None;
-  bool nak_sent = false;   // a PSN sequence NAK is outstanding for epsn
-  bool dying = false;      // a fatal NAK waits behind queued responses; requests are dropped
-  bool uc_drop = false;    // UC: dropping the rest of a message
+  RespSeq seq = RespSeq::InSequence;
   bool ack_pending = false;
   bool in_ack_list = false;
   // Current SEND message: the receive WQE taken for it.

@@ -64,7 +64,7 @@ void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
   j.aeth_syndrome = aeth.syndrome;
   j.fatal = fatal;
   r.jobs.push_back(j);
-  if (fatal) r.dying = true;  // the QP goes to ERR once the responses before the NAK have left
+  if (fatal) r.seq = core::RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
   nic.schedule(qp);
 }
 
@@ -91,7 +91,7 @@ Verdict fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
 Verdict reject(Nic& nic, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
     ++nic.ctr().rx_uc_dropped;
-    qp.resp.uc_drop = true;
+    qp.resp.seq = core::RespSeq::UcDropping;
     qp.resp.msg = core::RespMsg::None;
     return Verdict::UcDropped;
   }
@@ -413,21 +413,22 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
 // on it too; we drop it and leave the message in progress alone). Execute: go on with it.
 Verdict uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (p.bth.psn == r.epsn && !r.uc_drop) return Verdict::Execute;
+  const bool dropping = r.seq == core::RespSeq::UcDropping;
+  if (p.bth.psn == r.epsn && !dropping) return Verdict::Execute;
   if (p.bth.psn < r.epsn) {
     ++nic.ctr().rx_duplicate;
     return Verdict::Duplicate;
   }
   if (p.info().flags & wire::kFirst) {
-    if (r.msg != core::RespMsg::None && !r.uc_drop) ++nic.ctr().rx_uc_dropped;  // its tail was lost
-    r.uc_drop = false;
+    if (r.msg != core::RespMsg::None && !dropping) ++nic.ctr().rx_uc_dropped;  // its tail was lost
+    r.seq = core::RespSeq::InSequence;
     r.msg = core::RespMsg::None;
     r.epsn = p.bth.psn;
     return Verdict::Execute;
   }
   ++nic.ctr().rx_out_of_sequence;
-  if (!r.uc_drop) ++nic.ctr().rx_uc_dropped;
-  r.uc_drop = true;
+  if (!dropping) ++nic.ctr().rx_uc_dropped;
+  r.seq = core::RespSeq::UcDropping;
   r.msg = core::RespMsg::None;
   r.epsn = p.bth.psn + 1;
   return Verdict::UcDropped;
@@ -436,7 +437,7 @@ Verdict uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
 // The checks and execution of one request; responder_on_request traces the verdict.
 Verdict on_request(Nic& nic, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (r.dying) {
+  if (r.seq == core::RespSeq::Dying) {
     ++nic.ctr().rx_wrong_state;
     return Verdict::Dying;
   }
@@ -447,13 +448,13 @@ Verdict on_request(Nic& nic, Qp& qp, const wire::Packet& p) {
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++nic.ctr().rx_out_of_sequence;
-    if (r.nak_sent) return Verdict::OutOfSequence;
-    r.nak_sent = true;
+    if (r.seq == core::RespSeq::NakSent) return Verdict::OutOfSequence;
+    r.seq = core::RespSeq::NakSent;
     ++nic.ctr().tx_naks_seq;
     answer(nic, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     return Verdict::NakSequence;
   }
-  r.nak_sent = false;
+  r.seq = core::RespSeq::InSequence;
   uint32_t flags = p.info().flags;
   // Opcode sequence (IBA 9.7.5.2.3): a message in progress must continue, no other may start.
   bool cont = flags & (wire::kMiddle | wire::kLast) && !(flags & wire::kFirst);
