@@ -361,14 +361,7 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
       mmsghdr msgs[kRxBatch];
       iovec iov[kRxBatch];
       sockaddr_in6 src[kRxBatch];
-      for (int k = 0; k < kRxBatch; ++k) {
-        iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
-        msgs[k] = {};
-        msgs[k].msg_hdr.msg_iov = &iov[k];
-        msgs[k].msg_hdr.msg_iovlen = 1;
-        msgs[k].msg_hdr.msg_name = &src[k];
-        msgs[k].msg_hdr.msg_namelen = sizeof src[k];
-      }
+      prepare_rx(msgs, iov, src, sizeof src[0]);
       int r = recvmmsg(v.fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
       if (r <= 0) break;
       for (int k = 0; k < r; ++k) {
@@ -387,17 +380,27 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
   return total;
 }
 
+// Points message k of a receive batch at buffer k of rx_buf_, with room for the sender's
+// address in names[k] (an array of kRxBatch addresses of name_len bytes), if names is given.
+void UdpLink::prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len) {
+  for (int k = 0; k < kRxBatch; ++k) {
+    iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
+    msgs[k] = {};
+    msgs[k].msg_hdr.msg_iov = &iov[k];
+    msgs[k].msg_hdr.msg_iovlen = 1;
+    if (names) {
+      msgs[k].msg_hdr.msg_name = static_cast<char*>(names) + size_t(k) * name_len;
+      msgs[k].msg_hdr.msg_namelen = name_len;
+    }
+  }
+}
+
 void UdpLink::drain_udp() {
   // In raw mode the same datagrams also reach the UDP socket, which only keeps the port ours.
   mmsghdr msgs[kRxBatch];
   iovec iov[kRxBatch];
   for (;;) {
-    for (int k = 0; k < kRxBatch; ++k) {
-      iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
-      msgs[k] = {};
-      msgs[k].msg_hdr.msg_iov = &iov[k];
-      msgs[k].msg_hdr.msg_iovlen = 1;
-    }
+    prepare_rx(msgs, iov, nullptr, 0);
     if (recvmmsg(rx_fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr) < kRxBatch) return;
   }
 }
@@ -442,13 +445,8 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
     iovec iov[kRxBatch];
     sockaddr_in src[kRxBatch];
     alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];
+    prepare_rx(msgs, iov, src, sizeof src[0]);
     for (int k = 0; k < kRxBatch; ++k) {
-      iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
-      msgs[k] = {};
-      msgs[k].msg_hdr.msg_iov = &iov[k];
-      msgs[k].msg_hdr.msg_iovlen = 1;
-      msgs[k].msg_hdr.msg_name = &src[k];
-      msgs[k].msg_hdr.msg_namelen = sizeof src[k];
       msgs[k].msg_hdr.msg_control = ctrl[k];
       msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
     }

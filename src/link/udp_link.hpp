@@ -51,6 +51,7 @@ class UdpLink final : public Link {
   void send_v6(const wire::PacketBuf& p, uint64_t now);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
+  void prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len);
   static constexpr int kTxSockets = 8;
   static constexpr int kBatch = 32;
   static constexpr int kRxBatch = 16;
