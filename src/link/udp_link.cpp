@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "link/iface.hpp"
 #include "wire/bytes.hpp"
@@ -141,9 +142,11 @@ bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
   if (v6_.empty()) return !required;
   for (int i = 0; i < kTxSockets; ++i) {
     tx6_fd_[i] = make_socket6(Gid{}, 0, tx_port_[i], err);
-    if (tx6_fd_[i] < 0) {
+    if (tx6_fd_[i] < 0) {  // no IPv6 after all: nothing of it is left open
       for (auto& v : v6_) close(v.fd);
       v6_.clear();
+      for (int& fd : tx6_fd_)
+        if (fd >= 0) close(std::exchange(fd, -1));
       return !required;
     }
     tx_port_[i] = bound_port(tx6_fd_[i]);
@@ -156,13 +159,12 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
   int err = 0;
   const bool v6_only = !wire::is_v4(addr) && addr != Gid{};
   uint32_t ip = v6_only || addr == Gid{} ? 0 : wire::v4_of(addr);
-  if (v6_only) {
-    // IPv6 only: the send sockets' ports come from the IPv6 sockets themselves.
-  } else if (ip) {
+  // An IPv6-only device has no IPv4 socket: its send ports come from its IPv6 sockets.
+  if (ip) {
     l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);
     if (l->rx_fd_ < 0)
       return make_error(err, "cannot bind " + ip_str(ip) + ":4791: " + std::strerror(err));
-  } else {
+  } else if (!v6_only) {
     for (uint32_t x = 1; x < 255 && l->rx_fd_ < 0; ++x) {
       ip = 0x7f000000 | x;
       l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);

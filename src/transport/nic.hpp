@@ -55,7 +55,7 @@ struct NicConfig {
   uint32_t tx_pool = 4096;              // packet buffers
   Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
-  // Called with the responder's verdict on every request packet, if set (tests, debugging).
+  // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };
 

@@ -36,15 +36,18 @@ void send_aeth(Nic& nic, Qp& qp, Psn psn, Aeth aeth) {
 // lost: the requester's timer recovers.
 constexpr size_t kMaxAethJobs = 16;
 
-size_t count_jobs(const Qp& qp, bool aeth, bool dup) {
+// What a queued job answers: an ACK/NAK, a READ/atomic executed (what max_dest_rd_atomic
+// limits), or a duplicate READ/atomic answered again.
+enum class JobClass : uint8_t { Aeth, Executed, Duplicate };
+
+size_t count_jobs(const Qp& qp, JobClass c) {
   size_t n = 0;
   for (const RespJob& j : qp.resp.jobs)
-    n += (j.kind == core::RespJobKind::Aeth) == aeth && (aeth || j.dup == dup);
+    n += (j.kind == core::RespJobKind::Aeth ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
   return n;
 }
 
-// READ/atomic requests executed and not yet answered: what max_dest_rd_atomic limits.
-size_t rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, false, false); }
+size_t rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, JobClass::Executed); }
 
 // ACKs and NAKs may not overtake READ responses or atomic ACKs still queued (IBA 9.7.5.2.8).
 void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
@@ -54,7 +57,7 @@ void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
     if (fatal) nic.qp_to_error(qp);
     return;
   }
-  if (!fatal && count_jobs(qp, true, false) >= kMaxAethJobs) {
+  if (!fatal && count_jobs(qp, JobClass::Aeth) >= kMaxAethJobs) {
     ++nic.ctr().resp_queue_full;
     return;
   }
@@ -318,7 +321,7 @@ Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
     return Verdict::DuplicateDropped;
   }
   if (will_answer(qp, p.bth.psn)) return Verdict::DuplicateDropped;  // its answer is still queued
-  if (count_jobs(qp, false, true) >= qp.resp.resources.size()) {
+  if (count_jobs(qp, JobClass::Duplicate) >= qp.resp.resources.size()) {
     ++nic.ctr().resp_queue_full;
     return Verdict::DuplicateDropped;
   }
