@@ -23,7 +23,7 @@ constexpr uint8_t kCanary = 0xa5;
 
 struct Side {
   transport::Nic nic;
-  uint32_t pd;
+  core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
   std::vector<uint8_t> mem;
@@ -77,18 +77,18 @@ constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Side a(kIpA), b(kIpB);
-  a.connect(b.qp->qpn(), kIpB, 0xfffff0, 0x100);
-  b.connect(a.qp->qpn(), kIpA, 0x100, 0xfffff0);
+  a.connect(b.qp->qpn().value(), kIpB, 0xfffff0, 0x100);
+  b.connect(a.qp->qpn().value(), kIpA, 0x100, 0xfffff0);
   // Work outstanding on both sides: the requester has sent, the responder expects.
-  Sge s{uint64_t(a.arena()), 3000, a.mr.lkey};
+  Sge s{uint64_t(a.arena()), 3000, a.mr.lkey.value()};
   SendWr w[4] = {{1, WrOpcode::Send, 0, {&s, 1}},
-                 {2, WrOpcode::RdmaWrite, 0, {&s, 1}, 0, uint64_t(b.arena()), b.mr.rkey},
-                 {3, WrOpcode::RdmaRead, 0, {&s, 1}, 0, uint64_t(b.arena() + 4096), b.mr.rkey},
-                 {4, WrOpcode::AtomicFetchAdd, 0, {}, 0, uint64_t(b.arena() + 8), b.mr.rkey, 5}};
-  Sge s8{uint64_t(a.arena() + 8000), 8, a.mr.lkey};
+                 {2, WrOpcode::RdmaWrite, 0, {&s, 1}, 0, uint64_t(b.arena()), b.mr.rkey.value()},
+                 {3, WrOpcode::RdmaRead, 0, {&s, 1}, 0, uint64_t(b.arena() + 4096), b.mr.rkey.value()},
+                 {4, WrOpcode::AtomicFetchAdd, 0, {}, 0, uint64_t(b.arena() + 8), b.mr.rkey.value(), 5}};
+  Sge s8{uint64_t(a.arena() + 8000), 8, a.mr.lkey.value()};
   w[3].sg_list = {&s8, 1};
   (void)a.nic.post_send(*a.qp, w);
-  Sge r{uint64_t(b.arena() + 9000), 2000, b.mr.lkey};
+  Sge r{uint64_t(b.arena() + 9000), 2000, b.mr.lkey.value()};
   RecvWr rw[2] = {{10, {&r, 1}}, {11, {&r, 1}}};
   (void)b.nic.post_recv(*b.qp, rw);
   uint64_t now = 1'000'000;
@@ -110,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Side& to = flags & 1 ? a : b;
     Side& from = flags & 1 ? b : a;
     if (pkt.size() >= 12) {
-      if (flags & 2) wire::write_be24(pkt.data() + 5, to.qp->qpn());
+      if (flags & 2) wire::write_be24(pkt.data() + 5, to.qp->qpn().value());
       if (flags & 4) {
         wire::Psn base = flags & 1 ? to.qp->comp.una : to.qp->resp.epsn;
         wire::write_be24(pkt.data() + 9, (base + (flags >> 5)).value());

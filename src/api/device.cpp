@@ -156,8 +156,8 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   m->pd_ = h_;
   m->addr_ = addr;
   m->len_ = len;
-  m->lkey_ = mr->lkey;
-  m->rkey_ = mr->rkey;
+  m->lkey_ = mr->lkey.value();
+  m->rkey_ = mr->rkey.value();
   return m;
 }
 
@@ -221,7 +221,7 @@ Status SharedReceiveQueue::arm_limit(uint32_t limit) {
 
 MemoryRegion::~MemoryRegion() {
   auto g = pd_->core->lock();
-  (void)pd_->core->nic->dereg_mr(lkey_);
+  (void)pd_->core->nic->dereg_mr(core::Lkey(lkey_));
 }
 
 // ---------------------------------------------------------------- CompletionQueue
@@ -268,7 +268,7 @@ QueuePair::~QueuePair() {
   (void)core_->nic->destroy_qp(qp_);
 }
 
-uint32_t QueuePair::qp_num() const { return qp_->qpn(); }
+uint32_t QueuePair::qp_num() const { return qp_->qpn().value(); }
 QpState QueuePair::state() const { return qp_->state(); }
 
 QpAttr QueuePair::query() const {

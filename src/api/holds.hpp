@@ -13,11 +13,11 @@ namespace uroce::detail {
 // Never copied: a copy's destructor would destroy the object.
 
 struct PdHold {
-  PdHold(std::shared_ptr<DeviceCore> c, uint32_t h) : core(std::move(c)), pd(h) {}
+  PdHold(std::shared_ptr<DeviceCore> c, core::PdHandle h) : core(std::move(c)), pd(h) {}
   PdHold(const PdHold&) = delete;
   PdHold& operator=(const PdHold&) = delete;
   std::shared_ptr<DeviceCore> core;
-  uint32_t pd = 0;
+  core::PdHandle pd;
   ~PdHold() {
     auto g = core->lock();
     (void)core->nic->dealloc_pd(pd);

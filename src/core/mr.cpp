@@ -19,11 +19,11 @@ uint32_t MrTable::fresh_key() {
   // Random 32-bit keys: knowing one key says nothing about another.
   for (;;) {
     uint32_t k = uint32_t(rng_());
-    if (k != 0 && !by_lkey_.count(k) && !by_rkey_.count(k)) return k;
+    if (k != 0 && !by_lkey_.count(Lkey(k)) && !by_rkey_.count(Rkey(k))) return k;
   }
 }
 
-Result<Mr> MrTable::reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t access) {
+Result<Mr> MrTable::reg(PdHandle pd, uint64_t addr, uint64_t length, uint32_t access) {
   constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
   // IBA 10.6.3.1: remote write or atomic access requires local write.
@@ -31,14 +31,14 @@ Result<Mr> MrTable::reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t ac
     return make_error(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE");
   if (addr == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
   if (addr + length < addr) return make_error(EINVAL, "reg_mr: region wraps the address space");
-  uint32_t lkey = fresh_key();
+  Lkey lkey(fresh_key());
   Mr& mr = by_lkey_[lkey];  // holds the lkey while the rkey is chosen
-  mr = Mr{pd, addr, length, access, lkey, fresh_key()};
+  mr = Mr{pd, addr, length, access, lkey, Rkey(fresh_key())};
   by_rkey_[mr.rkey] = &mr;
   return mr;
 }
 
-bool MrTable::dereg(uint32_t lkey) {
+bool MrTable::dereg(Lkey lkey) {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return false;
   by_rkey_.erase(it->second.rkey);
@@ -46,26 +46,26 @@ bool MrTable::dereg(uint32_t lkey) {
   return true;
 }
 
-const Mr* MrTable::by_lkey(uint32_t lkey) const {
+const Mr* MrTable::by_lkey(Lkey lkey) const {
   auto it = by_lkey_.find(lkey);
   return it == by_lkey_.end() ? nullptr : &it->second;
 }
 
-static KeyCheck check_range(const Mr& mr, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) {
+static KeyCheck check_range(const Mr& mr, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need) {
   if (mr.pd != pd) return KeyCheck::WrongPd;
   if (addr < mr.addr || addr + len < addr || addr + len > mr.addr + mr.length) return KeyCheck::OutOfBounds;
   if ((mr.access & need) != need) return KeyCheck::NoAccess;
   return KeyCheck::Ok;
 }
 
-KeyCheck MrTable::check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) const {
+KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need) const {
   if (len == 0) return KeyCheck::Ok;
   const Mr* mr = by_lkey(lkey);
   if (!mr) return KeyCheck::BadKey;
   return check_range(*mr, pd, addr, len, need);
 }
 
-KeyCheck MrTable::check_remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
                                uint8_t** host) const {
   if (len == 0) return KeyCheck::Ok;
   auto it = by_rkey_.find(rkey);

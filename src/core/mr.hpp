@@ -5,18 +5,19 @@
 #include <random>
 #include <unordered_map>
 
+#include "core/ids.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
 
 namespace uroce::core {
 
 struct Mr {
-  uint32_t pd = 0;
+  PdHandle pd;
   uint64_t addr = 0;
   uint64_t length = 0;
   uint32_t access = 0;
-  uint32_t lkey = 0;
-  uint32_t rkey = 0;
+  Lkey lkey;
+  Rkey rkey;
 };
 
 enum class KeyCheck : uint8_t { Ok, BadKey, WrongPd, OutOfBounds, NoAccess };
@@ -26,26 +27,26 @@ class MrTable {
  public:
   explicit MrTable(uint64_t seed) : rng_(seed) {}
 
-  Result<Mr> reg(uint32_t pd, uint64_t addr, uint64_t length, uint32_t access);
-  bool dereg(uint32_t lkey);
-  const Mr* by_lkey(uint32_t lkey) const;
+  Result<Mr> reg(PdHandle pd, uint64_t addr, uint64_t length, uint32_t access);
+  bool dereg(Lkey lkey);
+  const Mr* by_lkey(Lkey lkey) const;
   size_t size() const { return by_lkey_.size(); }
 
   // Local SGE: lkey of this PD, [addr, addr+len) inside the MR, and the access it needs
   // (LOCAL_WRITE when the NIC writes into it). Zero-length accesses touch nothing and pass.
-  KeyCheck check_local(uint32_t lkey, uint32_t pd, uint64_t addr, uint64_t len, uint32_t need) const;
+  KeyCheck check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need) const;
   // Remote access by rkey (IBA C9-88: no check for a zero-length transfer). On Ok, *host is
   // the address to read or write.
-  KeyCheck check_remote(uint32_t rkey, uint32_t pd, uint64_t va, uint64_t len, uint32_t need,
+  KeyCheck check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
                         uint8_t** host) const;
 
  private:
   uint32_t fresh_key();
   std::mt19937_64 rng_;
-  std::unordered_map<uint32_t, Mr> by_lkey_;
+  std::unordered_map<Lkey, Mr> by_lkey_;
   // Remote accesses find their MR in one lookup; unordered_map nodes never move, so the
   // pointers stay valid until dereg erases both entries.
-  std::unordered_map<uint32_t, const Mr*> by_rkey_;
+  std::unordered_map<Rkey, const Mr*> by_rkey_;
 };
 
 }  // namespace uroce::core

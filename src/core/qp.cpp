@@ -10,7 +10,7 @@ uint64_t transport_timeout_ns(uint8_t timeout) {
   return uint64_t(4096) << (timeout > 31 ? 31 : timeout);
 }
 
-Qp::Qp(uint32_t qpn, QpType type, uint32_t pd, Cq* scq, Cq* rcq, const QpCap& cap)
+Qp::Qp(Qpn qpn, QpType type, PdHandle pd, Cq* scq, Cq* rcq, const QpCap& cap)
     : sq(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
       rq(cap.max_recv_wr, cap.max_recv_sge, 0),
       send_cq(scq), recv_cq(rcq), qpn_(qpn), type_(type), pd_(pd) {

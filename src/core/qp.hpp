@@ -6,6 +6,7 @@
 #include <deque>
 #include <vector>
 
+#include "core/ids.hpp"
 #include "core/wq.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
@@ -63,7 +64,7 @@ struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and A
   bool fatal = false;       // a NAK after which the QP goes to ERR (sent behind earlier responses)
   wire::Psn psn;
   uint64_t va = 0;
-  uint32_t rkey = 0;
+  Rkey rkey;
   uint32_t len = 0;
   uint32_t sent = 0;        // bytes of the READ response already sent
   uint64_t atomic_orig = 0;
@@ -78,7 +79,7 @@ struct RdAtomicResource {
   wire::Psn psn;         // first PSN
   uint32_t npkts = 1;    // PSNs it spans
   uint64_t va = 0;
-  uint32_t rkey = 0;
+  Rkey rkey;
   uint32_t len = 0;
   uint64_t orig = 0;     // atomic: the value it returned
 };
@@ -98,7 +99,7 @@ struct ResponderState {
   std::vector<Sge> recv_sges;
   // Current WRITE message.
   uint64_t write_va = 0;
-  uint32_t write_rkey = 0;
+  Rkey write_rkey;
   uint32_t write_len = 0;  // RETH DMA length
   uint32_t write_offset = 0;
   std::deque<RespJob> jobs;
@@ -108,11 +109,11 @@ struct ResponderState {
 
 class Qp {
  public:
-  Qp(uint32_t qpn, QpType type, uint32_t pd, Cq* send_cq, Cq* recv_cq, const QpCap& cap);
+  Qp(Qpn qpn, QpType type, PdHandle pd, Cq* send_cq, Cq* recv_cq, const QpCap& cap);
 
-  uint32_t qpn() const { return qpn_; }
+  Qpn qpn() const { return qpn_; }
   QpType type() const { return type_; }
-  uint32_t pd() const { return pd_; }
+  PdHandle pd() const { return pd_; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   const QpAttr& attr() const { return attr_; }
   uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }
@@ -143,9 +144,9 @@ class Qp {
   void set_sig_all(bool v) { sig_all_ = v; }
 
  private:
-  uint32_t qpn_;
+  Qpn qpn_;
   QpType type_;
-  uint32_t pd_;
+  PdHandle pd_;
   std::atomic<QpState> state_{QpState::Reset};
   bool sig_all_ = false;
   QpAttr attr_;

@@ -5,16 +5,17 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/ids.hpp"
 #include "core/wq.hpp"
 
 namespace uroce::core {
 
 class Srq {
  public:
-  Srq(uint32_t handle, uint32_t pd, uint32_t depth, uint32_t max_sge)
+  Srq(uint32_t handle, PdHandle pd, uint32_t depth, uint32_t max_sge)
       : rq(depth, max_sge, 0), handle_(handle), pd_(pd) {}
   uint32_t handle() const { return handle_; }
-  uint32_t pd() const { return pd_; }
+  PdHandle pd() const { return pd_; }
   uint32_t posted() const {
     return rq.prod.load(std::memory_order_acquire) - rq.done.load(std::memory_order_acquire);
   }
@@ -24,7 +25,7 @@ class Srq {
 
  private:
   uint32_t handle_;
-  uint32_t pd_;
+  PdHandle pd_;
 };
 
 }  // namespace uroce::core

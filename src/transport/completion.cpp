@@ -33,7 +33,7 @@ void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
     wc.status = st;
     wc.opcode = traits(w.opcode).wc;
     wc.byte_len = st == WcStatus::Success ? w.length : 0;
-    wc.qp_num = qp.qpn();
+    wc.qp_num = qp.qpn().value();
   }
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
   if (qp.req.next == d) {  // never let the requester point at a freed slot
@@ -49,7 +49,7 @@ void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
 void Nic::qp_to_error(Qp& qp, bool fatal) {
   if (fatal) {
     AsyncEvent e{AsyncEventType::QpFatal};
-    e.qp_num = qp.qpn();
+    e.qp_num = qp.qpn().value();
     raise(e);
   }
   qp.set_state(QpState::Err);
@@ -71,7 +71,7 @@ void Nic::flush(Qp& qp) {
   Wc wc;
   wc.status = WcStatus::WrFlushErr;
   wc.opcode = WcOpcode::Recv;
-  wc.qp_num = qp.qpn();
+  wc.qp_num = qp.qpn().value();
   if (qp.resp.have_recv) {
     wc.wr_id = qp.resp.recv_wr_id;
     qp.resp.have_recv = false;
@@ -80,7 +80,7 @@ void Nic::flush(Qp& qp) {
   if (qp.srq) {
     // The SRQ's WQEs belong to its other QPs too: nothing more is flushed (IBA 11.6.3).
     AsyncEvent e{AsyncEventType::QpLastWqeReached};
-    e.qp_num = qp.qpn();
+    e.qp_num = qp.qpn().value();
     raise(e);
   } else {
     auto& rq = qp.rq;

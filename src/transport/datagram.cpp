@@ -24,7 +24,7 @@ bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
   p.bth.psn = qp.req.psn;
   p.bth.solicited = (w.flags & kSendSolicited) != 0;
   // IBA 10.2.5: a Q_Key with the top bit set means "use the QP's own".
-  p.deth = {(w.ud_qkey & 0x80000000u) ? qp.attr().qkey : w.ud_qkey, qp.qpn()};
+  p.deth = {(w.ud_qkey & 0x80000000u) ? qp.attr().qkey : w.ud_qkey, qp.qpn().value()};
   p.imm = w.imm;
   auto& sq = qp.sq;
   if (w.is_inline) {
@@ -69,7 +69,7 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
   Wc wc;
   wc.wr_id = w.wr_id;
   wc.opcode = WcOpcode::Recv;
-  wc.qp_num = qp.qpn();
+  wc.qp_num = qp.qpn().value();
   wc.src_qp = p.deth.src_qp;
   wc.with_grh = true;
   wc.solicited = p.bth.solicited;

@@ -40,14 +40,14 @@ Nic::~Nic() = default;
 
 // ---------------------------------------------------------------- control path
 
-Result<uint32_t> Nic::alloc_pd() {
+Result<PdHandle> Nic::alloc_pd() {
   if (pds_.size() >= limits_.max_pd) return make_error(ENOMEM, "alloc_pd: too many protection domains");
-  uint32_t h = next_pd_++;
+  PdHandle h(next_pd_++);
   pds_[h] = 0;
   return h;
 }
 
-Status Nic::dealloc_pd(uint32_t pd) {
+Status Nic::dealloc_pd(PdHandle pd) {
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "dealloc_pd: unknown protection domain");
   if (it->second) return make_error(EBUSY, "dealloc_pd: memory regions or QPs still use it");
@@ -55,7 +55,7 @@ Status Nic::dealloc_pd(uint32_t pd) {
   return {};
 }
 
-Result<core::Mr> Nic::reg_mr(uint32_t pd, void* addr, uint64_t len, uint32_t access) {
+Result<core::Mr> Nic::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
   if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
@@ -64,10 +64,10 @@ Result<core::Mr> Nic::reg_mr(uint32_t pd, void* addr, uint64_t len, uint32_t acc
   return r;
 }
 
-Status Nic::dereg_mr(uint32_t lkey) {
+Status Nic::dereg_mr(Lkey lkey) {
   const core::Mr* mr = mrs_.by_lkey(lkey);
   if (!mr) return make_error(EINVAL, "dereg_mr: unknown memory region");
-  uint32_t pd = mr->pd;
+  PdHandle pd = mr->pd;
   mrs_.dereg(lkey);  // keys are dead from here on: the engine checks every access under our lock
   --pds_[pd];
   return {};
@@ -93,7 +93,7 @@ Status Nic::destroy_cq(Cq* cq) {
   return {};
 }
 
-Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
+Result<Qp*> Nic::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
                            core::Srq* srq) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
@@ -110,9 +110,9 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
   if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
-  uint32_t qpn;
-  do qpn = uint32_t(qpn_rng_()) & wire::kQpnMask;
-  while (qpn < 0x10 || qps_.count(qpn));  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
+  Qpn qpn;
+  do qpn = Qpn(uint32_t(qpn_rng_()) & wire::kQpnMask);
+  while (qpn.value() < 0x10 || qps_.count(qpn));  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
@@ -121,7 +121,7 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   QpAttr a;
   a.sq_sig_all = sig_all;
   qp->flow.src = cfg_.gids.front();  // until an address vector names the source GID
-  qp->flow.src_port = cfg_.src_port_for(qpn);
+  qp->flow.src_port = cfg_.src_port_for(qpn.value());
   qp->flow.dst_port = wire::kRoceV2Port;
   qp->set_sig_all(sig_all);
   Qp* p = qp.get();
@@ -132,7 +132,7 @@ Result<Qp*> Nic::create_qp(uint32_t pd, QpType type, Cq* scq, Cq* rcq, const QpC
   return p;
 }
 
-bool Nic::pd_busy(uint32_t pd) const {
+bool Nic::pd_busy(PdHandle pd) const {
   auto it = pds_.find(pd);
   return it != pds_.end() && it->second;
 }
@@ -183,7 +183,7 @@ Status Nic::destroy_qp(Qp* qp) {
   return {};
 }
 
-Result<core::Srq*> Nic::create_srq(uint32_t pd, uint32_t depth, uint32_t max_sge) {
+Result<core::Srq*> Nic::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_srq: unknown protection domain");
   if (depth == 0 || depth > limits_.max_qp_wr) return make_error(EINVAL, "create_srq: max_wr must be 1.." + std::to_string(limits_.max_qp_wr));
@@ -225,7 +225,7 @@ Result<AsyncEvent> Nic::get_async_event() {
   return e;
 }
 
-Qp* Nic::qp(uint32_t qpn) {
+Qp* Nic::qp(Qpn qpn) {
   auto it = qps_.find(qpn);
   return it == qps_.end() ? nullptr : it->second.get();
 }

@@ -45,6 +45,10 @@ using wire::kMaxPacket;
 inline constexpr uint32_t kMaxMessage = 1u << 31;
 
 using TxPacket = wire::PacketBuf;
+using core::Lkey;
+using core::PdHandle;
+using core::Qpn;
+using core::Rkey;
 
 struct NicConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
@@ -83,15 +87,15 @@ class Nic {
   core::MrTable& mrs() { return mrs_; }
 
   // ---- control path (engine lock held) ----
-  Result<uint32_t> alloc_pd();
-  Status dealloc_pd(uint32_t pd);
-  Result<core::Mr> reg_mr(uint32_t pd, void* addr, uint64_t len, uint32_t access);
-  Status dereg_mr(uint32_t lkey);
+  Result<PdHandle> alloc_pd();
+  Status dealloc_pd(PdHandle pd);
+  Result<core::Mr> reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access);
+  Status dereg_mr(Lkey lkey);
   Result<core::Cq*> create_cq(uint32_t depth);
   Status destroy_cq(core::Cq* cq);
-  Result<core::Qp*> create_qp(uint32_t pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
+  Result<core::Qp*> create_qp(PdHandle pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
                               const QpCap& cap, bool sq_sig_all, core::Srq* srq = nullptr);
-  Result<core::Srq*> create_srq(uint32_t pd, uint32_t depth, uint32_t max_sge);
+  Result<core::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
   Status destroy_srq(core::Srq* srq);
   // Arms the limit event (limit > 0) or disarms it (0).
   Status modify_srq(core::Srq& srq, uint32_t limit);
@@ -99,12 +103,12 @@ class Nic {
   Result<AsyncEvent> get_async_event();
   bool has_async_events() const { return !async_.empty(); }
   // True while children use it: destroying it would fail with EBUSY.
-  bool pd_busy(uint32_t pd) const;
+  bool pd_busy(PdHandle pd) const;
   bool cq_busy(core::Cq* cq) const;
   bool srq_busy(core::Srq* srq) const;
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
   Status destroy_qp(core::Qp* qp);
-  core::Qp* qp(uint32_t qpn);
+  core::Qp* qp(Qpn qpn);
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
@@ -171,7 +175,7 @@ class Nic {
   DeviceLimits limits_;
   Counters ctr_;
   core::MrTable mrs_;
-  std::map<uint32_t, uint32_t> pds_;  // handle -> users (MRs + QPs)
+  std::map<PdHandle, uint32_t> pds_;  // handle -> users (MRs + QPs)
   uint32_t next_pd_ = 1;
   std::map<uint32_t, std::unique_ptr<core::Cq>> cqs_;
   std::map<core::Cq*, uint32_t> cq_users_;
@@ -181,19 +185,19 @@ class Nic {
   std::deque<AsyncEvent> async_;
   bool async_signal_ = false;
   uint32_t next_cq_ = 1;
-  std::map<uint32_t, std::unique_ptr<core::Qp>> qps_;
+  std::map<Qpn, std::unique_ptr<core::Qp>> qps_;
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
   core::SpinLock doorbell_lock_;
-  std::vector<uint32_t> doorbells_;  // QPNs, under doorbell_lock_
+  std::vector<Qpn> doorbells_;  // under doorbell_lock_
   std::atomic<uint32_t> doorbell_count_{0};
-  std::vector<uint32_t> doorbells_swap_;
+  std::vector<Qpn> doorbells_swap_;
 
   std::vector<core::Qp*> run_list_;
   std::vector<core::Qp*> run_list_swap_;
   std::vector<core::Qp*> ack_list_;
-  using TimerEntry = std::pair<uint64_t, uint32_t>;  // (deadline, qpn); stale entries skipped
+  using TimerEntry = std::pair<uint64_t, Qpn>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
 
   wire::BufferPool pool_;

@@ -36,7 +36,7 @@ void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint
     ++ctr_.rx_malformed;
     return;
   }
-  Qp* q = qp(p.bth.dest_qp);
+  Qp* q = qp(Qpn(p.bth.dest_qp));
   if (!q) {
     ++ctr_.rx_unknown_qp;
     return;

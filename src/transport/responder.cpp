@@ -12,6 +12,7 @@
 namespace uroce::transport {
 
 using core::Qp;
+using core::Rkey;
 using core::RespJob;
 using wire::Aeth;
 using wire::NakCode;
@@ -108,7 +109,7 @@ void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, c
   wc.status = st;
   wc.opcode = op;
   wc.byte_len = len;
-  wc.qp_num = qp.qpn();
+  wc.qp_num = qp.qpn().value();
   wc.src_qp = qp.attr().dest_qp_num;
   if (p && (p->info().headers & wire::kImmDt)) {
     wc.with_imm = true;
@@ -178,12 +179,12 @@ Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
       return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
     }
-    if (nic.mrs().check_remote(p.reth.rkey, qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
+    if (nic.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
         core::KeyCheck::Ok) {
       return reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     r.write_va = p.reth.va;
-    r.write_rkey = p.reth.rkey;
+    r.write_rkey = Rkey(p.reth.rkey);
     r.write_len = p.reth.dma_len;
     r.write_offset = 0;
   }
@@ -218,11 +219,11 @@ Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   return Verdict::Execute;
 }
 
-bool check_read(Nic& nic, Qp& qp, uint64_t va, uint32_t rkey, uint32_t len) {
+bool check_read(Nic& nic, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
   return nic.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == core::KeyCheck::Ok;
 }
 
-void queue_read(Nic& nic, Qp& qp, Psn psn, uint64_t va, uint32_t rkey, uint32_t len, bool dup) {
+void queue_read(Nic& nic, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
   RespJob j;
   j.kind = core::RespJobKind::Read;
   j.psn = psn;
@@ -245,12 +246,12 @@ Verdict do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
     return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (!check_read(nic, qp, p.reth.va, p.reth.rkey, p.reth.dma_len)) {
+  if (!check_read(nic, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
     return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
-  remember(qp, {true, false, p.bth.psn, n, p.reth.va, p.reth.rkey, p.reth.dma_len, 0});
-  queue_read(nic, qp, p.bth.psn, p.reth.va, p.reth.rkey, p.reth.dma_len, false);
+  remember(qp, {true, false, p.bth.psn, n, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, 0});
+  queue_read(nic, qp, p.bth.psn, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, false);
   r.epsn = p.bth.psn + n;
   ++r.msn;
   return Verdict::Execute;
@@ -263,7 +264,7 @@ Verdict do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
     return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   uint8_t* host = nullptr;
-  if (nic.mrs().check_remote(p.atomic.rkey, qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
+  if (nic.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
       core::KeyCheck::Ok) {
     return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
@@ -276,7 +277,7 @@ Verdict do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   } else {
     orig = target.fetch_add(p.atomic.swap_add);
   }
-  remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, p.atomic.rkey, 8, orig});
+  remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, Rkey(p.atomic.rkey), 8, orig});
   RespJob j;
   j.kind = core::RespJobKind::AtomicAck;
   j.psn = p.bth.psn;
@@ -313,8 +314,8 @@ Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
   const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
-  bool match = res && (atomic ? p.atomic.va == res->va && p.atomic.rkey == res->rkey
-                              : p.reth.rkey == res->rkey && p.reth.va == res->va + off &&
+  bool match = res && (atomic ? p.atomic.va == res->va && Rkey(p.atomic.rkey) == res->rkey
+                              : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
                                     off <= res->len && p.reth.dma_len == res->len - off);
   if (!match) {
     ++nic.ctr().rx_dup_unmatched;

@@ -18,7 +18,7 @@ void Nic::drain_doorbells() {
     doorbells_swap_.swap(doorbells_);
   }
   doorbell_count_.fetch_sub(uint32_t(doorbells_swap_.size()), std::memory_order_seq_cst);
-  for (uint32_t qpn : doorbells_swap_) {
+  for (Qpn qpn : doorbells_swap_) {
     Qp* q = qp(qpn);
     if (!q) continue;
     q->doorbell.store(false, std::memory_order_release);

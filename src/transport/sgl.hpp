@@ -12,7 +12,7 @@ namespace uroce::transport {
 // before copy(address, position in the message buffer, bytes) moves it. Returns the first
 // failed check, or OutOfBounds if the list is too short.
 template <class Copy>
-core::KeyCheck sgl_walk(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n, uint64_t offset,
+core::KeyCheck sgl_walk(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
                         uint32_t len, uint32_t need, Copy copy) {
   uint32_t done = 0;
   for (uint32_t i = 0; i < n && done < len; ++i) {
@@ -23,7 +23,7 @@ core::KeyCheck sgl_walk(const core::MrTable& mrs, uint32_t pd, const Sge* sges, 
     }
     uint32_t chunk = uint32_t(s.length - offset) < len - done ? uint32_t(s.length - offset) : len - done;
     uint64_t addr = s.addr + offset;
-    if (core::KeyCheck k = mrs.check_local(s.lkey, pd, addr, chunk, need); k != core::KeyCheck::Ok) return k;
+    if (core::KeyCheck k = mrs.check_local(core::Lkey(s.lkey), pd, addr, chunk, need); k != core::KeyCheck::Ok) return k;
     copy(addr, done, chunk);
     done += chunk;
     offset = 0;
@@ -32,7 +32,7 @@ core::KeyCheck sgl_walk(const core::MrTable& mrs, uint32_t pd, const Sge* sges, 
 }
 
 // Gathers from the list into out (sending: the SGEs are only read).
-inline core::KeyCheck sgl_gather(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n,
+inline core::KeyCheck sgl_gather(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
                                  uint64_t offset, uint8_t* out, uint32_t len) {
   return sgl_walk(mrs, pd, sges, n, offset, len, 0, [out](uint64_t addr, uint32_t at, uint32_t k) {
     std::memcpy(out + at, reinterpret_cast<const void*>(addr), k);
@@ -40,7 +40,7 @@ inline core::KeyCheck sgl_gather(const core::MrTable& mrs, uint32_t pd, const Sg
 }
 
 // Scatters in into the list (receiving: the SGEs need LOCAL_WRITE).
-inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n,
+inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
                                   uint64_t offset, const uint8_t* in, uint32_t len) {
   return sgl_walk(mrs, pd, sges, n, offset, len, kAccessLocalWrite, [in](uint64_t addr, uint32_t at, uint32_t k) {
     std::memcpy(reinterpret_cast<void*>(addr), in + at, k);
@@ -48,9 +48,9 @@ inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, uint32_t pd, const S
 }
 
 // Checks every SGE of a list up front (for errors that must be found before sending).
-inline core::KeyCheck sgl_check(const core::MrTable& mrs, uint32_t pd, const Sge* sges, uint32_t n, uint32_t need) {
+inline core::KeyCheck sgl_check(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint32_t need) {
   for (uint32_t i = 0; i < n; ++i)
-    if (core::KeyCheck k = mrs.check_local(sges[i].lkey, pd, sges[i].addr, sges[i].length, need);
+    if (core::KeyCheck k = mrs.check_local(core::Lkey(sges[i].lkey), pd, sges[i].addr, sges[i].length, need);
         k != core::KeyCheck::Ok)
       return k;
   return core::KeyCheck::Ok;

@@ -26,7 +26,7 @@ inline void inject_packet(transport::Nic& to, const wire::FlowAddr& f, wire::Pac
 
 struct Side {
   transport::Nic* nic = nullptr;
-  uint32_t pd = 0;
+  core::PdHandle pd;
   core::Cq* scq = nullptr;
   core::Cq* rcq = nullptr;
   core::Qp* qp = nullptr;
@@ -86,17 +86,21 @@ class CorePair {
     c.max_dest_rd_atomic = 16;
     Endpoint remote;
     remote.gid = Gid::from_ipv4(peer_ip);
-    remote.qpn = peer.qp->qpn();
+    remote.qpn = peer.qp->qpn().value();
     remote.psn = peer_psn;
     auto st = cm::connect_rc(*s.nic, *s.qp, remote, my_psn, c);
     ASSERT_TRUE(st) << st.error().message;
   }
 
-  core::Mr reg(Side& s, void* p, size_t len, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite |
-                                                                 kAccessRemoteRead | kAccessRemoteAtomic) {
+  // The keys as an application holds them: plain numbers for its SGEs and work requests.
+  struct Keys {
+    uint32_t lkey = 0, rkey = 0;
+  };
+  Keys reg(Side& s, void* p, size_t len, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite |
+                                                             kAccessRemoteRead | kAccessRemoteAtomic) {
     auto r = s.nic->reg_mr(s.pd, p, len, access);
     EXPECT_TRUE(r.ok()) << r.error().message;
-    return r.ok() ? *r : core::Mr{};
+    return r.ok() ? Keys{r->lkey.value(), r->rkey.value()} : Keys{};
   }
 
   Status send(Side& s, const SendWr& wr) { return s.nic->post_send(*s.qp, std::span<const SendWr>(&wr, 1)); }

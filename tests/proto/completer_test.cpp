@@ -38,7 +38,7 @@ struct OneResponse {
     std::vector<uint8_t> payload(len, 0x99);
     wire::Packet p;
     p.bth.opcode = op;
-    p.bth.dest_qp = t.a.qp->qpn();
+    p.bth.dest_qp = t.a.qp->qpn().value();
     p.bth.psn = psn;
     p.aeth = aeth;
     if (len) p.payload = payload;
@@ -56,7 +56,7 @@ struct OneResponse {
   std::vector<Verdict> verdicts;
   CorePair t;
   std::vector<uint8_t> buf;
-  core::Mr mr;
+  test::CorePair::Keys mr;
 };
 
 }  // namespace

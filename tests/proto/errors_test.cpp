@@ -24,7 +24,7 @@ struct Fixture {
   }
   CorePair t;
   std::vector<uint8_t> src, dst;
-  core::Mr smr;
+  test::CorePair::Keys smr;
   Sge sge;
 };
 
@@ -98,7 +98,7 @@ TEST(RcErrors, DeregisteredMrIsRevokedAtOnce) {
   auto dmr = f.t.reg(f.t.b, f.dst.data(), f.dst.size());
   ASSERT_TRUE(f.t.send(f.t.a, f.write_to(uint64_t(f.dst.data()), dmr.rkey, 64)));
   EXPECT_EQ(f.t.one_wc(f.t.a.scq).status, WcStatus::Success);
-  ASSERT_TRUE(f.t.b.nic->dereg_mr(dmr.lkey));
+  ASSERT_TRUE(f.t.b.nic->dereg_mr(core::Lkey(dmr.lkey)));
   std::fill(f.dst.begin(), f.dst.end(), 0);
   ASSERT_TRUE(f.t.send(f.t.a, f.write_to(uint64_t(f.dst.data()), dmr.rkey, 64)));
   EXPECT_EQ(f.t.one_wc(f.t.a.scq).status, WcStatus::RemAccessErr);

@@ -39,7 +39,7 @@ struct ReadFixture {
   static constexpr uint32_t kReads = 64;
   CorePair t;
   std::vector<uint8_t> remote, other, local;
-  core::Mr rmr, omr, lmr;
+  test::CorePair::Keys rmr, omr, lmr;
 };
 
 // The API's defaults: 16 READs outstanding, each way.
@@ -93,7 +93,7 @@ TEST(Hostile, ForgedDuplicateReadIsDropped) {
 
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
-  p.bth.dest_qp = f.t.b.qp->qpn();
+  p.bth.dest_qp = f.t.b.qp->qpn().value();
   p.bth.psn = f.t.b.qp->resp.epsn - 1;  // in the past: a "duplicate"
   p.reth = {uint64_t(f.other.data()), f.omr.rkey, kReadLen};
   f.t.inject(f.t.b, f.t.a, p);
@@ -118,7 +118,7 @@ TEST(Hostile, DuplicateReadIsAnsweredFromTheOriginalRequest) {
   const uint32_t mtu = f.t.b.qp->mtu();
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
-  p.bth.dest_qp = f.t.b.qp->qpn();
+  p.bth.dest_qp = f.t.b.qp->qpn().value();
   p.bth.psn = f.t.b.qp->resp.epsn - 2;  // the READ's last two responses
   p.reth = {uint64_t(f.remote.data()) + kReadLen - 2 * mtu, f.rmr.rkey, 2 * mtu};
   f.t.inject(f.t.b, f.t.a, p);
@@ -172,7 +172,7 @@ TEST(Hostile, FatalNakBehindLostReadResponsesIsReported) {
   ASSERT_TRUE(f.t.b.nic->modify_qp(*f.t.b.qp, QpAttr{.qp_state = QpState::Err}, kQpState));
   wire::Packet nak;
   nak.bth.opcode = wire::Opcode::RC_ACKNOWLEDGE;
-  nak.bth.dest_qp = f.t.a.qp->qpn();
+  nak.bth.dest_qp = f.t.a.qp->qpn().value();
   nak.bth.psn = read_psn + kReadLen / f.t.a.qp->mtu();  // the WRITE
   nak.aeth = wire::Aeth::nak(0, wire::NakCode::RemoteAccessError);
   f.t.inject(f.t.a, f.t.b, nak);
@@ -194,7 +194,7 @@ TEST(Hostile, ReadResponseWithNakSyndromeIsDropped) {
   std::vector<uint8_t> forged(512, 0xab);
   wire::Packet r;
   r.bth.opcode = wire::Opcode::RC_READ_RESPONSE_ONLY;
-  r.bth.dest_qp = f.t.a.qp->qpn();
+  r.bth.dest_qp = f.t.a.qp->qpn().value();
   r.bth.psn = psn;
   r.aeth = wire::Aeth::nak(0, wire::NakCode::RemoteAccessError);
   r.payload = forged;
@@ -222,7 +222,7 @@ TEST(Hostile, SendWithInvalidateIsRefused) {
   uint8_t data[16] = {1, 2, 3};
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_SEND_ONLY_INV;
-  p.bth.dest_qp = t.b.qp->qpn();
+  p.bth.dest_qp = t.b.qp->qpn().value();
   p.bth.psn = t.b.qp->resp.epsn;
   p.ieth = rm.rkey;
   p.payload = data;
@@ -247,7 +247,7 @@ TEST(Hostile, ReadLongerThan2GiBIsRefused) {
   uint64_t tx_before = t.b.nic->counters().tx_packets;
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
-  p.bth.dest_qp = t.b.qp->qpn();
+  p.bth.dest_qp = t.b.qp->qpn().value();
   p.bth.psn = t.b.qp->resp.epsn;
   p.reth = {uint64_t(big), mr.rkey, (1u << 31) + 256};
   t.inject(t.b, t.a, p);
@@ -255,7 +255,7 @@ TEST(Hostile, ReadLongerThan2GiBIsRefused) {
   EXPECT_EQ(t.b.nic->counters().tx_packets, tx_before + 1) << "sent READ responses";
   EXPECT_EQ(t.b.qp->state(), QpState::Err);
   ASSERT_TRUE(t.b.nic->destroy_qp(t.b.qp));
-  ASSERT_TRUE(t.b.nic->dereg_mr(mr.lkey));
+  ASSERT_TRUE(t.b.nic->dereg_mr(core::Lkey(mr.lkey)));
   munmap(big, len);
 }
 
@@ -269,7 +269,7 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
   uint8_t data[8] = {9, 9, 9};
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_SEND_ONLY;
-  p.bth.dest_qp = t.b.qp->qpn();
+  p.bth.dest_qp = t.b.qp->qpn().value();
   p.bth.psn = t.b.qp->resp.epsn;
   p.payload = data;
   wire::FlowAddr f = t.a.qp->flow;
@@ -287,10 +287,10 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
 TEST(Hostile, QueuePairNumbersAreNotSequential) {
   sim::Sim sim(1, {});
   transport::Nic& nic = sim.add_nic(kIpA);
-  uint32_t pd = *nic.alloc_pd();
+  core::PdHandle pd = *nic.alloc_pd();
   core::Cq* cq = *nic.create_cq(16);
   std::vector<uint32_t> qpns;
-  for (int i = 0; i < 64; ++i) qpns.push_back((*nic.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 1, 1, 0}, false))->qpn());
+  for (int i = 0; i < 64; ++i) qpns.push_back((*nic.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 1, 1, 0}, false))->qpn().value());
   int consecutive = 0;
   for (size_t i = 1; i < qpns.size(); ++i) consecutive += qpns[i] == qpns[i - 1] + 1;
   EXPECT_EQ(consecutive, 0);
@@ -299,9 +299,9 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
   EXPECT_GE(qpns.front(), 0x10u);
   // Two devices do not draw the same sequence.
   transport::Nic& other = sim.add_nic(kIpB);
-  uint32_t pd2 = *other.alloc_pd();
+  core::PdHandle pd2 = *other.alloc_pd();
   core::Cq* cq2 = *other.create_cq(16);
-  uint32_t q2 = (*other.create_qp(pd2, QpType::RC, cq2, cq2, QpCap{4, 4, 1, 1, 0}, false))->qpn();
+  uint32_t q2 = (*other.create_qp(pd2, QpType::RC, cq2, cq2, QpCap{4, 4, 1, 1, 0}, false))->qpn().value();
   EXPECT_EQ(std::count(qpns.begin(), qpns.end(), q2), 0);
 }
 
@@ -309,20 +309,20 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
 TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   sim::Sim sim(1, {});
   transport::Nic& nic = sim.add_nic(kIpB);
-  uint32_t pd = *nic.alloc_pd();
+  core::PdHandle pd = *nic.alloc_pd();
   core::Cq* cq = *nic.create_cq(16);
   core::Qp* qp = *nic.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
   ASSERT_TRUE(cm::activate_ud(nic, *qp, 0x1234, 0));
   std::vector<uint8_t> rb(kGrhBytes + 65536, 0);
   auto rm = *nic.reg_mr(pd, rb.data(), rb.size(), kAccessLocalWrite);
-  Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey};
+  Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey.value()};
   RecvWr rw{1, {&r, 1}};
   ASSERT_TRUE(nic.post_recv(*qp, {&rw, 1}));
   const uint32_t mtu = mtu_bytes(nic.config().port_mtu);
   std::vector<uint8_t> big(mtu + 1, 0x77);
   wire::Packet p;
   p.bth.opcode = wire::Opcode::UD_SEND_ONLY;
-  p.bth.dest_qp = qp->qpn();
+  p.bth.dest_qp = qp->qpn().value();
   p.deth = {0x1234, 0x99};
   p.payload = big;
   auto f = wire::FlowAddr::ipv4(kIpA, kIpB, 0xc000);

@@ -18,7 +18,7 @@ Gid v6(const char* s) { return *Gid::parse(s); }
 
 struct Node {
   transport::Nic* nic;
-  uint32_t pd;
+  core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
 };
@@ -70,24 +70,24 @@ TEST(Ipv6, RcOperationsOverIpv6) {
   Node a = make(sim, v6("2001:db8::a"), QpType::RC), b = make(sim, v6("2001:db8::b"), QpType::RC);
   ConnectOptions co;
   co.timeout = 8;
-  ASSERT_TRUE(cm::connect_rc(*a.nic, *a.qp, {v6("2001:db8::b"), b.qp->qpn(), 500}, 100, co));
-  ASSERT_TRUE(cm::connect_rc(*b.nic, *b.qp, {v6("2001:db8::a"), a.qp->qpn(), 100}, 500, co));
+  ASSERT_TRUE(cm::connect_rc(*a.nic, *a.qp, {v6("2001:db8::b"), b.qp->qpn().value(), 500}, 100, co));
+  ASSERT_TRUE(cm::connect_rc(*b.nic, *b.qp, {v6("2001:db8::a"), a.qp->qpn().value(), 100}, 500, co));
   std::vector<uint8_t> src(20000), dst(20000, 0), back(20000, 0), rb(20000, 0);
   fill_pattern(src.data(), src.size(), 6);
   auto sm = *a.nic->reg_mr(a.pd, src.data(), src.size(), kAccessLocalWrite);
   auto km = *a.nic->reg_mr(a.pd, back.data(), back.size(), kAccessLocalWrite);
   auto dm = *b.nic->reg_mr(b.pd, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
   auto rm = *b.nic->reg_mr(b.pd, rb.data(), rb.size(), kAccessLocalWrite);
-  Sge r{uint64_t(rb.data()), 20000, rm.lkey};
+  Sge r{uint64_t(rb.data()), 20000, rm.lkey.value()};
   RecvWr rw{9, {&r, 1}};
   ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
-  Sge s{uint64_t(src.data()), 20000, sm.lkey}, k{uint64_t(back.data()), 20000, km.lkey};
+  Sge s{uint64_t(src.data()), 20000, sm.lkey.value()}, k{uint64_t(back.data()), 20000, km.lkey.value()};
   SendWr w1{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
   w1.remote_addr = uint64_t(dst.data());
-  w1.rkey = dm.rkey;
+  w1.rkey = dm.rkey.value();
   SendWr w2{2, WrOpcode::RdmaRead, kSendSignaled, {&k, 1}};
   w2.remote_addr = uint64_t(dst.data());
-  w2.rkey = dm.rkey;
+  w2.rkey = dm.rkey.value();
   SendWr w3{3, WrOpcode::Send, kSendSignaled, {&s, 1}};
   SendWr wrs[] = {w1, w2, w3};
   ASSERT_TRUE(a.nic->post_send(*a.qp, wrs));
@@ -118,15 +118,15 @@ TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   auto am = *a.nic->reg_mr(a.pd, buf.data(), buf.size(), kAccessLocalWrite);
   auto bm = *b.nic->reg_mr(b.pd, buf.data(), buf.size(), kAccessLocalWrite);
   uint8_t* bslot = buf.data() + kGrhBytes + 256;
-  Sge r{uint64_t(bslot), kGrhBytes + 256, bm.lkey};
+  Sge r{uint64_t(bslot), kGrhBytes + 256, bm.lkey.value()};
   RecvWr rw{1, {&r, 1}};
   ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
   std::memcpy(buf.data(), "over IPv6", 10);
   Ah to_b{v6("fe80::b")};
-  Sge s{uint64_t(buf.data()), 10, am.lkey};
+  Sge s{uint64_t(buf.data()), 10, am.lkey.value()};
   SendWr w{2, WrOpcode::Send, kSendSignaled, {&s, 1}};
   w.ah = &to_b;
-  w.remote_qpn = b.qp->qpn();
+  w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = 0x11;
   ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> wc;

@@ -40,7 +40,7 @@ TEST(RcOps, SendRecvSingleAndMultiPacket) {
     EXPECT_EQ(rw.opcode, WcOpcode::Recv);
     EXPECT_EQ(rw.byte_len, len);
     EXPECT_FALSE(rw.with_imm);
-    EXPECT_EQ(rw.src_qp, t.a.qp->qpn());
+    EXPECT_EQ(rw.src_qp, t.a.qp->qpn().value());
     EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin()));
     EXPECT_EQ(dst[len], 0xee);  // nothing written past the message
   }

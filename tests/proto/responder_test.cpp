@@ -30,7 +30,7 @@ struct OnePacket {
     std::vector<uint8_t> payload(len, 0x5c);
     wire::Packet p;
     p.bth.opcode = op;
-    p.bth.dest_qp = t.b.qp->qpn();
+    p.bth.dest_qp = t.b.qp->qpn().value();
     p.bth.psn = t.b.qp->resp.epsn + psn_offset;
     p.bth.ack_req = ack_req;
     p.reth = {uint64_t(buf.data()), mr.rkey, uint32_t(len)};
@@ -51,7 +51,7 @@ struct OnePacket {
   std::vector<Verdict> verdicts;
   CorePair t;
   std::vector<uint8_t> buf;
-  core::Mr mr;
+  test::CorePair::Keys mr;
   uint64_t answered = 0;
 };
 

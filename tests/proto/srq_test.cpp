@@ -26,7 +26,7 @@ struct SrqSetup {
     ConnectOptions o;
     o.timeout = 8;
     for (int i = 0; i < 2; ++i) {
-      Endpoint to_b{Gid::from_ipv4(kIpB), qb[i]->qpn(), 500, 0, 0, 0}, to_a{Gid::from_ipv4(kIpA), qa[i]->qpn(), 100, 0, 0, 0};
+      Endpoint to_b{Gid::from_ipv4(kIpB), qb[i]->qpn().value(), 500, 0, 0, 0}, to_a{Gid::from_ipv4(kIpA), qa[i]->qpn().value(), 100, 0, 0, 0};
       EXPECT_TRUE(cm::connect_rc(*a, *qa[i], to_b, 100, o));
       EXPECT_TRUE(cm::connect_rc(*b, *qb[i], to_a, 500, o));
     }
@@ -41,14 +41,14 @@ struct SrqSetup {
   }
   void post_srq(uint64_t first, uint64_t n) {
     for (uint64_t i = first; i < first + n; ++i) {
-      Sge s{uint64_t(dst.data() + (i % 64) * 1024), 1024, mdb.lkey};
+      Sge s{uint64_t(dst.data() + (i % 64) * 1024), 1024, mdb.lkey.value()};
       RecvWr r{i, {&s, 1}};
       ASSERT_TRUE(b->post_srq_recv(*srq, {&r, 1}));
     }
   }
   void send(int q, uint32_t tag, uint32_t len = 100) {
     std::fill(src.begin(), src.begin() + len, uint8_t(tag));
-    Sge s{uint64_t(src.data()), len, msa.lkey};
+    Sge s{uint64_t(src.data()), len, msa.lkey.value()};
     SendWr w{tag, WrOpcode::SendWithImm, 0, {&s, 1}, tag};
     ASSERT_TRUE(a->post_send(*qa[q], {&w, 1}));
     std::vector<Wc> got;
@@ -70,7 +70,7 @@ struct SrqSetup {
   }
   sim::Sim sim;
   transport::Nic *a, *b;
-  uint32_t pa, pb;
+  core::PdHandle pa, pb;
   core::Cq *cqa, *cqb;
   core::Srq* srq;
   core::Qp *qa[2], *qb[2];
@@ -91,7 +91,7 @@ TEST(Srq, TwoQpsDrawFromOneQueueInOrder) {
     EXPECT_EQ(rw[i].wr_id, i);  // the SRQ's WQEs are used in posting order, whichever QP
     EXPECT_EQ(rw[i].status, WcStatus::Success);
     EXPECT_EQ(rw[i].imm_data, tags[i]);
-    EXPECT_EQ(rw[i].qp_num, t.qb[tags[i] / 10 - 1]->qpn());
+    EXPECT_EQ(rw[i].qp_num, t.qb[tags[i] / 10 - 1]->qpn().value());
     EXPECT_EQ(t.dst[i * 1024], tags[i]);
     EXPECT_EQ(t.dst[i * 1024 + 99], tags[i]);
     EXPECT_EQ(t.dst[i * 1024 + 100], 0);
@@ -129,14 +129,14 @@ TEST(Srq, ErrorOnOneQpLeavesTheSharedWqesToTheOther) {
   auto ev = t.events(t.b);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].type, AsyncEventType::QpLastWqeReached);
-  EXPECT_EQ(ev[0].qp_num, t.qb[0]->qpn());
+  EXPECT_EQ(ev[0].qp_num, t.qb[0]->qpn().value());
   EXPECT_EQ(t.cqb->pending(), 0u);  // nothing flushed from the SRQ
   EXPECT_EQ(t.srq->posted(), 4u);
   t.send(1, 77);
   std::vector<Wc> rw;
   ASSERT_TRUE(t.wait(t.cqb, 1, rw));
   EXPECT_EQ(rw[0].wr_id, 0u);
-  EXPECT_EQ(rw[0].qp_num, t.qb[1]->qpn());
+  EXPECT_EQ(rw[0].qp_num, t.qb[1]->qpn().value());
   EXPECT_EQ(t.b->destroy_srq(t.srq).error().code, EBUSY);
 }
 
@@ -162,11 +162,11 @@ TEST(AsyncEvents, PortActiveAtStartAndQpFatalOnErrors) {
   auto ea = t.a.nic->get_async_event();
   ASSERT_TRUE(ea);
   EXPECT_EQ(ea->type, AsyncEventType::QpFatal);
-  EXPECT_EQ(ea->qp_num, t.a.qp->qpn());
+  EXPECT_EQ(ea->qp_num, t.a.qp->qpn().value());
   auto eb = t.b.nic->get_async_event();
   ASSERT_TRUE(eb);
   EXPECT_EQ(eb->type, AsyncEventType::QpFatal);
-  EXPECT_EQ(eb->qp_num, t.b.qp->qpn());
+  EXPECT_EQ(eb->qp_num, t.b.qp->qpn().value());
 }
 
 TEST(AsyncEvents, CqOverrunIsReportedOnce) {

@@ -16,7 +16,7 @@ constexpr uint32_t kQkey = 0x11111111;
 
 struct UdNode {
   transport::Nic* nic;
-  uint32_t pd;
+  core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
 };
@@ -55,15 +55,15 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   auto sm = t.reg(a, src.data(), src.size());
   auto rm = t.reg(b, rb.data(), rb.size());
   for (uint64_t i = 0; i < 2; ++i) {
-    Sge r{uint64_t(rb.data() + i * (kGrhBytes + 4096)), kGrhBytes + 4096, rm.lkey};
+    Sge r{uint64_t(rb.data() + i * (kGrhBytes + 4096)), kGrhBytes + 4096, rm.lkey.value()};
     RecvWr rw{i, {&r, 1}};
     ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
   }
   Ah to_b{Gid::from_ipv4(kIpB)};
-  Sge s{uint64_t(src.data()), 4096, sm.lkey};
+  Sge s{uint64_t(src.data()), 4096, sm.lkey.value()};
   SendWr w{7, WrOpcode::SendWithImm, kSendSignaled, {&s, 1}, 0xabcd};
   w.ah = &to_b;
-  w.remote_qpn = b.qp->qpn();
+  w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
   ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> sw, rw;
@@ -75,7 +75,7 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   EXPECT_TRUE(rw[0].with_grh);
   EXPECT_TRUE(rw[0].with_imm);
   EXPECT_EQ(rw[0].imm_data, 0xabcdu);
-  EXPECT_EQ(rw[0].src_qp, a.qp->qpn());
+  EXPECT_EQ(rw[0].src_qp, a.qp->qpn().value());
   EXPECT_TRUE(std::equal(src.begin(), src.end(), rb.begin() + kGrhBytes));
   // GRH area: 20 undefined bytes, then the IPv4 header of the packet.
   const uint8_t* ip = rb.data() + 20;
@@ -89,15 +89,15 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   // And a datagram from a third node to the same QP.
   std::vector<uint8_t> small(100, 0x42);
   auto cm = t.reg(c, small.data(), small.size());
-  Sge cs{uint64_t(small.data()), 100, cm.lkey};
+  Sge cs{uint64_t(small.data()), 100, cm.lkey.value()};
   SendWr w2{8, WrOpcode::Send, 0, {&cs, 1}};
   w2.ah = &to_b;
-  w2.remote_qpn = b.qp->qpn();
+  w2.remote_qpn = b.qp->qpn().value();
   w2.remote_qkey = 0x80000000;  // use c's QP Q_Key, the same value
   ASSERT_TRUE(c.nic->post_send(*c.qp, {&w2, 1}));
   ASSERT_TRUE(t.wait(b.cq, 2, rw));
   EXPECT_EQ(rw[1].byte_len, kGrhBytes + 100);
-  EXPECT_EQ(rw[1].src_qp, c.qp->qpn());
+  EXPECT_EQ(rw[1].src_qp, c.qp->qpn().value());
   EXPECT_FALSE(rw[1].with_imm);
   EXPECT_EQ(wire::read_be32(rb.data() + kGrhBytes + 4096 + 20 + 12), kIpA + 2);
   EXPECT_EQ(rb[2 * kGrhBytes + 4096 + 99], 0x42);
@@ -111,14 +111,14 @@ TEST(Ud, WrongQkeyAndNoReceiveAreDroppedSilently) {
   auto sm = t.reg(a, buf.data(), buf.size());
   auto rm = t.reg(b, rb.data(), rb.size());
   Ah to_b{Gid::from_ipv4(kIpB)};
-  Sge s{uint64_t(buf.data()), 200, sm.lkey};
+  Sge s{uint64_t(buf.data()), 200, sm.lkey.value()};
   SendWr w{1, WrOpcode::Send, kSendSignaled, {&s, 1}};
   w.ah = &to_b;
-  w.remote_qpn = b.qp->qpn();
+  w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
   ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));  // no receive posted
   w.remote_qkey = kQkey + 1;
-  Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey};
+  Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey.value()};
   std::vector<Wc> sw;
   ASSERT_TRUE(t.wait(a.cq, 1, sw));
   t.sim.run_until([] { return false; }, 1'000'000);
@@ -141,14 +141,14 @@ TEST(Ud, ReceiveWithoutRoomForGrhIsLocLenErr) {
   std::vector<uint8_t> buf(100, 1), rb(100, 0);
   auto sm = t.reg(a, buf.data(), buf.size());
   auto rm = t.reg(b, rb.data(), rb.size());
-  Sge r{uint64_t(rb.data()), 100, rm.lkey};  // 100 bytes: no room for 40 + 100
+  Sge r{uint64_t(rb.data()), 100, rm.lkey.value()};  // 100 bytes: no room for 40 + 100
   RecvWr rwr{1, {&r, 1}};
   ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rwr, 1}));
   Ah to_b{Gid::from_ipv4(kIpB)};
-  Sge s{uint64_t(buf.data()), 100, sm.lkey};
+  Sge s{uint64_t(buf.data()), 100, sm.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
   w.ah = &to_b;
-  w.remote_qpn = b.qp->qpn();
+  w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
   ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> rw;
@@ -165,7 +165,7 @@ TEST(Ud, PostingRules) {
   auto sm = t.reg(a, buf.data(), buf.size());
   Ah ok{Gid::from_ipv4(kIpB)}, v6;
   v6.dgid.raw[0] = 0xfe;
-  Sge s{uint64_t(buf.data()), 100, sm.lkey};
+  Sge s{uint64_t(buf.data()), 100, sm.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
   EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // no address handle
   w.ah = &v6;

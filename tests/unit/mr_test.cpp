@@ -10,39 +10,39 @@ using namespace uroce::core;
 TEST(MrTable, ChecksPdBoundsAndAccess) {
   MrTable t(42);
   alignas(8) static uint8_t buf[4096];
-  auto mr = t.reg(1, uint64_t(buf), 4096, kAccessLocalWrite | kAccessRemoteRead);
+  auto mr = t.reg(PdHandle(1), uint64_t(buf), 4096, kAccessLocalWrite | kAccessRemoteRead);
   ASSERT_TRUE(mr.ok());
   uint64_t a = uint64_t(buf);
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a, 4096, kAccessLocalWrite), KeyCheck::Ok);
-  EXPECT_EQ(t.check_local(mr->lkey, 2, a, 1, 0), KeyCheck::WrongPd);
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a + 4095, 2, 0), KeyCheck::OutOfBounds);
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a - 1, 1, 0), KeyCheck::OutOfBounds);
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a, UINT64_MAX, 0), KeyCheck::OutOfBounds);  // wraps
-  EXPECT_EQ(t.check_local(mr->rkey, 1, a, 1, 0), KeyCheck::BadKey);  // an rkey is no lkey
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a, 0, 0), KeyCheck::Ok);     // zero length touches nothing
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a, 4096, kAccessLocalWrite), KeyCheck::Ok);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(2), a, 1, 0), KeyCheck::WrongPd);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a + 4095, 2, 0), KeyCheck::OutOfBounds);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a - 1, 1, 0), KeyCheck::OutOfBounds);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a, UINT64_MAX, 0), KeyCheck::OutOfBounds);  // wraps
+  EXPECT_EQ(t.check_local(Lkey(mr->rkey.value()), PdHandle(1), a, 1, 0), KeyCheck::BadKey);  // an rkey is no lkey
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a, 0, 0), KeyCheck::Ok);     // zero length touches nothing
   uint8_t* host = nullptr;
-  EXPECT_EQ(t.check_remote(mr->rkey, 1, a + 10, 10, kAccessRemoteRead, &host), KeyCheck::Ok);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), a + 10, 10, kAccessRemoteRead, &host), KeyCheck::Ok);
   EXPECT_EQ(host, buf + 10);
-  EXPECT_EQ(t.check_remote(mr->rkey, 1, a, 10, kAccessRemoteWrite, nullptr), KeyCheck::NoAccess);
-  EXPECT_EQ(t.check_remote(mr->lkey, 1, a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
-  EXPECT_EQ(t.check_remote(mr->rkey, 3, a, 10, kAccessRemoteRead, nullptr), KeyCheck::WrongPd);
-  EXPECT_EQ(t.check_remote(mr->rkey ^ 1, 1, a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), a, 10, kAccessRemoteWrite, nullptr), KeyCheck::NoAccess);
+  EXPECT_EQ(t.check_remote(Rkey(mr->lkey.value()), PdHandle(1), a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(3), a, 10, kAccessRemoteRead, nullptr), KeyCheck::WrongPd);
+  EXPECT_EQ(t.check_remote(Rkey(mr->rkey.value() ^ 1), PdHandle(1), a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
   EXPECT_TRUE(t.dereg(mr->lkey));
-  EXPECT_EQ(t.check_remote(mr->rkey, 1, a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
-  EXPECT_EQ(t.check_local(mr->lkey, 1, a, 10, 0), KeyCheck::BadKey);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), a, 10, kAccessRemoteRead, nullptr), KeyCheck::BadKey);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), a, 10, 0), KeyCheck::BadKey);
   EXPECT_FALSE(t.dereg(mr->lkey));
 }
 
 TEST(MrTable, RejectsBadRegistrations) {
   MrTable t(1);
   static uint8_t buf[64];
-  auto r = t.reg(1, uint64_t(buf), 64, kAccessRemoteWrite);
+  auto r = t.reg(PdHandle(1), uint64_t(buf), 64, kAccessRemoteWrite);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, EINVAL);
   EXPECT_NE(r.error().message.find("LOCAL_WRITE"), std::string::npos);
-  EXPECT_FALSE(t.reg(1, uint64_t(buf), 64, 0x1000).ok());
-  EXPECT_FALSE(t.reg(1, 0, 64, 0).ok());
-  EXPECT_FALSE(t.reg(1, UINT64_MAX - 10, 64, 0).ok());
+  EXPECT_FALSE(t.reg(PdHandle(1), uint64_t(buf), 64, 0x1000).ok());
+  EXPECT_FALSE(t.reg(PdHandle(1), 0, 64, 0).ok());
+  EXPECT_FALSE(t.reg(PdHandle(1), UINT64_MAX - 10, 64, 0).ok());
 }
 
 TEST(MrTable, KeysAreRandomAndDistinct) {
@@ -52,12 +52,12 @@ TEST(MrTable, KeysAreRandomAndDistinct) {
   uint32_t prev = 0;
   int sequential = 0;
   for (int i = 0; i < 1000; ++i) {
-    auto mr = t.reg(1, uint64_t(buf), 64, 0);
+    auto mr = t.reg(PdHandle(1), uint64_t(buf), 64, 0);
     ASSERT_TRUE(mr.ok());
-    keys.insert(mr->lkey);
-    keys.insert(mr->rkey);
-    sequential += (mr->lkey - prev) < 16;
-    prev = mr->rkey;
+    keys.insert(mr->lkey.value());
+    keys.insert(mr->rkey.value());
+    sequential += (mr->lkey.value() - prev) < 16;
+    prev = mr->rkey.value();
   }
   EXPECT_EQ(keys.size(), 2000u);
   EXPECT_LT(sequential, 5);  // one key says nothing about the next

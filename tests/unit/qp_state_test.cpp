@@ -34,7 +34,7 @@ struct Env {
   Status rts() { return to(QpState::Rts, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic); }
 
   transport::Nic nic;
-  uint32_t pd;
+  core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
 };
@@ -109,7 +109,7 @@ TEST(QpState, PostingRules) {
   Env e;
   static uint8_t buf[64];
   auto mr = *e.nic.reg_mr(e.pd, buf, sizeof buf, kAccessLocalWrite);
-  Sge s{uint64_t(buf), 8, mr.lkey};
+  Sge s{uint64_t(buf), 8, mr.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
   RecvWr r{1, {&s, 1}};
   size_t bad = 99;
@@ -168,5 +168,5 @@ TEST(QpState, ObjectLifetimeRules) {
   EXPECT_EQ(e.nic.create_qp(pd, QpType(1), cq, cq, {}, false).error().code, EOPNOTSUPP);  // not RC/UC/UD
   EXPECT_EQ(e.nic.create_qp(pd, QpType::RC, cq, cq, QpCap{0, 1, 1, 1, 0}, false).error().code, EINVAL);
   EXPECT_EQ(e.nic.create_qp(pd, QpType::RC, cq, cq, QpCap{1, 1, 99, 1, 0}, false).error().code, EINVAL);
-  EXPECT_EQ(e.nic.create_qp(pd + 100, QpType::RC, cq, cq, {}, false).error().code, EINVAL);
+  EXPECT_EQ(e.nic.create_qp(core::PdHandle(pd.value() + 100), QpType::RC, cq, cq, {}, false).error().code, EINVAL);
 }
