@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "cm/rc_connect.hpp"
-#include "transport/nic.hpp"
+#include "transport/bringup.hpp"
+#include "transport/protocol_core.hpp"
 #include "wire/bytes.hpp"
 #include "wire/icrc.hpp"
 
@@ -22,7 +22,7 @@ constexpr size_t kGuard = 4096, kArena = 16384;
 constexpr uint8_t kCanary = 0xa5;
 
 struct Side {
-  transport::Nic nic;
+  transport::ProtocolCore nic;
   core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
@@ -36,8 +36,8 @@ struct Side {
     mr = *nic.reg_mr(pd, mem.data() + kGuard, kArena,
                      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   }
-  static transport::NicConfig cfg(uint32_t ip) {
-    transport::NicConfig c;
+  static transport::CoreConfig cfg(uint32_t ip) {
+    transport::CoreConfig c;
     c.gids = {Gid::from_ipv4(ip)};
     c.seed = ip;
     return c;
@@ -60,7 +60,7 @@ struct Side {
     remote.gid = Gid::from_ipv4(peer_ip);
     remote.qpn = peer_qpn;
     remote.psn = peer_psn;
-    (void)cm::connect_rc(nic, *qp, remote, my_psn, o);
+    (void)transport::connect_rc(nic, *qp, remote, my_psn, o);
   }
   void drain() {
     nic.release_tx();

@@ -9,7 +9,7 @@
 
 #include "api/device_core.hpp"
 #include "api/holds.hpp"
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 #include "wire/mtu.hpp"
 #include "uroce/uroce.hpp"
 
@@ -44,13 +44,13 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   auto core = std::make_shared<DeviceCore>();
   core->name = name;
   core->link = std::move(*link);
-  transport::NicConfig cfg;
+  transport::CoreConfig cfg;
   cfg.gids = core->link->gids();
   cfg.seed = opts.seed;
   cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
   link::UdpLink* l = core->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
-  core->nic = std::make_unique<transport::Nic>(std::move(cfg));
+  core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
   core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link, spin_ns);
@@ -285,12 +285,12 @@ Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
   auto g = core_->lock();
-  return cm::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
+  return transport::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
 }
 
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
   auto g = core_->lock();
-  return cm::activate_ud(*core_->nic, *qp_, qkey, sq_psn);
+  return transport::activate_ud(*core_->nic, *qp_, qkey, sq_psn);
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {

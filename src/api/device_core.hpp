@@ -6,14 +6,14 @@
 
 #include "engine/engine.hpp"
 #include "link/udp_link.hpp"
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 namespace uroce::detail {
 
 struct DeviceCore {
   std::string name;
   std::unique_ptr<link::UdpLink> link;
-  std::unique_ptr<transport::Nic> nic;
+  std::unique_ptr<transport::ProtocolCore> nic;
   std::unique_ptr<engine::Engine> engine;
 
   std::unique_lock<std::mutex> lock() { return engine->control_lock(); }

@@ -1,5 +1,5 @@
 // A queue pair: its verbs attributes and state, its two work queues, and the per-QP state of
-// the three transport engines (requester, completer, responder; see src/transport/).
+// its three roles in the transport (requester, completer, responder; see src/transport/).
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -2,24 +2,24 @@
 // packets handed to the link. Both the engine thread and the simulator attach cores this way.
 #pragma once
 #include "link/link.hpp"
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 namespace uroce::engine {
 
 class CoreSink final : public link::PacketSink {
  public:
-  explicit CoreSink(transport::Nic& nic) : nic_(nic) {}
+  explicit CoreSink(transport::ProtocolCore& nic) : nic_(nic) {}
   wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
                            const wire::Ipv4Fields& ip) override {
     return nic_.on_packet(pkt, from, now, ip);
   }
 
  private:
-  transport::Nic& nic_;
+  transport::ProtocolCore& nic_;
 };
 
 // Sends what the core has queued and takes the buffers back.
-inline void transmit(transport::Nic& nic, link::Link& link, uint64_t now) {
+inline void transmit(transport::ProtocolCore& nic, link::Link& link, uint64_t now) {
   if (nic.tx_queue().empty()) return;
   link.send(nic.tx_queue(), now);
   nic.release_tx();

@@ -9,7 +9,7 @@
 
 namespace uroce::engine {
 
-Engine::Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns)
+Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
     : nic_(nic), link_(link), spin_ns_(spin_ns) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   async_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -1,4 +1,4 @@
-// The NIC as a thread: it drives one protocol core (transport::Nic) with a link and the
+// The NIC as a thread: it drives one protocol core (transport::ProtocolCore) with a link and the
 // monotonic clock. Adaptive polling: it spins while there is traffic and for a short while
 // after, then blocks in epoll on the link's socket and a wake-up eventfd, with a timeout at
 // the next protocol timer. Application threads post without syscalls while it spins; only a
@@ -16,13 +16,13 @@
 
 #include "engine/attach.hpp"
 #include "link/link.hpp"
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 namespace uroce::engine {
 
 class Engine {
  public:
-  Engine(transport::Nic& nic, link::Link& link, uint64_t spin_ns = 200'000);
+  Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns = 200'000);
   ~Engine();
   void start();
   void stop();
@@ -35,7 +35,7 @@ class Engine {
  private:
   void run();
   void wake();
-  transport::Nic& nic_;
+  transport::ProtocolCore& nic_;
   link::Link& link_;
   CoreSink sink_{nic_};
   uint64_t spin_ns_;

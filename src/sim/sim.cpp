@@ -6,16 +6,16 @@
 
 namespace uroce::sim {
 
-transport::Nic& Sim::add_nic(uint32_t ip, transport::NicConfig cfg) { return add_nic(Gid::from_ipv4(ip), cfg); }
+transport::ProtocolCore& Sim::add_nic(uint32_t ip, transport::CoreConfig cfg) { return add_nic(Gid::from_ipv4(ip), cfg); }
 
-transport::Nic& Sim::add_nic(const Gid& ip, transport::NicConfig cfg) {
+transport::ProtocolCore& Sim::add_nic(const Gid& ip, transport::CoreConfig cfg) {
   Node n;
   n.port = link_.attach(ip);
   cfg.gids = {ip};
   if (!cfg.seed) cfg.seed = 0x5eed0000 + wire::v4_of(ip) + ip.raw[7];
   link::Link* port = n.port.get();
   cfg.src_port_for = [port](uint32_t qpn) { return port->src_port_for(qpn); };
-  n.nic = std::make_unique<transport::Nic>(std::move(cfg));
+  n.nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   nodes_.push_back(std::move(n));
   return *nodes_.back().nic;
 }

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "link/lossy_link.hpp"
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 namespace uroce::sim {
 
@@ -16,8 +16,8 @@ class Sim {
  public:
   Sim(uint64_t seed, link::FaultConfig faults) : link_(seed, faults) {}
 
-  transport::Nic& add_nic(uint32_t ip, transport::NicConfig cfg = {});
-  transport::Nic& add_nic(const Gid& ip, transport::NicConfig cfg = {});
+  transport::ProtocolCore& add_nic(uint32_t ip, transport::CoreConfig cfg = {});
+  transport::ProtocolCore& add_nic(const Gid& ip, transport::CoreConfig cfg = {});
   link::LossyLink& link() { return link_; }
   uint64_t now() const { return now_; }
 
@@ -31,7 +31,7 @@ class Sim {
   uint64_t now_ = 1'000'000;
   struct Node {
     std::unique_ptr<link::Link> port;
-    std::unique_ptr<transport::Nic> nic;
+    std::unique_ptr<transport::ProtocolCore> nic;
   };
   std::vector<Node> nodes_;
 };

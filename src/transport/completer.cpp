@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
 namespace uroce::transport {
@@ -25,13 +25,13 @@ SendWqe* head(Qp& qp) {
   return w.assigned || w.failed ? &w : nullptr;
 }
 
-void fatal(Nic& nic, Qp& qp, WcStatus st) {
-  if (SendWqe* w = head(qp)) nic.complete_send(qp, *w, st);
-  nic.qp_to_error(qp);
+void fatal(Context& cx, Qp& qp, WcStatus st) {
+  if (SendWqe* w = head(qp)) cx.complete_send(qp, *w, st);
+  cx.qp_to_error(qp);
 }
 
 // Forward progress: restart the retry budgets and the transport timer (IBA 9.7.6.1.3).
-void progressed(Nic& nic, Qp& qp, uint64_t now) {
+void progressed(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retry_left = qp.attr().retry_cnt;
   c.rnr_left = qp.attr().rnr_retry;
@@ -41,31 +41,31 @@ void progressed(Nic& nic, Qp& qp, uint64_t now) {
     c.retrans_deadline = 0;
   } else if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
     c.retrans_deadline = now + t;
-    nic.arm_timer(qp, c.retrans_deadline);
+    cx.arm_timer(qp, c.retrans_deadline);
   }
-  nic.schedule(qp);
+  cx.schedule(qp);
 }
 
 // Retransmits from the first missing response, once per gap until progress is made.
-void gap_retry(Nic& nic, Qp& qp, Psn from) {
+void gap_retry(Context& cx, Qp& qp, Psn from) {
   if (qp.comp.gap_retry_sent) return;
   qp.comp.gap_retry_sent = true;
-  ++nic.ctr().retransmit_gaps;
-  requester_go_back(nic, qp, from);
+  ++cx.ctr().retransmit_gaps;
+  requester_go_back(cx, qp, from);
 }
 
 // Completes SEND/WRITE WQEs whose last PSN is covered by an (explicit or implied) ACK of
 // `acked`. Returns false if a READ/atomic stands in the way whose responses are missing
 // although a later PSN is acknowledged: its responses were lost (IBA 9.7.5.1.5, implied NAK),
 // and are asked for again if `retry`.
-bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress, bool retry = true) {
+bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = true) {
   auto& c = qp.comp;
   while (SendWqe* w = head(qp)) {
     if (w->failed || !w->assigned) break;
     if (is_rd_atomic(w->opcode)) {
       Psn missing = w->first_psn + w->resp_pkts;
       if (acked >= missing) {
-        if (retry) gap_retry(nic, qp, missing);
+        if (retry) gap_retry(cx, qp, missing);
         return false;
       }
       break;
@@ -73,7 +73,7 @@ bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress, bool retry = true
     if (w->last_psn <= acked) {
       c.una = w->last_psn + 1;
       progress = true;
-      nic.complete_send(qp, *w, WcStatus::Success);
+      cx.complete_send(qp, *w, WcStatus::Success);
       continue;
     }
     if (acked >= c.una) {  // a coalesced ACK inside a multi-packet message
@@ -82,7 +82,7 @@ bool retire_acked(Nic& nic, Qp& qp, Psn acked, bool& progress, bool retry = true
     }
     break;
   }
-  completer_retire_failed(nic, qp);
+  completer_retire_failed(cx, qp);
   return true;
 }
 
@@ -97,22 +97,22 @@ WcStatus nak_status(NakCode code) {
   return WcStatus::RemOpErr;
 }
 
-Verdict on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
+  if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn) {
-    ++nic.ctr().rx_duplicate;
+    ++cx.ctr().rx_duplicate;
     return Verdict::Stale;
   }
   Psn expect = w->first_psn + w->resp_pkts;
   if (psn != expect) {
     if (psn < expect) {
-      ++nic.ctr().rx_duplicate;
+      ++cx.ctr().rx_duplicate;
       return Verdict::Stale;
     }
-    ++nic.ctr().rx_out_of_sequence;
-    gap_retry(nic, qp, expect);
+    ++cx.ctr().rx_out_of_sequence;
+    gap_retry(cx, qp, expect);
     return Verdict::GapRetry;
   }
   const uint32_t mtu = qp.mtu();
@@ -124,62 +124,62 @@ Verdict on_read_response(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress
   bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
                      : (op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
   if (!pos_ok || p.payload.size() != want) {
-    ++nic.ctr().rx_malformed;
+    ++cx.ctr().rx_malformed;
     return Verdict::Unexpected;
   }
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu, p.payload.data(), want) !=
+  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu, p.payload.data(), want) !=
       core::KeyCheck::Ok) {
-    fatal(nic, qp, WcStatus::LocProtErr);
+    fatal(cx, qp, WcStatus::LocProtErr);
     return Verdict::Fatal;
   }
   ++w->resp_pkts;
   qp.comp.una = psn + 1;
   progress = true;
-  if (last) nic.complete_send(qp, *w, WcStatus::Success);
+  if (last) cx.complete_send(qp, *w, WcStatus::Success);
   return Verdict::Acked;
 }
 
-Verdict on_atomic_ack(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_atomic_ack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
+  if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
   if (!w || w->failed || !is_rd_atomic(w->opcode) || w->opcode == WrOpcode::RdmaRead || psn != w->first_psn) {
-    ++nic.ctr().rx_duplicate;
+    ++cx.ctr().rx_duplicate;
     return Verdict::Stale;
   }
   uint8_t orig[8];
   std::memcpy(orig, &p.atomic_orig, 8);  // delivered in host order, as rdma-core's providers do
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  if (sgl_scatter(nic.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8) != core::KeyCheck::Ok) {
-    fatal(nic, qp, WcStatus::LocProtErr);
+  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8) != core::KeyCheck::Ok) {
+    fatal(cx, qp, WcStatus::LocProtErr);
     return Verdict::Fatal;
   }
   qp.comp.una = psn + 1;
   progress = true;
-  nic.complete_send(qp, *w, WcStatus::Success);
+  cx.complete_send(qp, *w, WcStatus::Success);
   return Verdict::Acked;
 }
 
 // An RNR NAK: what it acknowledges is retired, then the requester waits out the timer it
 // names and resends from its PSN (rnr_retry 7: forever).
-Verdict on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& progress) {
+Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, bool& progress) {
   auto& c = qp.comp;
   const Psn psn = p.bth.psn;
-  ++nic.ctr().rx_rnr_naks;
-  if (!retire_acked(nic, qp, psn - 1, progress)) return Verdict::GapRetry;
+  ++cx.ctr().rx_rnr_naks;
+  if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   if (qp.attr().rnr_retry != 7) {
     if (c.rnr_left == 0) {
-      fatal(nic, qp, WcStatus::RnrRetryExcErr);
+      fatal(cx, qp, WcStatus::RnrRetryExcErr);
       return Verdict::Fatal;
     }
     --c.rnr_left;
   }
   qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
-  nic.arm_timer(qp, qp.req.rnr_until);
-  requester_go_back(nic, qp, psn);
+  cx.arm_timer(qp, qp.req.rnr_until);
+  requester_go_back(cx, qp, psn);
   c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
   if (progress) {
     c.retry_left = qp.attr().retry_cnt;
@@ -190,12 +190,12 @@ Verdict on_rnr_nak(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now, bool& 
 
 // A NAK: a PSN sequence error goes back to its PSN (retry_cnt counts it unless something was
 // acknowledged); any other ends the QP with its status, once what comes before it completed.
-Verdict on_nak(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
+Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   auto& c = qp.comp;
   const Psn psn = p.bth.psn;
   auto code = NakCode(p.aeth.value());
   bool seq = code == NakCode::PsnSequenceError;
-  if (!retire_acked(nic, qp, psn - 1, progress, seq)) {
+  if (!retire_acked(cx, qp, psn - 1, progress, seq)) {
     if (seq) return Verdict::GapRetry;
     if (!c.fatal_pending) {
       c.fatal_pending = true;
@@ -205,109 +205,109 @@ Verdict on_nak(Nic& nic, Qp& qp, const wire::Packet& p, bool& progress) {
     return Verdict::FatalPending;
   }
   if (!seq) {
-    fatal(nic, qp, nak_status(code));
+    fatal(cx, qp, nak_status(code));
     return Verdict::Fatal;
   }
-  ++nic.ctr().rx_naks_seq;
+  ++cx.ctr().rx_naks_seq;
   // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
   // gap): this NAK reports the packets that were in flight behind it, nothing new.
   if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
-      fatal(nic, qp, WcStatus::RetryExcErr);
+      fatal(cx, qp, WcStatus::RetryExcErr);
       return Verdict::Fatal;
     }
     --c.retry_left;
   }
-  requester_go_back(nic, qp, psn);
+  requester_go_back(cx, qp, psn);
   return Verdict::GoBack;
 }
 
 }  // namespace
 
-void completer_retire_failed(Nic& nic, Qp& qp) {
+void completer_retire_failed(Context& cx, Qp& qp) {
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
   if (d == qp.sq.prod.load(std::memory_order_acquire)) return;
   SendWqe& w = qp.sq.slot(d);
   if (!w.failed) return;
-  nic.complete_send(qp, w, w.error);
-  nic.qp_to_error(qp);
+  cx.complete_send(qp, w, w.error);
+  cx.qp_to_error(qp);
 }
 
 namespace {
 
 // The checks and effects of one response; completer_on_response traces the verdict.
-Verdict on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
+Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
   Psn psn = p.bth.psn;
   auto& c = qp.comp;
   // Only PSNs in [una - window, next unsent) can answer anything of ours.
   if (psn >= qp.req.psn) {
-    ++nic.ctr().rx_out_of_sequence;
+    ++cx.ctr().rx_out_of_sequence;
     return Verdict::Unexpected;
   }
   // READ responses and atomic ACKs carry an ACK syndrome; NAKs travel only in ACKNOWLEDGE
   // packets (IBA 9.7.5.1.5). Anything else is not trusted, not even its implied ACK.
   if (p.bth.opcode != Opcode::RC_ACKNOWLEDGE && p.has(wire::kAeth) && p.aeth.type() != AethType::Ack) {
-    ++nic.ctr().rx_malformed;
+    ++cx.ctr().rx_malformed;
     return Verdict::Unexpected;
   }
   bool progress = false;
   Verdict v = Verdict::Unexpected;
   if (p.bth.opcode == Opcode::RC_ACKNOWLEDGE) {
     if (psn < c.una - 1) {
-      ++nic.ctr().rx_duplicate;
+      ++cx.ctr().rx_duplicate;
       return Verdict::Stale;
     }
     switch (p.aeth.type()) {
       case AethType::Ack:
-        v = !retire_acked(nic, qp, psn, progress) ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
+        v = !retire_acked(cx, qp, psn, progress) ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
         break;
       case AethType::RnrNak:
-        v = on_rnr_nak(nic, qp, p, now, progress);
+        v = on_rnr_nak(cx, qp, p, now, progress);
         if (v != Verdict::GapRetry) return v;  // the RNR timer, not the transport timer, runs now
         break;
       case AethType::Nak:
-        v = on_nak(nic, qp, p, progress);
+        v = on_nak(cx, qp, p, progress);
         break;
       default:
-        ++nic.ctr().rx_malformed;
+        ++cx.ctr().rx_malformed;
         return Verdict::Unexpected;
     }
   } else if (p.info().flags & wire::kReadResponse) {
-    v = on_read_response(nic, qp, p, progress);
+    v = on_read_response(cx, qp, p, progress);
   } else if (p.bth.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE) {
-    v = on_atomic_ack(nic, qp, p, progress);
+    v = on_atomic_ack(cx, qp, p, progress);
   }
   if (qp.state() == QpState::Err) return Verdict::Fatal;
-  if (c.fatal_pending && progress && retire_acked(nic, qp, c.fatal_psn - 1, progress, false)) {
-    fatal(nic, qp, c.fatal_status);  // everything before the NAKed request has completed
+  if (c.fatal_pending && progress && retire_acked(cx, qp, c.fatal_psn - 1, progress, false)) {
+    fatal(cx, qp, c.fatal_status);  // everything before the NAKed request has completed
     return Verdict::Fatal;
   }
-  if (progress) progressed(nic, qp, now);
+  if (progress) progressed(cx, qp, now);
   return v;
 }
 
 }  // namespace
 
-Verdict completer_on_response(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t now) {
-  Verdict v = on_response(nic, qp, p, now);
-  nic.trace(qp, p, v);
+Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
+  Verdict v = on_response(cx, qp, p, now);
+  cx.trace(qp, p, v);
   return v;
 }
 
-void completer_on_timer(Nic& nic, Qp& qp, uint64_t now) {
+void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retrans_deadline = 0;
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
   if (c.fatal_pending) {
     // The missing responses did not come and the responder is gone: the oldest WQE ends
     // with the error that ended the connection, not with a retry count nobody could meet.
-    fatal(nic, qp, c.fatal_status);
+    fatal(cx, qp, c.fatal_status);
     return;
   }
-  ++nic.ctr().retransmit_timeouts;
+  ++cx.ctr().retransmit_timeouts;
   if (c.retry_left == 0) {
-    fatal(nic, qp, WcStatus::RetryExcErr);
+    fatal(cx, qp, WcStatus::RetryExcErr);
     return;
   }
   --c.retry_left;
@@ -315,10 +315,10 @@ void completer_on_timer(Nic& nic, Qp& qp, uint64_t now) {
   SendWqe* w = head(qp);
   Psn from = c.una;
   if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;
-  requester_go_back(nic, qp, from);
+  requester_go_back(cx, qp, from);
   if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
     c.retrans_deadline = now + t;
-    nic.arm_timer(qp, c.retrans_deadline);
+    cx.arm_timer(qp, c.retrans_deadline);
   }
 }
 

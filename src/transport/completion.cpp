@@ -2,14 +2,14 @@
 // flushing and resetting a QP (engine lock held).
 #include <mutex>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 
 namespace uroce::transport {
 
 using core::Cq;
 using core::Qp;
 
-void Nic::push_wc(Cq* cq, const Wc& wc) {
+void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
   bool was_overrun = cq->overrun();
   if (!cq->push(wc)) {
     ++ctr_.cq_overruns;
@@ -24,7 +24,7 @@ void Nic::push_wc(Cq* cq, const Wc& wc) {
 }
 
 
-void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
+void ProtocolCore::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
   if (is_rd_atomic(w.opcode) && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
   bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
   Wc wc;
@@ -46,7 +46,7 @@ void Nic::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
   if (report) push_wc(qp.send_cq, wc);
 }
 
-void Nic::qp_to_error(Qp& qp, bool fatal) {
+void ProtocolCore::qp_to_error(Qp& qp, bool fatal) {
   if (fatal) {
     AsyncEvent e{AsyncEventType::QpFatal};
     e.qp_num = qp.qpn().value();
@@ -59,7 +59,7 @@ void Nic::qp_to_error(Qp& qp, bool fatal) {
   schedule(qp);
 }
 
-void Nic::flush(Qp& qp) {
+void ProtocolCore::flush(Qp& qp) {
   qp.flush_pending = false;
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
@@ -95,7 +95,7 @@ void Nic::flush(Qp& qp) {
   qp.resp.msg = core::RespMsg::None;
 }
 
-void Nic::reset_qp(Qp& qp) {
+void ProtocolCore::reset_qp(Qp& qp) {
   {
     std::lock_guard g(qp.sq.producer_lock);
     qp.sq.prod_local = 0;

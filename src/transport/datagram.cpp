@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
 namespace uroce::transport {
@@ -13,10 +13,10 @@ namespace uroce::transport {
 using core::Qp;
 using wire::Opcode;
 
-bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
-  TxPacket* tx = start_packet(nic, qp);
+bool requester_send_datagram(Context& cx, Qp& qp, core::SendWqe& w, uint32_t idx) {
+  TxPacket* tx = start_packet(cx, qp);
   if (!tx) return false;
-  tx->flow.src = nic.config().gids[w.ud_sgid_index];
+  tx->flow.src = cx.config().gids[w.ud_sgid_index];
   tx->flow.dst = w.ud_dgid;
   wire::Packet p;
   p.bth.opcode = w.opcode == WrOpcode::SendWithImm ? Opcode::UD_SEND_ONLY_IMM : Opcode::UD_SEND_ONLY;
@@ -31,37 +31,37 @@ bool requester_send_datagram(Nic& nic, Qp& qp, core::SendWqe& w, uint32_t idx) {
     p.payload = {sq.inline_data(idx), w.length};
   } else {
     uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-    if (sgl_gather(nic.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length) !=
+    if (sgl_gather(cx.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length) !=
         core::KeyCheck::Ok) {
-      nic.release(tx);
+      cx.release(tx);
       w.failed = true;
       w.error = WcStatus::LocProtErr;
-      completer_retire_failed(nic, qp);
+      completer_retire_failed(cx, qp);
       return true;
     }
     p.payload = {dst, w.length};
   }
-  send_packet(nic, tx, p);
+  send_packet(cx, tx, p);
   qp.req.psn += 1;
   qp.comp.una = qp.req.psn;
-  nic.complete_send(qp, w, WcStatus::Success);
+  cx.complete_send(qp, w, WcStatus::Success);
   return true;
 }
 
-void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
+void responder_on_datagram(Context& cx, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip) {
-  if (p.payload.size() > mtu_bytes(nic.config().port_mtu)) {  // a UD message is one packet of at most the MTU
-    ++nic.ctr().rx_ud_too_long;
+  if (p.payload.size() > mtu_bytes(cx.config().port_mtu)) {  // a UD message is one packet of at most the MTU
+    ++cx.ctr().rx_ud_too_long;
     return;
   }
   if (p.deth.qkey != qp.attr().qkey) {  // IBA C10-15: a wrong Q_Key is dropped silently
-    ++nic.ctr().rx_bad_qkey;
+    ++cx.ctr().rx_bad_qkey;
     return;
   }
   core::RecvWqe w;
   std::vector<Sge>& sge_vec = qp.resp.recv_sges;  // scratch: UD keeps no message state
-  if (!nic.pop_recv(qp, w, sge_vec)) {
-    ++nic.ctr().rx_ud_no_recv;
+  if (!cx.pop_recv(qp, w, sge_vec)) {
+    ++cx.ctr().rx_ud_no_recv;
     return;
   }
   const Sge* sges = sge_vec.data();
@@ -88,13 +88,13 @@ void responder_on_datagram(Nic& nic, Qp& qp, const wire::Packet& p, const wire::
       std::memcpy(grh + 20, hdr, wire::kIpv4Len);
     else
       std::memcpy(grh, hdr, wire::kIpv6Len);
-    auto st = sgl_scatter(nic.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes);
+    auto st = sgl_scatter(cx.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes);
     if (st == core::KeyCheck::Ok && len)
-      st = sgl_scatter(nic.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, p.payload.data(), len);
+      st = sgl_scatter(cx.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, p.payload.data(), len);
     wc.status = st == core::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
     wc.byte_len = kGrhBytes + len;
   }
-  nic.push_wc(qp.recv_cq, wc);
+  cx.push_wc(qp.recv_cq, wc);
 }
 
 }  // namespace uroce::transport

@@ -1,6 +1,6 @@
 // Packets in and out: the ICRC check and dispatch of received packets to a QP's responder or
 // completer, and the transmit buffer pool (engine lock held).
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 
@@ -8,7 +8,7 @@ namespace uroce::transport {
 
 using core::Qp;
 
-wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
+wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
@@ -30,7 +30,7 @@ wire::Ipv4Fields Nic::on_packet(std::span<const uint8_t> buf, const wire::FlowAd
   return ip;
 }
 
-void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
+void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
   wire::Packet p;
   if (wire::decode(buf, p) != wire::ParseError::None) {
     ++ctr_.rx_malformed;
@@ -59,7 +59,8 @@ void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint
       ++ctr_.rx_wrong_state;
       return;
     }
-    responder_on_datagram(*this, *q, p, from, ip);
+    Context cx(*this);
+    responder_on_datagram(cx, *q, p, from, ip);
     return;
   }
   if (from.src != q->flow.dst || from.dst != q->flow.src) {
@@ -67,28 +68,29 @@ void Nic::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint
     return;
   }
   QpState st = q->state();
+  Context cx(*this);
   if (info.flags & wire::kRequest) {
     if (st != QpState::Rtr && st != QpState::Rts && st != QpState::Sqd) {
       ++ctr_.rx_wrong_state;
       return;
     }
-    responder_on_request(*this, *q, p, now);
+    responder_on_request(cx, *q, p, now);
   } else {
     if (st != QpState::Rts && st != QpState::Sqd) {
       ++ctr_.rx_wrong_state;
       return;
     }
-    completer_on_response(*this, *q, p, now);
+    completer_on_response(cx, *q, p, now);
   }
 }
 
-TxPacket* Nic::alloc_tx() {
+TxPacket* ProtocolCore::alloc_tx() {
   TxPacket* p = pool_.alloc();
   if (!p) ++ctr_.tx_pool_exhausted;
   return p;
 }
 
-void Nic::emit(TxPacket* p, size_t ib_len) {
+void ProtocolCore::emit(TxPacket* p, size_t ib_len) {
   uint32_t crc = wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
   wire::icrc_store(p->data + ib_len, crc);
   p->len = uint32_t(ib_len + wire::kIcrcLen);

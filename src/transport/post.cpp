@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 
 namespace uroce::transport {
 
@@ -14,7 +14,7 @@ using core::Qp;
 
 // ---------------------------------------------------------------- data path (application)
 
-Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
+Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) const {
   constexpr uint32_t kKnown = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
   if (wr.send_flags & ~kKnown) return make_error(EINVAL, "post_send: unknown send_flags");
   if (!known_opcode(wr.opcode)) return make_error(EINVAL, "post_send: unknown opcode");
@@ -51,7 +51,7 @@ Result<uint32_t> Nic::check_send_wr(const Qp& qp, const SendWr& wr) const {
   return uint32_t(total);
 }
 
-Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
+Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
   QpState st = qp.state();
   if (st != QpState::Rts && st != QpState::Sqd && st != QpState::Err) {
     if (bad) *bad = 0;
@@ -109,7 +109,7 @@ Status Nic::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad) {
   return result;
 }
 
-Status Nic::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
+Status ProtocolCore::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
   std::lock_guard g(rq.producer_lock);
   Status result;
   for (size_t i = 0; i < wrs.size(); ++i) {
@@ -141,7 +141,7 @@ Status Nic::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const Re
   return result;
 }
 
-Status Nic::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
+Status ProtocolCore::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
   QpState st = qp.state();
   if (st == QpState::Reset || qp.srq) {
     if (bad) *bad = 0;
@@ -154,11 +154,11 @@ Status Nic::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
   return result;
 }
 
-Status Nic::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
+Status ProtocolCore::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
   return post_recv_wrs(srq.rq, wrs, bad);
 }
 
-void Nic::ring_doorbell(Qp& qp) {
+void ProtocolCore::ring_doorbell(Qp& qp) {
   if (!qp.doorbell.exchange(true, std::memory_order_acq_rel)) {
     {
       std::lock_guard g(doorbell_lock_);
@@ -170,7 +170,7 @@ void Nic::ring_doorbell(Qp& qp) {
 }
 
 
-bool Nic::pop_recv(Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) {
+bool ProtocolCore::pop_recv(Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) {
   auto& rq = qp.srq ? qp.srq->rq : qp.rq;
   uint32_t idx = rq.done.load(std::memory_order_relaxed);
   if (idx == rq.prod.load(std::memory_order_acquire)) return false;

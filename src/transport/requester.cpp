@@ -3,7 +3,7 @@
 // outstanding, honours fences, and resends from a given PSN on go-back-N.
 #include <algorithm>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
 namespace uroce::transport {
@@ -39,14 +39,14 @@ Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n, bool uc) {
   return uc ? Opcode(uint8_t(rc) + 0x20) : rc;
 }
 
-void fail_wqe(Nic& nic, Qp& qp, SendWqe& w, WcStatus st) {
+void fail_wqe(Context& cx, Qp& qp, SendWqe& w, WcStatus st) {
   w.failed = true;
   w.error = st;
-  completer_retire_failed(nic, qp);
+  completer_retire_failed(cx, qp);
 }
 
 // Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
-bool assign(Nic& nic, Qp& qp, SendWqe& w, uint32_t window) {
+bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   auto& req = qp.req;
   const bool rd_atomic = is_rd_atomic(w.opcode);
   if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
@@ -55,8 +55,8 @@ bool assign(Nic& nic, Qp& qp, SendWqe& w, uint32_t window) {
   if (!w.is_inline) {
     // READ and atomic results are written into the local SGEs.
     uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
-    if (sgl_check(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
-      fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+    if (sgl_check(cx.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
+      fail_wqe(cx, qp, w, WcStatus::LocProtErr);
       return false;
     }
   }
@@ -73,7 +73,7 @@ bool assign(Nic& nic, Qp& qp, SendWqe& w, uint32_t window) {
 
 // Headers and payload of packet req.pkt of WQE w (BTH PSN and QPN already set). `last`: it
 // ends its message. False if gathering the payload failed the local key checks.
-bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packet& p, bool& last) {
+bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packet& p, bool& last) {
   auto& req = qp.req;
   const uint32_t mtu = qp.mtu(), offset = req.pkt * mtu;
   last = true;
@@ -97,7 +97,7 @@ bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packe
   } else {
     // Gather straight into the packet buffer, after the headers.
     uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-    if (sgl_gather(nic.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len) !=
+    if (sgl_gather(cx.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len) !=
         core::KeyCheck::Ok)
       return false;
     p.payload = {dst, len};
@@ -113,23 +113,23 @@ bool build_request(Nic& nic, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packe
 
 }  // namespace
 
-TxPacket* start_packet(Nic& nic, const Qp& qp) {
-  TxPacket* tx = nic.alloc_tx();
+TxPacket* start_packet(Context& cx, const Qp& qp) {
+  TxPacket* tx = cx.alloc_tx();
   if (tx) tx->flow = qp.flow;
   return tx;
 }
 
-void send_packet(Nic& nic, TxPacket* tx, wire::Packet& p) {
-  nic.emit(tx, wire::encode(p, tx->data));
+void send_packet(Context& cx, TxPacket* tx, wire::Packet& p) {
+  cx.emit(tx, wire::encode(p, tx->data));
 }
 
-bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
+bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   // In SQD the send queue drains: a message already started is finished, no new one begins.
   QpState st = qp.state();
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  const uint32_t window = nic.config().max_inflight_pkts;
+  const uint32_t window = cx.config().max_inflight_pkts;
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
@@ -139,35 +139,35 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     if (w.failed) return false;
     if (qp.type() == QpType::UD) {
       if (st != QpState::Rts) return false;
-      if (!requester_send_datagram(nic, qp, w, req.next)) return true;
+      if (!requester_send_datagram(cx, qp, w, req.next)) return true;
       --budget;
       continue;
     }
     bool rd_atomic = is_rd_atomic(w.opcode);
     if (!w.assigned) {
       if (st != QpState::Rts) return false;
-      if (!assign(nic, qp, w, window)) return false;
+      if (!assign(cx, qp, w, window)) return false;
     }
     Psn psn = w.first_psn + req.pkt;
     if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
 
-    TxPacket* tx = start_packet(nic, qp);
+    TxPacket* tx = start_packet(cx, qp);
     if (!tx) return true;
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
     bool last = true;
-    if (!build_request(nic, qp, w, tx, p, last)) {
-      nic.release(tx);
-      fail_wqe(nic, qp, w, WcStatus::LocProtErr);
+    if (!build_request(cx, qp, w, tx, p, last)) {
+      cx.release(tx);
+      fail_wqe(cx, qp, w, WcStatus::LocProtErr);
       return false;
     }
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
-    p.bth.ack_req = !uc && (last || inflight % nic.config().ack_req_every == 0 || inflight + 1 >= window);
-    send_packet(nic, tx, p);
+    p.bth.ack_req = !uc && (last || inflight % cx.config().ack_req_every == 0 || inflight + 1 >= window);
+    send_packet(cx, tx, p);
     --budget;
     if (psn < req.high) {
-      ++nic.ctr().retransmitted_packets;
+      ++cx.ctr().retransmitted_packets;
     } else {
       req.high = psn + 1;
     }
@@ -180,7 +180,7 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
         continue;
       }
       req.pkt = 0;
-      nic.complete_send(qp, w, WcStatus::Success);
+      cx.complete_send(qp, w, WcStatus::Success);
       if (st != QpState::Rts) return false;
       continue;
     }
@@ -194,14 +194,14 @@ bool requester_run(Nic& nic, Qp& qp, uint64_t now, uint32_t& budget) {
     if (!qp.comp.retrans_deadline) {
       if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
         qp.comp.retrans_deadline = now + t;
-        nic.arm_timer(qp, qp.comp.retrans_deadline);
+        cx.arm_timer(qp, qp.comp.retrans_deadline);
       }
     }
   }
   return false;
 }
 
-void requester_go_back(Nic& nic, Qp& qp, Psn psn) {
+void requester_go_back(Context& cx, Qp& qp, Psn psn) {
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
   // Assigned WQEs are contiguous from the oldest uncompleted one.
@@ -212,7 +212,7 @@ void requester_go_back(Nic& nic, Qp& qp, Psn psn) {
       qp.req.pkt = Psn::distance(w.first_psn, psn);
       qp.comp.rewound = true;
       qp.comp.rewound_to = psn;
-      nic.schedule(qp);
+      cx.schedule(qp);
       return;
     }
   }

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
 namespace uroce::transport {
@@ -21,15 +21,15 @@ using wire::Psn;
 
 namespace {
 
-void send_aeth(Nic& nic, Qp& qp, Psn psn, Aeth aeth) {
-  TxPacket* tx = start_packet(nic, qp);
+void send_aeth(Context& cx, Qp& qp, Psn psn, Aeth aeth) {
+  TxPacket* tx = start_packet(cx, qp);
   if (!tx) return;  // like a lost ACK: the requester's timer recovers
   wire::Packet p;
   p.bth.opcode = Opcode::RC_ACKNOWLEDGE;
   p.bth.dest_qp = qp.attr().dest_qp_num;
   p.bth.psn = psn;
   p.aeth = aeth;
-  send_packet(nic, tx, p);
+  send_packet(cx, tx, p);
 }
 
 // Responses waiting to go out are bounded: READ/atomic jobs by max_dest_rd_atomic (new ones)
@@ -51,15 +51,15 @@ size_t count_jobs(const Qp& qp, JobClass c) {
 size_t rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, JobClass::Executed); }
 
 // ACKs and NAKs may not overtake READ responses or atomic ACKs still queued (IBA 9.7.5.2.8).
-void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
+void answer(Context& cx, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
   auto& r = qp.resp;
   if (r.jobs.empty()) {
-    send_aeth(nic, qp, psn, aeth);
-    if (fatal) nic.qp_to_error(qp);
+    send_aeth(cx, qp, psn, aeth);
+    if (fatal) cx.qp_to_error(qp);
     return;
   }
   if (!fatal && count_jobs(qp, JobClass::Aeth) >= kMaxAethJobs) {
-    ++nic.ctr().resp_queue_full;
+    ++cx.ctr().resp_queue_full;
     return;
   }
   RespJob j;
@@ -69,7 +69,7 @@ void answer(Nic& nic, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
   j.fatal = fatal;
   r.jobs.push_back(j);
   if (fatal) r.seq = core::RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
-  nic.schedule(qp);
+  cx.schedule(qp);
 }
 
 Verdict nak_verdict(NakCode code) {
@@ -84,25 +84,25 @@ Verdict nak_verdict(NakCode code) {
 }
 
 // Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
-Verdict fatal_nak(Nic& nic, Qp& qp, Psn psn, NakCode code) {
-  ++nic.ctr().tx_naks_fatal;
-  answer(nic, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
+Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
+  ++cx.ctr().tx_naks_fatal;
+  answer(cx, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
   return nak_verdict(code);
 }
 
 // An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
 // message silently until the next FIRST or ONLY packet (IBA 9.8.3).
-Verdict reject(Nic& nic, Qp& qp, Psn psn, NakCode code) {
+Verdict reject(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
-    ++nic.ctr().rx_uc_dropped;
+    ++cx.ctr().rx_uc_dropped;
     qp.resp.seq = core::RespSeq::UcDropping;
     qp.resp.msg = core::RespMsg::None;
     return Verdict::UcDropped;
   }
-  return fatal_nak(nic, qp, psn, code);
+  return fatal_nak(cx, qp, psn, code);
 }
 
-void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, const wire::Packet* p) {
+void recv_completion(Context& cx, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, const wire::Packet* p) {
   auto& r = qp.resp;
   Wc wc;
   wc.wr_id = r.recv_wr_id;
@@ -117,14 +117,14 @@ void recv_completion(Nic& nic, Qp& qp, WcStatus st, WcOpcode op, uint32_t len, c
   }
   wc.solicited = p && p->bth.solicited;
   r.have_recv = false;
-  nic.push_wc(qp.recv_cq, wc);
+  cx.push_wc(qp.recv_cq, wc);
 }
 
-bool take_recv(Nic& nic, Qp& qp) {
+bool take_recv(Context& cx, Qp& qp) {
   auto& r = qp.resp;
   if (r.have_recv) return true;
   core::RecvWqe w;
-  if (!nic.pop_recv(qp, w, r.recv_sges)) return false;
+  if (!cx.pop_recv(qp, w, r.recv_sges)) return false;
   r.recv_wr_id = w.wr_id;
   r.recv_len = w.length;
   r.recv_offset = 0;
@@ -132,56 +132,56 @@ bool take_recv(Nic& nic, Qp& qp) {
   return true;
 }
 
-Verdict rnr_nak(Nic& nic, Qp& qp, Psn psn) {
+Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
   if (qp.type() == QpType::UC)  // no receive WQE: the message is lost (IBA 9.8.3)
-    return reject(nic, qp, psn, NakCode::InvalidRequest);
-  ++nic.ctr().tx_rnr_naks;
-  answer(nic, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
+    return reject(cx, qp, psn, NakCode::InvalidRequest);
+  ++cx.ctr().tx_rnr_naks;
+  answer(cx, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
   return Verdict::Rnr;
 }
 
-Verdict do_send(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
-    if (!take_recv(nic, qp)) {
-      return rnr_nak(nic, qp, p.bth.psn);
+    if (!take_recv(cx, qp)) {
+      return rnr_nak(cx, qp, p.bth.psn);
     }
     r.recv_offset = 0;
   }
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
-    recv_completion(nic, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
-    return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (sgl_scatter(nic.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
+  if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                   p.payload.data(), len) != core::KeyCheck::Ok) {
-    recv_completion(nic, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
-    return reject(nic, qp, p.bth.psn, NakCode::RemoteOperationalError);
+    recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
+    return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }
   r.recv_offset += len;
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
     r.msg = core::RespMsg::None;
-    recv_completion(nic, qp, WcStatus::Success, WcOpcode::Recv, r.recv_offset, &p);
+    recv_completion(cx, qp, WcStatus::Success, WcOpcode::Recv, r.recv_offset, &p);
   } else {
     r.msg = core::RespMsg::Send;
   }
-  if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
+  if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
 }
 
-Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
-      return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+      return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
     }
-    if (nic.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
+    if (cx.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
         core::KeyCheck::Ok) {
-      return reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     r.write_va = p.reth.va;
     r.write_rkey = Rkey(p.reth.rkey);
@@ -189,20 +189,20 @@ Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
     r.write_offset = 0;
   }
   bool imm = flags & wire::kCarriesImm;
-  if (imm && !take_recv(nic, qp)) {
-    return rnr_nak(nic, qp, p.bth.psn);
+  if (imm && !take_recv(cx, qp)) {
+    return rnr_nak(cx, qp, p.bth.psn);
   }
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.write_offset) + len > r.write_len ||
       ((flags & wire::kLast) && r.write_offset + len != r.write_len)) {
-    return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (len) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
-    if (nic.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
+    if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
         core::KeyCheck::Ok) {
-      return reject(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     std::memcpy(dst, p.payload.data(), len);
   }
@@ -211,19 +211,19 @@ Verdict do_write(Nic& nic, Qp& qp, const wire::Packet& p) {
   if (flags & wire::kLast) {
     ++r.msn;
     r.msg = core::RespMsg::None;
-    if (imm) recv_completion(nic, qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, r.write_len, &p);
+    if (imm) recv_completion(cx, qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, r.write_len, &p);
   } else {
     r.msg = core::RespMsg::Write;
   }
-  if (p.bth.ack_req && qp.type() == QpType::RC) nic.want_ack(qp);
+  if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
 }
 
-bool check_read(Nic& nic, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
-  return nic.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == core::KeyCheck::Ok;
+bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
+  return cx.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == core::KeyCheck::Ok;
 }
 
-void queue_read(Nic& nic, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
+void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
   RespJob j;
   j.kind = core::RespJobKind::Read;
   j.psn = psn;
@@ -232,7 +232,7 @@ void queue_read(Nic& nic, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len,
   j.len = len;
   j.dup = dup;
   qp.resp.jobs.push_back(j);
-  nic.schedule(qp);
+  cx.schedule(qp);
 }
 
 void remember(Qp& qp, const core::RdAtomicResource& res) {
@@ -240,33 +240,33 @@ void remember(Qp& qp, const core::RdAtomicResource& res) {
   if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
 }
 
-Verdict do_read(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_read(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || p.reth.dma_len > kMaxMessage ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (!check_read(nic, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
-    return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+  if (!check_read(cx, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
   remember(qp, {true, false, p.bth.psn, n, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, 0});
-  queue_read(nic, qp, p.bth.psn, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, false);
+  queue_read(cx, qp, p.bth.psn, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, false);
   r.epsn = p.bth.psn + n;
   ++r.msn;
   return Verdict::Execute;
 }
 
-Verdict do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteAtomic) || (p.atomic.va & 7) ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(nic, qp, p.bth.psn, NakCode::InvalidRequest);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   uint8_t* host = nullptr;
-  if (nic.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
+  if (cx.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
       core::KeyCheck::Ok) {
-    return fatal_nak(nic, qp, p.bth.psn, NakCode::RemoteAccessError);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   // Atomic with respect to every other uroce atomic on this memory: all go through atomic_ref.
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(host));
@@ -283,7 +283,7 @@ Verdict do_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
   j.psn = p.bth.psn;
   j.atomic_orig = orig;
   r.jobs.push_back(j);
-  nic.schedule(qp);
+  cx.schedule(qp);
   r.epsn = p.bth.psn + 1;
   ++r.msn;
   return Verdict::Execute;
@@ -310,7 +310,7 @@ bool will_answer(const Qp& qp, Psn psn) {
 
 // A duplicate READ or atomic is answered again only if it repeats (the rest of) one of the
 // requests this responder executed; anything else is dropped (IBA 9.7.5.1).
-Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
   const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
@@ -318,36 +318,36 @@ Verdict on_duplicate_rd_atomic(Nic& nic, Qp& qp, const wire::Packet& p) {
                               : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
                                     off <= res->len && p.reth.dma_len == res->len - off);
   if (!match) {
-    ++nic.ctr().rx_dup_unmatched;
+    ++cx.ctr().rx_dup_unmatched;
     return Verdict::DuplicateDropped;
   }
   if (will_answer(qp, p.bth.psn)) return Verdict::DuplicateDropped;  // its answer is still queued
   if (count_jobs(qp, JobClass::Duplicate) >= qp.resp.resources.size()) {
-    ++nic.ctr().resp_queue_full;
+    ++cx.ctr().resp_queue_full;
     return Verdict::DuplicateDropped;
   }
   if (atomic) {
-    ++nic.ctr().rx_atomic_replays;
+    ++cx.ctr().rx_atomic_replays;
     RespJob j;
     j.kind = core::RespJobKind::AtomicAck;
     j.psn = p.bth.psn;
     j.atomic_orig = res->orig;
     j.dup = true;
     qp.resp.jobs.push_back(j);
-    nic.schedule(qp);
+    cx.schedule(qp);
     return Verdict::Duplicate;
   }
   uint32_t len = uint32_t(res->len - off);
-  if (!check_read(nic, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
-  ++nic.ctr().rx_read_dup;
-  queue_read(nic, qp, p.bth.psn, res->va + off, res->rkey, len, true);
+  if (!check_read(cx, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
+  ++cx.ctr().rx_read_dup;
+  queue_read(cx, qp, p.bth.psn, res->va + off, res->rkey, len, true);
   return Verdict::Duplicate;
 }
 
-Verdict on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
-  ++nic.ctr().rx_duplicate;
-  if (p.info().flags & (wire::kRead | wire::kAtomic)) return on_duplicate_rd_atomic(nic, qp, p);
-  nic.want_ack(qp);  // the requester lost our ACK: tell it again where we are
+Verdict on_duplicate(Context& cx, Qp& qp, const wire::Packet& p) {
+  ++cx.ctr().rx_duplicate;
+  if (p.info().flags & (wire::kRead | wire::kAtomic)) return on_duplicate_rd_atomic(cx, qp, p);
+  cx.want_ack(qp);  // the requester lost our ACK: tell it again where we are
   return Verdict::Duplicate;
 }
 
@@ -355,15 +355,15 @@ Verdict on_duplicate(Nic& nic, Qp& qp, const wire::Packet& p) {
 enum class Step { Done, More, NoBuffer };
 
 // Emits the next packet of job j.
-Step run_job(Nic& nic, Qp& qp, RespJob& j) {
+Step run_job(Context& cx, Qp& qp, RespJob& j) {
   auto& r = qp.resp;
   switch (j.kind) {
     case core::RespJobKind::Aeth:
-      send_aeth(nic, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
-      if (j.fatal) nic.qp_to_error(qp);
+      send_aeth(cx, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
+      if (j.fatal) cx.qp_to_error(qp);
       return Step::Done;
     case core::RespJobKind::AtomicAck: {
-      TxPacket* tx = start_packet(nic, qp);
+      TxPacket* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
       wire::Packet p;
       p.bth.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
@@ -371,7 +371,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
       p.bth.psn = j.psn;
       p.aeth = Aeth::ack(r.msn.value());
       p.atomic_orig = j.atomic_orig;
-      send_packet(nic, tx, p);
+      send_packet(cx, tx, p);
       return Step::Done;
     }
     case core::RespJobKind::Read: {
@@ -379,7 +379,7 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
       uint32_t n = packets_for(j.len, mtu);
       uint32_t k = j.sent / mtu;
       uint32_t len = std::min(mtu, j.len - j.sent);
-      TxPacket* tx = start_packet(nic, qp);
+      TxPacket* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
       wire::Packet p;
       p.bth.opcode = n == 1           ? Opcode::RC_READ_RESPONSE_ONLY
@@ -390,19 +390,19 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
       p.bth.psn = j.psn + k;
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
-      if (len && nic.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
+      if (len && cx.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
                      core::KeyCheck::Ok) {
-        nic.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
-        ++nic.ctr().tx_naks_fatal;
+        cx.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
+        ++cx.ctr().tx_naks_fatal;
         r.jobs.clear();
-        send_aeth(nic, qp, p.bth.psn, Aeth::nak(r.msn.value(), NakCode::RemoteAccessError));
-        nic.qp_to_error(qp);
+        send_aeth(cx, qp, p.bth.psn, Aeth::nak(r.msn.value(), NakCode::RemoteAccessError));
+        cx.qp_to_error(qp);
         return Step::Done;
       }
       uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
       if (len) std::memcpy(dst, src, len);
       p.payload = {dst, len};
-      send_packet(nic, tx, p);
+      send_packet(cx, tx, p);
       j.sent += len;
       return k + 1 == n ? Step::Done : Step::More;
     }
@@ -415,23 +415,23 @@ Step run_job(Nic& nic, Qp& qp, RespJob& j) {
 // starts over from its own PSN. Only forward, though: over IP a packet can be duplicated or
 // arrive late, and one behind the expected PSN would deliver an old message again (rxe resyncs
 // on it too; we drop it and leave the message in progress alone). Execute: go on with it.
-Verdict uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   const bool dropping = r.seq == core::RespSeq::UcDropping;
   if (p.bth.psn == r.epsn && !dropping) return Verdict::Execute;
   if (p.bth.psn < r.epsn) {
-    ++nic.ctr().rx_duplicate;
+    ++cx.ctr().rx_duplicate;
     return Verdict::Duplicate;
   }
   if (p.info().flags & wire::kFirst) {
-    if (r.msg != core::RespMsg::None && !dropping) ++nic.ctr().rx_uc_dropped;  // its tail was lost
+    if (r.msg != core::RespMsg::None && !dropping) ++cx.ctr().rx_uc_dropped;  // its tail was lost
     r.seq = core::RespSeq::InSequence;
     r.msg = core::RespMsg::None;
     r.epsn = p.bth.psn;
     return Verdict::Execute;
   }
-  ++nic.ctr().rx_out_of_sequence;
-  if (!dropping) ++nic.ctr().rx_uc_dropped;
+  ++cx.ctr().rx_out_of_sequence;
+  if (!dropping) ++cx.ctr().rx_uc_dropped;
   r.seq = core::RespSeq::UcDropping;
   r.msg = core::RespMsg::None;
   r.epsn = p.bth.psn + 1;
@@ -439,23 +439,23 @@ Verdict uc_sequence(Nic& nic, Qp& qp, const wire::Packet& p) {
 }
 
 // The checks and execution of one request; responder_on_request traces the verdict.
-Verdict on_request(Nic& nic, Qp& qp, const wire::Packet& p) {
+Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (r.seq == core::RespSeq::Dying) {
-    ++nic.ctr().rx_wrong_state;
+    ++cx.ctr().rx_wrong_state;
     return Verdict::Dying;
   }
   if (qp.type() == QpType::UC)
-    if (Verdict v = uc_sequence(nic, qp, p); v != Verdict::Execute) return v;
+    if (Verdict v = uc_sequence(cx, qp, p); v != Verdict::Execute) return v;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
-  if (d < 0) return on_duplicate(nic, qp, p);
+  if (d < 0) return on_duplicate(cx, qp, p);
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
-    ++nic.ctr().rx_out_of_sequence;
+    ++cx.ctr().rx_out_of_sequence;
     if (r.seq == core::RespSeq::NakSent) return Verdict::OutOfSequence;
     r.seq = core::RespSeq::NakSent;
-    ++nic.ctr().tx_naks_seq;
-    answer(nic, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
+    ++cx.ctr().tx_naks_seq;
+    answer(cx, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     return Verdict::NakSequence;
   }
   r.seq = core::RespSeq::InSequence;
@@ -473,26 +473,26 @@ Verdict on_request(Nic& nic, Qp& qp, const wire::Packet& p) {
   // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
   // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
   if (p.has(wire::kIeth)) ok = false;
-  if (!ok) return reject(nic, qp, p.bth.psn, NakCode::InvalidRequest);
-  if (flags & wire::kSend) return do_send(nic, qp, p);
-  if (flags & wire::kWrite) return do_write(nic, qp, p);
-  if (flags & wire::kRead) return do_read(nic, qp, p);
-  return do_atomic(nic, qp, p);
+  if (!ok) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (flags & wire::kSend) return do_send(cx, qp, p);
+  if (flags & wire::kWrite) return do_write(cx, qp, p);
+  if (flags & wire::kRead) return do_read(cx, qp, p);
+  return do_atomic(cx, qp, p);
 }
 
 }  // namespace
 
-Verdict responder_on_request(Nic& nic, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
-  Verdict v = on_request(nic, qp, p);
-  nic.trace(qp, p, v);
+Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
+  Verdict v = on_request(cx, qp, p);
+  cx.trace(qp, p, v);
   return v;
 }
 
-bool responder_run(Nic& nic, Qp& qp, uint32_t& budget) {
+bool responder_run(Context& cx, Qp& qp, uint32_t& budget) {
   auto& jobs = qp.resp.jobs;
   while (!jobs.empty() && budget) {
     --budget;
-    Step s = run_job(nic, qp, jobs.front());
+    Step s = run_job(cx, qp, jobs.front());
     if (qp.state() == QpState::Err || jobs.empty()) return false;
     if (s == Step::NoBuffer) return true;
     if (s == Step::Done) jobs.pop_front();
@@ -500,7 +500,7 @@ bool responder_run(Nic& nic, Qp& qp, uint32_t& budget) {
   return !jobs.empty();
 }
 
-void responder_flush_ack(Nic& nic, Qp& qp) {
+void responder_flush_ack(Context& cx, Qp& qp) {
   auto& r = qp.resp;
   r.in_ack_list = false;
   if (!r.ack_pending || qp.state() == QpState::Err) {
@@ -508,8 +508,8 @@ void responder_flush_ack(Nic& nic, Qp& qp) {
     return;
   }
   r.ack_pending = false;
-  ++nic.ctr().tx_acks;
-  answer(nic, qp, r.epsn - 1, Aeth::ack(r.msn.value()));
+  ++cx.ctr().tx_acks;
+  answer(cx, qp, r.epsn - 1, Aeth::ack(r.msn.value()));
 }
 
 }  // namespace uroce::transport

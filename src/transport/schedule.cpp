@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 
 namespace uroce::transport {
 
@@ -11,7 +11,7 @@ using core::Qp;
 
 // ---------------------------------------------------------------- engine side
 
-void Nic::drain_doorbells() {
+void ProtocolCore::drain_doorbells() {
   doorbells_swap_.clear();
   {
     std::lock_guard g(doorbell_lock_);
@@ -27,14 +27,14 @@ void Nic::drain_doorbells() {
   }
 }
 
-void Nic::schedule(Qp& qp) {
+void ProtocolCore::schedule(Qp& qp) {
   if (!qp.active) {
     qp.active = true;
     run_list_.push_back(&qp);
   }
 }
 
-void Nic::want_ack(Qp& qp) {
+void ProtocolCore::want_ack(Qp& qp) {
   qp.resp.ack_pending = true;
   if (!qp.resp.in_ack_list) {
     qp.resp.in_ack_list = true;
@@ -42,14 +42,14 @@ void Nic::want_ack(Qp& qp) {
   }
 }
 
-void Nic::arm_timer(Qp& qp, uint64_t deadline) {
+void ProtocolCore::arm_timer(Qp& qp, uint64_t deadline) {
   if (qp.timer_queued == 0 || deadline < qp.timer_queued) {
     qp.timer_queued = deadline;
     timers_.emplace(deadline, qp.qpn());
   }
 }
 
-void Nic::run_timers(uint64_t now) {
+void ProtocolCore::run_timers(uint64_t now) {
   while (!timers_.empty() && timers_.top().first <= now) {
     auto [when, qpn] = timers_.top();
     timers_.pop();
@@ -60,7 +60,10 @@ void Nic::run_timers(uint64_t now) {
       q->req.rnr_until = 0;
       schedule(*q);
     }
-    if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) completer_on_timer(*this, *q, now);
+    if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) {
+      Context cx(*this);
+      completer_on_timer(cx, *q, now);
+    }
     uint64_t next = UINT64_MAX;
     if (q->req.rnr_until) next = std::min(next, q->req.rnr_until);
     if (q->comp.retrans_deadline) next = std::min(next, q->comp.retrans_deadline);
@@ -68,7 +71,7 @@ void Nic::run_timers(uint64_t now) {
   }
 }
 
-uint64_t Nic::next_deadline() {
+uint64_t ProtocolCore::next_deadline() {
   while (!timers_.empty()) {
     auto [when, qpn] = timers_.top();
     Qp* q = qp(qpn);
@@ -78,7 +81,8 @@ uint64_t Nic::next_deadline() {
   return UINT64_MAX;
 }
 
-bool Nic::progress(uint64_t now) {
+bool ProtocolCore::progress(uint64_t now) {
+  Context cx(*this);
   bool did = false;
   if (doorbell_count_.load(std::memory_order_seq_cst)) {
     drain_doorbells();
@@ -96,14 +100,14 @@ bool Nic::progress(uint64_t now) {
         continue;
       }
       uint32_t budget = cfg_.budget_per_qp;
-      bool more = responder_run(*this, *q, budget);
-      more |= requester_run(*this, *q, now, budget);
+      bool more = responder_run(cx, *q, budget);
+      more |= requester_run(cx, *q, now, budget);
       if (more) schedule(*q);
     }
   }
   if (!ack_list_.empty()) {
     did = true;
-    for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(*this, *ack_list_[i]);
+    for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(cx, *ack_list_[i]);
     // responder_flush_ack keeps a QP listed while its ACK must wait behind responses.
     std::erase_if(ack_list_, [](Qp* q) { return !q->resp.in_ack_list; });
   }

@@ -1,5 +1,5 @@
 // What the responder decided about one request packet, or the completer about one response,
-// by name: tests assert it and a trace hook (NicConfig::trace) can log it.
+// by name: tests assert it and a trace hook (CoreConfig::trace) can log it.
 #pragma once
 #include <cstdint>
 

@@ -33,7 +33,7 @@ enum HdrMask : uint32_t {
   kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6,
 };
 
-// What an opcode means for the transport engines.
+// What an opcode means for the requester, completer and responder.
 enum OpFlags : uint32_t {
   kFirst = 1u << 0, kMiddle = 1u << 1, kLast = 1u << 2, kOnly = kFirst | kLast,
   kPayload = 1u << 3, kSend = 1u << 4, kWrite = 1u << 5, kRead = 1u << 6,

@@ -7,9 +7,9 @@
 #include <memory>
 #include <vector>
 
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 #include "sim/sim.hpp"
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 
@@ -17,7 +17,7 @@ namespace uroce::test {
 
 // Hands `to` packet p as sent on flow f: right addresses, ports and ICRC, so only the transport
 // can reject it (what an attacker who knows the addresses and the QPN could send).
-inline void inject_packet(transport::Nic& to, const wire::FlowAddr& f, wire::Packet& p, uint64_t now) {
+inline void inject_packet(transport::ProtocolCore& to, const wire::FlowAddr& f, wire::Packet& p, uint64_t now) {
   std::vector<uint8_t> buf(wire::encoded_len(p));
   size_t n = wire::encode(p, buf.data());
   wire::icrc_store(buf.data() + n, wire::icrc_for_flow(f, std::span<const uint8_t>(buf.data(), n)));
@@ -25,7 +25,7 @@ inline void inject_packet(transport::Nic& to, const wire::FlowAddr& f, wire::Pac
 }
 
 struct Side {
-  transport::Nic* nic = nullptr;
+  transport::ProtocolCore* nic = nullptr;
   core::PdHandle pd;
   core::Cq* scq = nullptr;
   core::Cq* rcq = nullptr;
@@ -43,7 +43,7 @@ struct PairOptions {
   QpCap cap{256, 256, 4, 4, 64};
   uint32_t cq_depth = 4096;
   QpType type = QpType::RC;
-  // The verdict on each packet a or b receives (NicConfig::trace): its responder's on
+  // The verdict on each packet a or b receives (CoreConfig::trace): its responder's on
   // requests, its completer's on responses.
   std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
 };
@@ -53,10 +53,10 @@ inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 class CorePair {
  public:
   explicit CorePair(const PairOptions& o = {}) : opt(o), sim(o.seed, o.faults) {
-    transport::NicConfig ca;
+    transport::CoreConfig ca;
     ca.trace = o.trace_a;
     a.nic = &sim.add_nic(kIpA, ca);
-    transport::NicConfig cb;
+    transport::CoreConfig cb;
     cb.trace = o.trace_b;
     b.nic = &sim.add_nic(kIpB, cb);
     setup(a);
@@ -88,7 +88,7 @@ class CorePair {
     remote.gid = Gid::from_ipv4(peer_ip);
     remote.qpn = peer.qp->qpn().value();
     remote.psn = peer_psn;
-    auto st = cm::connect_rc(*s.nic, *s.qp, remote, my_psn, c);
+    auto st = transport::connect_rc(*s.nic, *s.qp, remote, my_psn, c);
     ASSERT_TRUE(st) << st.error().message;
   }
 
@@ -140,7 +140,7 @@ class CorePair {
 }  // namespace uroce::test
 
 namespace uroce::test {
-inline std::string dump_counters(const transport::Nic& n) {
+inline std::string dump_counters(const transport::ProtocolCore& n) {
   std::string s;
   n.counters().for_each([&](const char* name, uint64_t v) {
     if (v) s += std::string(name) + "=" + std::to_string(v) + " ";

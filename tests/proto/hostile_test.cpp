@@ -10,7 +10,7 @@
 
 #include "../common/core_pair.hpp"
 #include "../common/seed.hpp"
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 
 using namespace uroce;
 using namespace uroce::test;
@@ -286,7 +286,7 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
 // QPNs are not handed out in order: knowing one does not tell the next.
 TEST(Hostile, QueuePairNumbersAreNotSequential) {
   sim::Sim sim(1, {});
-  transport::Nic& nic = sim.add_nic(kIpA);
+  transport::ProtocolCore& nic = sim.add_nic(kIpA);
   core::PdHandle pd = *nic.alloc_pd();
   core::Cq* cq = *nic.create_cq(16);
   std::vector<uint32_t> qpns;
@@ -298,7 +298,7 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
   EXPECT_EQ(std::adjacent_find(qpns.begin(), qpns.end()), qpns.end()) << "a QPN was handed out twice";
   EXPECT_GE(qpns.front(), 0x10u);
   // Two devices do not draw the same sequence.
-  transport::Nic& other = sim.add_nic(kIpB);
+  transport::ProtocolCore& other = sim.add_nic(kIpB);
   core::PdHandle pd2 = *other.alloc_pd();
   core::Cq* cq2 = *other.create_cq(16);
   uint32_t q2 = (*other.create_qp(pd2, QpType::RC, cq2, cq2, QpCap{4, 4, 1, 1, 0}, false))->qpn().value();
@@ -308,11 +308,11 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
 // A UD datagram is one packet of at most the port MTU; a larger one is dropped and counted.
 TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   sim::Sim sim(1, {});
-  transport::Nic& nic = sim.add_nic(kIpB);
+  transport::ProtocolCore& nic = sim.add_nic(kIpB);
   core::PdHandle pd = *nic.alloc_pd();
   core::Cq* cq = *nic.create_cq(16);
   core::Qp* qp = *nic.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
-  ASSERT_TRUE(cm::activate_ud(nic, *qp, 0x1234, 0));
+  ASSERT_TRUE(transport::activate_ud(nic, *qp, 0x1234, 0));
   std::vector<uint8_t> rb(kGrhBytes + 65536, 0);
   auto rm = *nic.reg_mr(pd, rb.data(), rb.size(), kAccessLocalWrite);
   Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey.value()};

@@ -6,7 +6,7 @@
 
 #include "../common/core_pair.hpp"
 #include "../common/seed.hpp"
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 #include "wire/bytes.hpp"
 
 using namespace uroce;
@@ -17,7 +17,7 @@ namespace {
 Gid v6(const char* s) { return *Gid::parse(s); }
 
 struct Node {
-  transport::Nic* nic;
+  transport::ProtocolCore* nic;
   core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
@@ -70,8 +70,8 @@ TEST(Ipv6, RcOperationsOverIpv6) {
   Node a = make(sim, v6("2001:db8::a"), QpType::RC), b = make(sim, v6("2001:db8::b"), QpType::RC);
   ConnectOptions co;
   co.timeout = 8;
-  ASSERT_TRUE(cm::connect_rc(*a.nic, *a.qp, {v6("2001:db8::b"), b.qp->qpn().value(), 500}, 100, co));
-  ASSERT_TRUE(cm::connect_rc(*b.nic, *b.qp, {v6("2001:db8::a"), a.qp->qpn().value(), 100}, 500, co));
+  ASSERT_TRUE(transport::connect_rc(*a.nic, *a.qp, {v6("2001:db8::b"), b.qp->qpn().value(), 500}, 100, co));
+  ASSERT_TRUE(transport::connect_rc(*b.nic, *b.qp, {v6("2001:db8::a"), a.qp->qpn().value(), 100}, 500, co));
   std::vector<uint8_t> src(20000), dst(20000, 0), back(20000, 0), rb(20000, 0);
   fill_pattern(src.data(), src.size(), 6);
   auto sm = *a.nic->reg_mr(a.pd, src.data(), src.size(), kAccessLocalWrite);
@@ -112,8 +112,8 @@ TEST(Ipv6, RcOperationsOverIpv6) {
 TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   sim::Sim sim(1, {});
   Node a = make(sim, v6("fe80::a"), QpType::UD), b = make(sim, v6("fe80::b"), QpType::UD);
-  ASSERT_TRUE(cm::activate_ud(*a.nic, *a.qp, 0x11, 0));
-  ASSERT_TRUE(cm::activate_ud(*b.nic, *b.qp, 0x11, 0));
+  ASSERT_TRUE(transport::activate_ud(*a.nic, *a.qp, 0x11, 0));
+  ASSERT_TRUE(transport::activate_ud(*b.nic, *b.qp, 0x11, 0));
   std::vector<uint8_t> buf(2 * (kGrhBytes + 256), 0);
   auto am = *a.nic->reg_mr(a.pd, buf.data(), buf.size(), kAccessLocalWrite);
   auto bm = *b.nic->reg_mr(b.pd, buf.data(), buf.size(), kAccessLocalWrite);

@@ -1,5 +1,5 @@
 // The responder one packet at a time: a QP in a known state gets one request, and the test
-// reads the verdict (NicConfig::trace), the packets it answers with and its counters.
+// reads the verdict (CoreConfig::trace), the packets it answers with and its counters.
 #include <gtest/gtest.h>
 
 #include <cstring>

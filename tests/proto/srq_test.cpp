@@ -3,7 +3,7 @@
 
 #include "../common/core_pair.hpp"
 #include "../common/seed.hpp"
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 
 using namespace uroce;
 using namespace uroce::test;
@@ -27,8 +27,8 @@ struct SrqSetup {
     o.timeout = 8;
     for (int i = 0; i < 2; ++i) {
       Endpoint to_b{Gid::from_ipv4(kIpB), qb[i]->qpn().value(), 500, 0, 0, 0}, to_a{Gid::from_ipv4(kIpA), qa[i]->qpn().value(), 100, 0, 0, 0};
-      EXPECT_TRUE(cm::connect_rc(*a, *qa[i], to_b, 100, o));
-      EXPECT_TRUE(cm::connect_rc(*b, *qb[i], to_a, 500, o));
+      EXPECT_TRUE(transport::connect_rc(*a, *qa[i], to_b, 100, o));
+      EXPECT_TRUE(transport::connect_rc(*b, *qb[i], to_a, 500, o));
     }
     src.assign(4096, 0);
     dst.assign(64 * 1024, 0);
@@ -63,13 +63,13 @@ struct SrqSetup {
       return out.size() >= n;
     }, 1'000'000'000);
   }
-  std::vector<AsyncEvent> events(transport::Nic* n) {
+  std::vector<AsyncEvent> events(transport::ProtocolCore* n) {
     std::vector<AsyncEvent> v;
     for (auto e = n->get_async_event(); e; e = n->get_async_event()) v.push_back(*e);
     return v;
   }
   sim::Sim sim;
-  transport::Nic *a, *b;
+  transport::ProtocolCore *a, *b;
   core::PdHandle pa, pb;
   core::Cq *cqa, *cqb;
   core::Srq* srq;

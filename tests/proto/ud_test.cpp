@@ -4,7 +4,7 @@
 
 #include "../common/core_pair.hpp"
 #include "../common/seed.hpp"
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 #include "wire/bytes.hpp"
 
 using namespace uroce;
@@ -15,7 +15,7 @@ namespace {
 constexpr uint32_t kQkey = 0x11111111;
 
 struct UdNode {
-  transport::Nic* nic;
+  transport::ProtocolCore* nic;
   core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;
@@ -29,7 +29,7 @@ struct UdPair {
       n.pd = *n.nic->alloc_pd();
       n.cq = *n.nic->create_cq(1024);
       n.qp = *n.nic->create_qp(n.pd, QpType::UD, n.cq, n.cq, QpCap{64, 64, 2, 2, 64}, false);
-      EXPECT_TRUE(cm::activate_ud(*n.nic, *n.qp, kQkey, 100 * uint32_t(i)));
+      EXPECT_TRUE(transport::activate_ud(*n.nic, *n.qp, kQkey, 100 * uint32_t(i)));
     }
   }
   core::Mr reg(UdNode& n, void* p, size_t len) { return *n.nic->reg_mr(n.pd, p, len, kAccessLocalWrite); }

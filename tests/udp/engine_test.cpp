@@ -28,7 +28,7 @@ class BusyLink final : public link::Link {
 }  // namespace
 
 TEST(Engine, ControlCallsWaitAtMostAPassUnderLoad) {
-  transport::Nic nic({});
+  transport::ProtocolCore nic({});
   BusyLink link;
   engine::Engine e(nic, link, 0);
   e.start();

@@ -2,14 +2,14 @@
 // bad arguments fail with EINVAL and a message, and change nothing.
 #include <gtest/gtest.h>
 
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 using namespace uroce;
 
 namespace {
 
-transport::NicConfig make_cfg() {
-  transport::NicConfig c;
+transport::CoreConfig make_cfg() {
+  transport::CoreConfig c;
   c.seed = 3;
   return c;
 }
@@ -33,7 +33,7 @@ struct Env {
   }
   Status rts() { return to(QpState::Rts, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic); }
 
-  transport::Nic nic;
+  transport::ProtocolCore nic;
   core::PdHandle pd;
   core::Cq* cq;
   core::Qp* qp;

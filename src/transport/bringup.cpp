@@ -1,10 +1,10 @@
-#include "cm/rc_connect.hpp"
+#include "transport/bringup.hpp"
 
 #include "wire/ip_udp.hpp"
 
-namespace uroce::cm {
+namespace uroce::transport {
 
-Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o) {
   QpAttr a;
   a.qp_state = QpState::Init;
@@ -41,7 +41,7 @@ Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uin
   return nic.modify_qp(qp, a, rts);
 }
 
-Status activate_ud(transport::Nic& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
+Status activate_ud(ProtocolCore& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qkey = qkey;
@@ -53,4 +53,4 @@ Status activate_ud(transport::Nic& nic, core::Qp& qp, uint32_t qkey, uint32_t sq
   return nic.modify_qp(qp, a, kQpState | kQpSqPsn);
 }
 
-}  // namespace uroce::cm
+}  // namespace uroce::transport

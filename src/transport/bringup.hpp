@@ -1,15 +1,15 @@
 // Connecting an RC or UC QP: RESET -> INIT -> RTR -> RTS towards a remote endpoint, with the
 // attributes each transition requires for its type. Engine lock held by the caller.
 #pragma once
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 #include "uroce/types.hpp"
 
-namespace uroce::cm {
+namespace uroce::transport {
 
-Status connect_rc(transport::Nic& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o);
 
 // UD: RESET -> INIT (with its Q_Key) -> RTR -> RTS; datagrams need no remote endpoint.
-Status activate_ud(transport::Nic& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn);
+Status activate_ud(ProtocolCore& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn);
 
-}  // namespace uroce::cm
+}  // namespace uroce::transport

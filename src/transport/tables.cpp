@@ -1,7 +1,7 @@
 // The protocol core's object tables: PDs, MRs, CQs, QPs, SRQs and async events (the control
 // path; the engine lock is held). Posting is in post.cpp, scheduling in schedule.cpp, receive
 // dispatch and transmit buffers in packets.cpp, completions and QP lifecycle in completion.cpp.
-#include "transport/nic.hpp"
+#include "transport/protocol_core.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "transport/engines.hpp"
+#include "transport/roles.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 
@@ -27,7 +27,7 @@ uint64_t seed_or_random(uint64_t s) {
 }
 }  // namespace
 
-Nic::Nic(NicConfig cfg)
+ProtocolCore::ProtocolCore(CoreConfig cfg)
     : cfg_(std::move(cfg)),
       mrs_(seed_or_random(cfg_.seed)),
       qpn_rng_(seed_or_random(cfg_.seed) ^ 0x9e3779b97f4a7c15ull),
@@ -36,18 +36,18 @@ Nic::Nic(NicConfig cfg)
   raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
 
-Nic::~Nic() = default;
+ProtocolCore::~ProtocolCore() = default;
 
 // ---------------------------------------------------------------- control path
 
-Result<PdHandle> Nic::alloc_pd() {
+Result<PdHandle> ProtocolCore::alloc_pd() {
   if (pds_.size() >= limits_.max_pd) return make_error(ENOMEM, "alloc_pd: too many protection domains");
   PdHandle h(next_pd_++);
   pds_[h] = 0;
   return h;
 }
 
-Status Nic::dealloc_pd(PdHandle pd) {
+Status ProtocolCore::dealloc_pd(PdHandle pd) {
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "dealloc_pd: unknown protection domain");
   if (it->second) return make_error(EBUSY, "dealloc_pd: memory regions or QPs still use it");
@@ -55,7 +55,7 @@ Status Nic::dealloc_pd(PdHandle pd) {
   return {};
 }
 
-Result<core::Mr> Nic::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
+Result<core::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
   if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
@@ -64,7 +64,7 @@ Result<core::Mr> Nic::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t acc
   return r;
 }
 
-Status Nic::dereg_mr(Lkey lkey) {
+Status ProtocolCore::dereg_mr(Lkey lkey) {
   const core::Mr* mr = mrs_.by_lkey(lkey);
   if (!mr) return make_error(EINVAL, "dereg_mr: unknown memory region");
   PdHandle pd = mr->pd;
@@ -73,7 +73,7 @@ Status Nic::dereg_mr(Lkey lkey) {
   return {};
 }
 
-Result<Cq*> Nic::create_cq(uint32_t depth) {
+Result<Cq*> ProtocolCore::create_cq(uint32_t depth) {
   if (depth == 0 || depth > limits_.max_cqe) return make_error(EINVAL, "create_cq: depth must be 1.." + std::to_string(limits_.max_cqe));
   uint32_t h = next_cq_++;
   auto cq = std::make_unique<Cq>(h, depth);
@@ -83,7 +83,7 @@ Result<Cq*> Nic::create_cq(uint32_t depth) {
   return p;
 }
 
-Status Nic::destroy_cq(Cq* cq) {
+Status ProtocolCore::destroy_cq(Cq* cq) {
   auto it = cq_users_.find(cq);
   if (it == cq_users_.end()) return make_error(EINVAL, "destroy_cq: unknown completion queue");
   if (it->second) return make_error(EBUSY, "destroy_cq: queue pairs still use it");
@@ -93,7 +93,7 @@ Status Nic::destroy_cq(Cq* cq) {
   return {};
 }
 
-Result<Qp*> Nic::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
+Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
                            core::Srq* srq) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
@@ -132,22 +132,22 @@ Result<Qp*> Nic::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpC
   return p;
 }
 
-bool Nic::pd_busy(PdHandle pd) const {
+bool ProtocolCore::pd_busy(PdHandle pd) const {
   auto it = pds_.find(pd);
   return it != pds_.end() && it->second;
 }
 
-bool Nic::cq_busy(Cq* cq) const {
+bool ProtocolCore::cq_busy(Cq* cq) const {
   auto it = cq_users_.find(cq);
   return it != cq_users_.end() && it->second;
 }
 
-bool Nic::srq_busy(core::Srq* srq) const {
+bool ProtocolCore::srq_busy(core::Srq* srq) const {
   auto it = srq_users_.find(srq);
   return it != srq_users_.end() && it->second;
 }
 
-Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
+Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))
     return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
@@ -170,7 +170,7 @@ Status Nic::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   return {};
 }
 
-Status Nic::destroy_qp(Qp* qp) {
+Status ProtocolCore::destroy_qp(Qp* qp) {
   auto it = qp ? qps_.find(qp->qpn()) : qps_.end();
   if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
   std::erase(run_list_, qp);
@@ -183,7 +183,7 @@ Status Nic::destroy_qp(Qp* qp) {
   return {};
 }
 
-Result<core::Srq*> Nic::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
+Result<core::Srq*> ProtocolCore::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_srq: unknown protection domain");
   if (depth == 0 || depth > limits_.max_qp_wr) return make_error(EINVAL, "create_srq: max_wr must be 1.." + std::to_string(limits_.max_qp_wr));
@@ -196,7 +196,7 @@ Result<core::Srq*> Nic::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge
   return p;
 }
 
-Status Nic::destroy_srq(core::Srq* srq) {
+Status ProtocolCore::destroy_srq(core::Srq* srq) {
   auto it = srq_users_.find(srq);
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
@@ -206,26 +206,26 @@ Status Nic::destroy_srq(core::Srq* srq) {
   return {};
 }
 
-Status Nic::modify_srq(core::Srq& srq, uint32_t limit) {
+Status ProtocolCore::modify_srq(core::Srq& srq, uint32_t limit) {
   if (limit > srq.rq.capacity()) return make_error(EINVAL, "modify_srq: srq_limit larger than the queue");
   srq.limit.store(limit, std::memory_order_release);
   return {};
 }
 
-void Nic::raise(const AsyncEvent& e) {
+void ProtocolCore::raise(const AsyncEvent& e) {
   if (async_.size() >= 4096) async_.pop_front();  // nobody reads them: keep the newest
   async_.push_back(e);
   async_signal_ = true;
 }
 
-Result<AsyncEvent> Nic::get_async_event() {
+Result<AsyncEvent> ProtocolCore::get_async_event() {
   if (async_.empty()) return make_error(EAGAIN, "no async event pending");
   AsyncEvent e = async_.front();
   async_.pop_front();
   return e;
 }
 
-Qp* Nic::qp(Qpn qpn) {
+Qp* ProtocolCore::qp(Qpn qpn) {
   auto it = qps_.find(qpn);
   return it == qps_.end() ? nullptr : it->second.get();
 }

@@ -3,10 +3,10 @@
 // and collect packets (take_tx), completion events and the next deadline. The threaded engine,
 // the in-memory test link and the simulator all drive it through this interface.
 //
-// Its parts, one file each: object tables (nic.cpp), posting and work queues (post.cpp), the
+// Its parts, one file each: object tables (tables.cpp), posting and work queues (post.cpp), the
 // run list and timers (schedule.cpp), receive dispatch and transmit buffers (packets.cpp),
-// completions and QP lifecycle (completion.cpp); the transport engines it drives are the
-// requester, completer and responder (engines.hpp).
+// completions and QP lifecycle (completion.cpp). The requester, completer and responder
+// (roles.hpp) see it only through Context (context.hpp).
 //
 // Threading: control calls (create/modify/destroy, reg_mr) and the engine calls (on_packet,
 // progress, take_*) must be serialized by the caller (the engine lock). post_send/post_recv and
@@ -50,7 +50,7 @@ using core::PdHandle;
 using core::Qpn;
 using core::Rkey;
 
-struct NicConfig {
+struct CoreConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
   uint64_t seed = 0;                    // 0: from std::random_device
   uint32_t max_inflight_pkts = 64;      // requester window per QP
@@ -69,14 +69,14 @@ struct DeviceLimits {
   uint64_t max_msg = kMaxMessage;
 };
 
-class Nic {
+class ProtocolCore {
  public:
-  explicit Nic(NicConfig cfg);
-  ~Nic();
-  Nic(const Nic&) = delete;
-  Nic& operator=(const Nic&) = delete;
+  explicit ProtocolCore(CoreConfig cfg);
+  ~ProtocolCore();
+  ProtocolCore(const ProtocolCore&) = delete;
+  ProtocolCore& operator=(const ProtocolCore&) = delete;
 
-  const NicConfig& config() const { return cfg_; }
+  const CoreConfig& config() const { return cfg_; }
   bool is_local(const Gid& a) const {
     for (const Gid& g : cfg_.gids)
       if (g == a) return true;
@@ -84,7 +84,6 @@ class Nic {
   }
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
-  core::MrTable& mrs() { return mrs_; }
 
   // ---- control path (engine lock held) ----
   Result<PdHandle> alloc_pd();
@@ -136,30 +135,25 @@ class Nic {
     for (TxPacket* p : tx_) pool_.release(p);
     tx_.clear();
   }
-  void release(TxPacket* p) { pool_.release(p); }
   std::vector<core::Cq*>& cq_events() { return cq_events_; }
   // True once after new async events were queued: the engine then signals the async fd.
   bool take_async_signal() { return std::exchange(async_signal_, false); }
 
-  // ---- used by the transport engines ----
-  void trace(const core::Qp& qp, const wire::Packet& p, Verdict v) {
-    if (cfg_.trace) cfg_.trace(qp, p, v);
-  }
+ private:
+  friend class Context;  // the narrow view the requester, completer and responder get
+
+  // ---- for the requester, completer and responder, through Context ----
   TxPacket* alloc_tx();
   void emit(TxPacket* p, size_t ib_len);  // appends the ICRC and queues the packet
   void push_wc(core::Cq* cq, const Wc& wc);
   void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st);
-  // fatal: an error moved it there (QP_FATAL is raised), not the application.
   void qp_to_error(core::Qp& qp, bool fatal = true);
-  // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
   bool pop_recv(core::Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges);
   void raise(const AsyncEvent& e);
   void schedule(core::Qp& qp);             // put on the run list
   void arm_timer(core::Qp& qp, uint64_t deadline);
   void want_ack(core::Qp& qp);             // coalesced ACK at the end of this pass
-  Counters& ctr() { return ctr_; }
 
- private:
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
   void ring_doorbell(core::Qp& qp);
@@ -171,7 +165,7 @@ class Nic {
   Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
   Status post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
-  NicConfig cfg_;
+  CoreConfig cfg_;
   DeviceLimits limits_;
   Counters ctr_;
   core::MrTable mrs_;

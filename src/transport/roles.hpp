@@ -1,11 +1,12 @@
-// The three InfiniBand transport engines of an RC QP (IBA 9.7): requester (send queue ->
+// The three roles of a QP in the InfiniBand transport (IBA 9.7): requester (send queue ->
 // request packets), completer (ACKs and responses -> send completions), responder (requests ->
-// memory, receive completions, ACKs and responses). All run on the engine thread.
+// memory, receive completions, ACKs and responses). Each sees the protocol core only through
+// Context; the core calls them from receive dispatch and its progress pass.
 #pragma once
 #include <cstdint>
 
 #include "core/qp.hpp"
-#include "transport/nic.hpp"
+#include "transport/context.hpp"
 #include "transport/verdict.hpp"
 #include "transport/wr_traits.hpp"
 #include "wire/packet.hpp"
@@ -13,25 +14,25 @@
 namespace uroce::transport {
 
 // Sends new or retransmitted requests within the window. Returns true if it has more to send now.
-bool requester_run(Nic& nic, core::Qp& qp, uint64_t now, uint32_t& budget);
+bool requester_run(Context& cx, core::Qp& qp, uint64_t now, uint32_t& budget);
 // UD: sends one WQE as a datagram and completes it. False if no packet buffer was free.
-bool requester_send_datagram(Nic& nic, core::Qp& qp, core::SendWqe& w, uint32_t idx);
+bool requester_send_datagram(Context& cx, core::Qp& qp, core::SendWqe& w, uint32_t idx);
 // Go-back-N: the next request sent is the one carrying `psn`.
-void requester_go_back(Nic& nic, core::Qp& qp, wire::Psn psn);
+void requester_go_back(Context& cx, core::Qp& qp, wire::Psn psn);
 
-Verdict completer_on_response(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
-void completer_on_timer(Nic& nic, core::Qp& qp, uint64_t now);
+Verdict completer_on_response(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
+void completer_on_timer(Context& cx, core::Qp& qp, uint64_t now);
 // Completes a WQE the requester rejected once every WQE before it has completed.
-void completer_retire_failed(Nic& nic, core::Qp& qp);
+void completer_retire_failed(Context& cx, core::Qp& qp);
 
-Verdict responder_on_request(Nic& nic, core::Qp& qp, const wire::Packet& p, uint64_t now);
+Verdict responder_on_request(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
 // Sends queued READ responses, atomic ACKs and ACKs in PSN order. True if more remain.
-bool responder_run(Nic& nic, core::Qp& qp, uint32_t& budget);
+bool responder_run(Context& cx, core::Qp& qp, uint32_t& budget);
 // Sends the coalesced ACK for this QP (or queues it behind pending responses).
-void responder_flush_ack(Nic& nic, core::Qp& qp);
+void responder_flush_ack(Context& cx, core::Qp& qp);
 
 // UD: one datagram into the next receive WQE, after the GRH area (IBA 9.8.4, 11.4.1.2).
-void responder_on_datagram(Nic& nic, core::Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
+void responder_on_datagram(Context& cx, core::Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip);
 
 // READ and atomics: the WQEs that wait for response data and count against max_rd_atomic.
@@ -41,8 +42,8 @@ inline bool is_rd_atomic(WrOpcode op) { return traits(op).rd_atomic(); }
 inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
 
 // Starts a packet to the QP's peer; headers are written by the caller.
-TxPacket* start_packet(Nic& nic, const core::Qp& qp);
+TxPacket* start_packet(Context& cx, const core::Qp& qp);
 // Encodes p into tx (headers, payload, pad) and emits it with its ICRC.
-void send_packet(Nic& nic, TxPacket* tx, wire::Packet& p);
+void send_packet(Context& cx, TxPacket* tx, wire::Packet& p);
 
 }  // namespace uroce::transport

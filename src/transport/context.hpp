@@ -1,0 +1,51 @@
+// What the requester, completer and responder may use of the protocol core, and nothing more:
+// transmit buffers, the memory key table, counters, scheduling, completions and the error
+// transition. They never see the object tables, receive dispatch or the control path, so a
+// change to those cannot reach into the IBA state machines, and a role can be driven in a test
+// through the same few calls.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "transport/protocol_core.hpp"
+
+namespace uroce::transport {
+
+class Context {
+ public:
+  explicit Context(ProtocolCore& core) : core_(core) {}
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const CoreConfig& config() const { return core_.cfg_; }
+  Counters& ctr() { return core_.ctr_; }
+  const core::MrTable& mrs() const { return core_.mrs_; }
+
+  // Transmit: a free buffer (nullptr and counted when the pool is empty), then emit it with
+  // the IBA length of its contents (the ICRC is appended), or hand it back unsent.
+  TxPacket* alloc_tx() { return core_.alloc_tx(); }
+  void emit(TxPacket* p, size_t ib_len) { core_.emit(p, ib_len); }
+  void release(TxPacket* p) { core_.pool_.release(p); }
+
+  // Scheduling: the run list, the QP's timer, and the coalesced ACK at the end of this pass.
+  void schedule(core::Qp& qp) { core_.schedule(qp); }
+  void arm_timer(core::Qp& qp, uint64_t deadline) { core_.arm_timer(qp, deadline); }
+  void want_ack(core::Qp& qp) { core_.want_ack(qp); }
+
+  // Completions and the QP's lifecycle.
+  void push_wc(core::Cq* cq, const Wc& wc) { core_.push_wc(cq, wc); }
+  void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st) { core_.complete_send(qp, w, st); }
+  // fatal: an error moved it there (QP_FATAL is raised), not the application.
+  void qp_to_error(core::Qp& qp, bool fatal = true) { core_.qp_to_error(qp, fatal); }
+  // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
+  bool pop_recv(core::Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
+
+  void trace(const core::Qp& qp, const wire::Packet& p, Verdict v) {
+    if (core_.cfg_.trace) core_.cfg_.trace(qp, p, v);
+  }
+
+ private:
+  ProtocolCore& core_;
+};
+
+}  // namespace uroce::transport

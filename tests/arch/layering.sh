@@ -1,0 +1,40 @@
+#!/bin/bash
+# Every directory under src/ includes only itself, the public headers and the layers below it:
+# wire <- core <- transport <- link/engine/sim <- api <- compat. link/ sees no transport, and
+# the drop-in sees only the public API.
+set -u
+src="$(cd "$(dirname "$0")/../../src" && pwd)"
+declare -A allowed=(
+  [wire]="wire uroce"
+  [core]="core wire uroce"
+  [transport]="transport core wire uroce"
+  [link]="link wire uroce"
+  [engine]="engine link transport core wire uroce"
+  [sim]="sim engine link transport core wire uroce"
+  [api]="api engine link transport core wire uroce"
+  [compat]="compat uroce"
+)
+bad=0
+for dir in "$src"/*/; do
+  layer=$(basename "$dir")
+  if [[ -z "${allowed[$layer]+x}" ]]; then
+    echo "FAIL: src/$layer has no place in the layer list"
+    bad=1
+    continue
+  fi
+  while IFS=: read -r file line inc; do
+    top=${inc#*\"}
+    top=${top%%/*}
+    if [[ " ${allowed[$layer]} " != *" $top "* ]]; then
+      echo "FAIL: ${file#"$src"/}:$line includes $top/ (above or beside $layer/)"
+      bad=1
+    fi
+  done < <(grep -Hn '^#include "[a-z_]*/' "$dir"* | sed -E 's/^([^:]*):([0-9]*):(.*)$/\1:\2:\3/')
+done
+# Size limits: no source file above 600 lines.
+while read -r n f; do
+  [[ $f == total ]] && continue
+  if (( n > 600 )); then echo "FAIL: ${f#"$src"/} has $n lines (limit 600)"; bad=1; fi
+done < <(wc -l "$src"/*/*.cpp "$src"/*/*.hpp)
+[[ $bad == 0 ]] && echo "layering: every include points down; no file above 600 lines"
+exit $bad
