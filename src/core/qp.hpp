@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "core/ids.hpp"
@@ -29,19 +30,29 @@ struct RequesterState {
 };
 
 // Completer: matches ACKs and responses to WQEs and generates send completions (IBA 9.7.5.1).
+// How the requester last went back, since the completer last saw progress.
+enum class Rewind : uint8_t {
+  None,        // no go-back since the last progress
+  Rewound,     // went back to rewound_to: a sequence NAK for that PSN reports nothing new
+  GapRetried,  // went back for a gap in the responses: no second gap retry before progress
+};
+
+// A fatal NAK for psn arrived while a READ/atomic before it still missed responses: those may
+// yet arrive (reordered), but the responder is gone and nothing is retried. Once everything
+// before psn has completed (or the transport timer fires), the QP ends with status.
+struct PendingFatal {
+  wire::Psn psn;
+  WcStatus status = WcStatus::Success;
+};
+
 struct CompleterState {
   wire::Psn una;               // oldest PSN not yet acknowledged
   uint8_t retry_left = 7;
   uint8_t rnr_left = 7;
   uint64_t retrans_deadline = 0;  // 0: timer off
-  bool gap_retry_sent = false;    // one go-back-N per response gap until progress is made
-  bool rewound = false;           // went back to rewound_to and has not progressed since
+  Rewind rewind = Rewind::None;
   wire::Psn rewound_to;
-  // A fatal NAK for fatal_psn arrived while a READ/atomic before it still missed responses:
-  // those may yet arrive (reordered), but the responder is gone and nothing is retried.
-  bool fatal_pending = false;
-  WcStatus fatal_status = WcStatus::Success;
-  wire::Psn fatal_psn;
+  std::optional<PendingFatal> fatal;
 };
 
 // Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).

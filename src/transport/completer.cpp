@@ -35,8 +35,7 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retry_left = qp.attr().retry_cnt;
   c.rnr_left = qp.attr().rnr_retry;
-  c.gap_retry_sent = false;
-  c.rewound = false;
+  c.rewind = core::Rewind::None;
   if (c.una == qp.req.psn) {
     c.retrans_deadline = 0;
   } else if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
@@ -48,10 +47,12 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
 
 // Retransmits from the first missing response, once per gap until progress is made.
 void gap_retry(Context& cx, Qp& qp, Psn from) {
-  if (qp.comp.gap_retry_sent) return;
-  qp.comp.gap_retry_sent = true;
+  auto& c = qp.comp;
+  if (c.rewind == core::Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
   requester_go_back(cx, qp, from);
+  c.rewind = core::Rewind::GapRetried;
+  c.rewound_to = from;
 }
 
 // Completes SEND/WRITE WQEs whose last PSN is covered by an (explicit or implied) ACK of
@@ -183,7 +184,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
   if (progress) {
     c.retry_left = qp.attr().retry_cnt;
-    c.gap_retry_sent = false;
+    c.rewind = core::Rewind::Rewound;  // a new gap may be retried again
   }
   return Verdict::RnrWait;
 }
@@ -197,11 +198,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   bool seq = code == NakCode::PsnSequenceError;
   if (!retire_acked(cx, qp, psn - 1, progress, seq)) {
     if (seq) return Verdict::GapRetry;
-    if (!c.fatal_pending) {
-      c.fatal_pending = true;
-      c.fatal_psn = psn;
-      c.fatal_status = nak_status(code);
-    }
+    if (!c.fatal) c.fatal = core::PendingFatal{psn, nak_status(code)};
     return Verdict::FatalPending;
   }
   if (!seq) {
@@ -211,7 +208,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   ++cx.ctr().rx_naks_seq;
   // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
   // gap): this NAK reports the packets that were in flight behind it, nothing new.
-  if (!progress && (qp.req.rnr_until || (c.rewound && c.rewound_to == psn))) return Verdict::Stale;
+  if (!progress && (qp.req.rnr_until || (c.rewind != core::Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
       fatal(cx, qp, WcStatus::RetryExcErr);
@@ -279,8 +276,8 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
     v = on_atomic_ack(cx, qp, p, progress);
   }
   if (qp.state() == QpState::Err) return Verdict::Fatal;
-  if (c.fatal_pending && progress && retire_acked(cx, qp, c.fatal_psn - 1, progress, false)) {
-    fatal(cx, qp, c.fatal_status);  // everything before the NAKed request has completed
+  if (c.fatal && progress && retire_acked(cx, qp, c.fatal->psn - 1, progress, false)) {
+    fatal(cx, qp, c.fatal->status);  // everything before the NAKed request has completed
     return Verdict::Fatal;
   }
   if (progress) progressed(cx, qp, now);
@@ -299,10 +296,10 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retrans_deadline = 0;
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
-  if (c.fatal_pending) {
+  if (c.fatal) {
     // The missing responses did not come and the responder is gone: the oldest WQE ends
     // with the error that ended the connection, not with a retry count nobody could meet.
-    fatal(cx, qp, c.fatal_status);
+    fatal(cx, qp, c.fatal->status);
     return;
   }
   ++cx.ctr().retransmit_timeouts;
@@ -311,7 +308,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     return;
   }
   --c.retry_left;
-  c.gap_retry_sent = false;
+  c.rewind = core::Rewind::None;  // a timeout allows a new gap retry
   SendWqe* w = head(qp);
   Psn from = c.una;
   if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;

@@ -210,8 +210,9 @@ void requester_go_back(Context& cx, Qp& qp, Psn psn) {
     if (psn >= w.first_psn && psn <= w.last_psn) {
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
-      qp.comp.rewound = true;
-      qp.comp.rewound_to = psn;
+      auto& c = qp.comp;
+      if (c.rewind != core::Rewind::GapRetried) c.rewind = core::Rewind::Rewound;
+      c.rewound_to = psn;
       cx.schedule(qp);
       return;
     }
