@@ -60,38 +60,41 @@ static int xfer(int fd, void* b, size_t n, int rd) {
 }
 struct dest { uint32_t qpn, psn, rkey; uint64_t addr; uint8_t gid[16]; };
 
-int main(int argc, char** argv) {
-  const char* devname = NULL;
-  int gidx = 0, port = 18600, opt;
-  enum ibv_mtu mtu = IBV_MTU_1024;
-  while ((opt = getopt(argc, argv, "d:g:p:m:")) != -1) {
-    if (opt == 'd') devname = optarg;
-    else if (opt == 'g') gidx = atoi(optarg);
-    else if (opt == 'p') port = atoi(optarg);
-    else if (opt == 'm') mtu = atoi(optarg) == 4096 ? IBV_MTU_4096 : atoi(optarg) == 2048 ? IBV_MTU_2048 : IBV_MTU_1024;
-    else { fprintf(stderr, "usage: rdma-check [-d dev] [-g gid] [-p port] [-m mtu] [server]\n"); return 2; }
-  }
-  const char* server = optind < argc ? argv[optind] : NULL;
+struct res {
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_mr* mr;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  uint8_t* mem;
+  union ibv_gid gid;
+  int fd;
+  struct dest me, peer;
+};
+
+static int open_resources(struct res* r, const char* devname, int gidx) {
   int n;
   struct ibv_device** list = ibv_get_device_list(&n);
   struct ibv_device* dev = NULL;
   for (int i = 0; list && i < n; ++i)
     if (!devname || !strcmp(ibv_get_device_name(list[i]), devname)) { dev = list[i]; break; }
   if (!dev) { fprintf(stderr, "rdma-check: no device\n"); return 1; }
-  struct ibv_context* ctx = ibv_open_device(dev);
-  struct ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-  uint8_t* mem = aligned_alloc(4096, kRegion);
-  memset(mem, 0, kRegion);
-  struct ibv_mr* mr = pd ? ibv_reg_mr(pd, mem, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
-  struct ibv_cq* cq = ctx ? ibv_create_cq(ctx, 64, NULL, NULL, 0) : NULL;
-  struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+  r->ctx = ibv_open_device(dev);
+  r->pd = r->ctx ? ibv_alloc_pd(r->ctx) : NULL;
+  r->mem = aligned_alloc(4096, kRegion);
+  memset(r->mem, 0, kRegion);
+  r->mr = r->pd ? ibv_reg_mr(r->pd, r->mem, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
+  r->cq = r->ctx ? ibv_create_cq(r->ctx, 64, NULL, NULL, 0) : NULL;
+  struct ibv_qp_init_attr qa = {.send_cq = r->cq, .recv_cq = r->cq, .qp_type = IBV_QPT_RC,
                                 .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
-  struct ibv_qp* qp = cq ? ibv_create_qp(pd, &qa) : NULL;
-  union ibv_gid gid;
-  if (!qp || !mr || ibv_query_gid(ctx, 1, gidx, &gid)) { fprintf(stderr, "rdma-check: setup failed\n"); return 1; }
+  r->qp = r->cq ? ibv_create_qp(r->pd, &qa) : NULL;
+  if (!r->qp || !r->mr || ibv_query_gid(r->ctx, 1, gidx, &r->gid)) { fprintf(stderr, "rdma-check: setup failed\n"); return 1; }
+  return 0;
+}
 
-  /* Out of band: one TCP connection; both sides send their destination. */
+/* Out of band: one TCP connection; both sides send their destination. */
+static int exchange(struct res* r, const char* server, int port) {
   int fd;
   if (!server) {
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -110,120 +113,166 @@ int main(int argc, char** argv) {
     }
   }
   if (fd < 0) { fprintf(stderr, "rdma-check: no out-of-band connection\n"); return 1; }
+  r->fd = fd;
   srand48(getpid() * 7919 + time(NULL));
-  struct dest me = {qp->qp_num, (uint32_t)lrand48() & 0xffffff, mr->rkey, (uintptr_t)mem, {0}}, peer;
-  memcpy(me.gid, gid.raw, 16);
-  if (xfer(fd, &me, sizeof me, 0) || xfer(fd, &peer, sizeof peer, 1)) { fprintf(stderr, "exchange failed\n"); return 1; }
+  struct dest me = {r->qp->qp_num, (uint32_t)lrand48() & 0xffffff, r->mr->rkey, (uintptr_t)r->mem, {0}};
+  memcpy(me.gid, r->gid.raw, 16);
+  r->me = me;
+  if (xfer(fd, &r->me, sizeof r->me, 0) || xfer(fd, &r->peer, sizeof r->peer, 1)) { fprintf(stderr, "exchange failed\n"); return 1; }
+  return 0;
+}
 
+/* RESET -> INIT -> RTR -> RTS, as ibv_rc_pingpong does it. */
+static int connect_qp(struct res* r, int gidx, enum ibv_mtu mtu) {
   struct ibv_qp_attr at = {.qp_state = IBV_QPS_INIT, .port_num = 1,
                            .qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC};
-  int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  int rc = ibv_modify_qp(r->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   memset(&at, 0, sizeof at);
   at.qp_state = IBV_QPS_RTR;
   at.path_mtu = mtu;
-  at.dest_qp_num = peer.qpn;
-  at.rq_psn = peer.psn;
+  at.dest_qp_num = r->peer.qpn;
+  at.rq_psn = r->peer.psn;
   at.max_dest_rd_atomic = 4;
   at.min_rnr_timer = 12;
   at.ah_attr.is_global = 1;
-  memcpy(at.ah_attr.grh.dgid.raw, peer.gid, 16);
+  memcpy(at.ah_attr.grh.dgid.raw, r->peer.gid, 16);
   at.ah_attr.grh.sgid_index = (uint8_t)gidx;
   at.ah_attr.grh.hop_limit = 64;
   at.ah_attr.port_num = 1;
-  rc = rc || ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  rc = rc || ibv_modify_qp(r->qp, &at, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   memset(&at, 0, sizeof at);
   at.qp_state = IBV_QPS_RTS;
-  at.sq_psn = me.psn;
+  at.sq_psn = r->me.psn;
   at.timeout = 14;
   at.retry_cnt = 7;
   at.rnr_retry = 7;
   at.max_rd_atomic = 4;
-  rc = rc || ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                        IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+  rc = rc || ibv_modify_qp(r->qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                           IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
   if (rc) { fprintf(stderr, "rdma-check: modify_qp failed\n"); return 1; }
-  fill(mem + kReadOff, kReadLen, 1);  /* what the peer reads from us */
+  return 0;
+}
+
+/* The server receives WRITE_WITH_IMM, SEND_WITH_IMM and SEND, in that order, then checks its
+ * memory and reports. */
+static int run_server(struct res* r) {
   struct ibv_wc wc;
   char msg[256] = "";
-
-  if (!server) {
-    for (uint64_t i = 0; i < 3; ++i) {
-      struct ibv_sge s = {(uintptr_t)(mem + kRecvOff + i * kRecvLen), kRecvLen, mr->lkey};
-      struct ibv_recv_wr r = {.wr_id = 10 + i, .sg_list = &s, .num_sge = 1}, *bad;
-      if (ibv_post_recv(qp, &r, &bad)) FAIL("post_recv");
-    }
-    if (xfer(fd, "R", 1, 0)) return 1;  /* receives posted: go */
-    /* 3 receives: WRITE_WITH_IMM, SEND_WITH_IMM, SEND, in that order. */
-    uint32_t want_len[3] = {kWimmLen, kSendImmLen, kSendLen}, want_imm[3] = {0x1001, 0x1002, 0};
-    for (int i = 0; i < 3; ++i) {
-      if (!poll_one(cq, &wc)) { FAIL("receive %d never completed", i); break; }
-      if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(10 + i) || wc.byte_len != want_len[i])
-        FAIL("receive %d: status %s wr_id %lu len %u", i, ibv_wc_status_str(wc.status), (unsigned long)wc.wr_id, wc.byte_len);
-      int imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-      if (imm != (want_imm[i] != 0) || (imm && ntohl(wc.imm_data) != want_imm[i])) FAIL("receive %d: immediate", i);
-      if (i == 0 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) FAIL("write-with-imm opcode");
-    }
-    char done;
-    if (xfer(fd, &done, 1, 1)) FAIL("client vanished");
-    if (!same(mem + kWriteOff, kWriteLen, 2)) FAIL("RDMA WRITE data differs");
-    if (!same(mem + kWimmOff, kWimmLen, 3)) FAIL("WRITE with immediate data differs");
-    if (!same(mem + kRecvOff + kRecvLen, kSendImmLen, 4)) FAIL("SEND with immediate data differs");
-    if (!same(mem + kRecvOff + 2 * kRecvLen, kSendLen, 5)) FAIL("SEND data differs");
-    uint64_t counter;
-    memcpy(&counter, mem + kAtomicOff, 8);
-    if (counter != 777) FAIL("atomic counter is %lu, not 777", (unsigned long)counter);
-    snprintf(msg, sizeof msg, "%s", failure[0] ? failure : "server-ok");
-    xfer(fd, msg, sizeof msg, 0);
-    printf("rdma-check server: %s\n", msg);
-    return failure[0] ? 1 : 0;
+  for (uint64_t i = 0; i < 3; ++i) {
+    struct ibv_sge s = {(uintptr_t)(r->mem + kRecvOff + i * kRecvLen), kRecvLen, r->mr->lkey};
+    struct ibv_recv_wr w = {.wr_id = 10 + i, .sg_list = &s, .num_sge = 1}, *bad;
+    if (ibv_post_recv(r->qp, &w, &bad)) FAIL("post_recv");
   }
+  if (xfer(r->fd, "R", 1, 0)) return 1;  /* receives posted: go */
+  uint32_t want_len[3] = {kWimmLen, kSendImmLen, kSendLen}, want_imm[3] = {0x1001, 0x1002, 0};
+  for (int i = 0; i < 3; ++i) {
+    if (!poll_one(r->cq, &wc)) { FAIL("receive %d never completed", i); break; }
+    if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(10 + i) || wc.byte_len != want_len[i])
+      FAIL("receive %d: status %s wr_id %lu len %u", i, ibv_wc_status_str(wc.status), (unsigned long)wc.wr_id, wc.byte_len);
+    int imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+    if (imm != (want_imm[i] != 0) || (imm && ntohl(wc.imm_data) != want_imm[i])) FAIL("receive %d: immediate", i);
+    if (i == 0 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) FAIL("write-with-imm opcode");
+  }
+  char done;
+  if (xfer(r->fd, &done, 1, 1)) FAIL("client vanished");
+  uint8_t* mem = r->mem;
+  if (!same(mem + kWriteOff, kWriteLen, 2)) FAIL("RDMA WRITE data differs");
+  if (!same(mem + kWimmOff, kWimmLen, 3)) FAIL("WRITE with immediate data differs");
+  if (!same(mem + kRecvOff + kRecvLen, kSendImmLen, 4)) FAIL("SEND with immediate data differs");
+  if (!same(mem + kRecvOff + 2 * kRecvLen, kSendLen, 5)) FAIL("SEND data differs");
+  uint64_t counter;
+  memcpy(&counter, mem + kAtomicOff, 8);
+  if (counter != 777) FAIL("atomic counter is %lu, not 777", (unsigned long)counter);
+  snprintf(msg, sizeof msg, "%s", failure[0] ? failure : "server-ok");
+  xfer(r->fd, msg, sizeof msg, 0);
+  printf("rdma-check server: %s\n", msg);
+  return failure[0] ? 1 : 0;
+}
 
-  char go;
-  if (xfer(fd, &go, 1, 1)) return 1;
-  uint8_t* src = mem + kWriteOff;  /* our own staging area */
+/* Posts one signaled request and waits for its successful completion. */
+static int post_and_wait(struct res* r, struct ibv_send_wr* w) {
+  struct ibv_send_wr* bad;
+  struct ibv_wc wc;
+  if (ibv_post_send(r->qp, w, &bad)) return 0;
+  if (!poll_one(r->cq, &wc)) return 0;
+  if (wc.status != IBV_WC_SUCCESS) FAIL("wr %lu: %s", (unsigned long)w->wr_id, ibv_wc_status_str(wc.status));
+  return wc.status == IBV_WC_SUCCESS;
+}
+
+/* WRITE (multi-packet), WRITE with immediate, SEND with immediate, SEND, each a new pattern. */
+static void client_writes_and_sends(struct res* r, uint8_t* src) {
   struct { enum ibv_wr_opcode op; uint32_t len, imm; uint64_t raddr; int k; } steps[] = {
-      {IBV_WR_RDMA_WRITE, kWriteLen, 0, peer.addr + kWriteOff, 2},
-      {IBV_WR_RDMA_WRITE_WITH_IMM, kWimmLen, 0x1001, peer.addr + kWimmOff, 3},
+      {IBV_WR_RDMA_WRITE, kWriteLen, 0, r->peer.addr + kWriteOff, 2},
+      {IBV_WR_RDMA_WRITE_WITH_IMM, kWimmLen, 0x1001, r->peer.addr + kWimmOff, 3},
       {IBV_WR_SEND_WITH_IMM, kSendImmLen, 0x1002, 0, 4},
       {IBV_WR_SEND, kSendLen, 0, 0, 5},
   };
   for (int i = 0; i < 4 && !failure[0]; ++i) {
     fill(src, steps[i].len, steps[i].k);
-    struct ibv_sge s = {(uintptr_t)src, steps[i].len, mr->lkey};
+    struct ibv_sge s = {(uintptr_t)src, steps[i].len, r->mr->lkey};
     struct ibv_send_wr w = {.wr_id = (uint64_t)i, .sg_list = &s, .num_sge = 1, .opcode = steps[i].op,
-                            .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(steps[i].imm)}, *bad;
+                            .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(steps[i].imm)};
     w.wr.rdma.remote_addr = steps[i].raddr;
-    w.wr.rdma.rkey = peer.rkey;
-    if (ibv_post_send(qp, &w, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS)
-      FAIL("step %d: %s", i, ibv_wc_status_str(wc.status));
+    w.wr.rdma.rkey = r->peer.rkey;
+    if (!post_and_wait(r, &w)) FAIL("step %d failed", i);
   }
-  /* READ back the peer's pattern. */
+}
+
+/* READ back the peer's pattern; FETCH_AND_ADD 5 four times, then CMP_AND_SWAP 20 -> 777. */
+static void client_read_and_atomics(struct res* r, uint8_t* src) {
   memset(src, 0, kReadLen);
-  struct ibv_sge rs = {(uintptr_t)src, kReadLen, mr->lkey};
+  struct ibv_sge rs = {(uintptr_t)src, kReadLen, r->mr->lkey};
   struct ibv_send_wr rw = {.wr_id = 9, .sg_list = &rs, .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
-                           .send_flags = IBV_SEND_SIGNALED}, *bad;
-  rw.wr.rdma.remote_addr = peer.addr + kReadOff;
-  rw.wr.rdma.rkey = peer.rkey;
-  if (ibv_post_send(qp, &rw, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS) FAIL("READ failed");
+                           .send_flags = IBV_SEND_SIGNALED};
+  rw.wr.rdma.remote_addr = r->peer.addr + kReadOff;
+  rw.wr.rdma.rkey = r->peer.rkey;
+  if (!post_and_wait(r, &rw)) FAIL("READ failed");
   else if (!same(src, kReadLen, 1)) FAIL("READ data differs");
-  /* FETCH_AND_ADD 5 four times, then CMP_AND_SWAP 20 -> 777. */
-  uint64_t* res = (uint64_t*)(mem + kAtomicOff + 64);
+  uint64_t* res = (uint64_t*)(r->mem + kAtomicOff + 64);
   for (int i = 0; i < 5 && !failure[0]; ++i) {
-    struct ibv_sge as = {(uintptr_t)res, 8, mr->lkey};
+    struct ibv_sge as = {(uintptr_t)res, 8, r->mr->lkey};
     struct ibv_send_wr aw = {.wr_id = 20 + (uint64_t)i, .sg_list = &as, .num_sge = 1,
                              .opcode = i < 4 ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP,
                              .send_flags = IBV_SEND_SIGNALED};
-    aw.wr.atomic.remote_addr = peer.addr + kAtomicOff;
-    aw.wr.atomic.rkey = peer.rkey;
+    aw.wr.atomic.remote_addr = r->peer.addr + kAtomicOff;
+    aw.wr.atomic.rkey = r->peer.rkey;
     aw.wr.atomic.compare_add = i < 4 ? 5 : 20;
     aw.wr.atomic.swap = 777;
-    if (ibv_post_send(qp, &aw, &bad) || !poll_one(cq, &wc) || wc.status != IBV_WC_SUCCESS) FAIL("atomic %d failed", i);
+    if (!post_and_wait(r, &aw)) FAIL("atomic %d failed", i);
     else if (*res != (uint64_t)(i < 4 ? 5 * i : 20)) FAIL("atomic %d returned %lu", i, (unsigned long)*res);
   }
-  xfer(fd, "D", 1, 0);
-  if (xfer(fd, msg, sizeof msg, 1)) snprintf(msg, sizeof msg, "no answer from the server");
+}
+
+static int run_client(struct res* r) {
+  char go, msg[256] = "";
+  if (xfer(r->fd, &go, 1, 1)) return 1;
+  uint8_t* src = r->mem + kWriteOff;  /* our own staging area */
+  client_writes_and_sends(r, src);
+  client_read_and_atomics(r, src);
+  xfer(r->fd, "D", 1, 0);
+  if (xfer(r->fd, msg, sizeof msg, 1)) snprintf(msg, sizeof msg, "no answer from the server");
   if (!failure[0] && strcmp(msg, "server-ok")) FAIL("server: %s", msg);
   printf("rdma-check: %s\n", failure[0] ? failure : "all checks passed");
   return failure[0] ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+  const char* devname = NULL;
+  int gidx = 0, port = 18600, opt;
+  enum ibv_mtu mtu = IBV_MTU_1024;
+  while ((opt = getopt(argc, argv, "d:g:p:m:")) != -1) {
+    if (opt == 'd') devname = optarg;
+    else if (opt == 'g') gidx = atoi(optarg);
+    else if (opt == 'p') port = atoi(optarg);
+    else if (opt == 'm') mtu = atoi(optarg) == 4096 ? IBV_MTU_4096 : atoi(optarg) == 2048 ? IBV_MTU_2048 : IBV_MTU_1024;
+    else { fprintf(stderr, "usage: rdma-check [-d dev] [-g gid] [-p port] [-m mtu] [server]\n"); return 2; }
+  }
+  const char* server = optind < argc ? argv[optind] : NULL;
+  struct res r;
+  memset(&r, 0, sizeof r);
+  if (open_resources(&r, devname, gidx) || exchange(&r, server, port) || connect_qp(&r, gidx, mtu)) return 1;
+  fill(r.mem + kReadOff, kReadLen, 1);  /* what the peer reads from us */
+  return server ? run_client(&r) : run_server(&r);
 }
