@@ -11,15 +11,15 @@
 
 namespace uroce::compat {
 
-// Async events name their QP or SRQ: keep handle -> program pointer per context.
+// Async events name their QP or SRQ: keep handle -> program pointer per device.
 template <class T>
-void track(ibv_context* ctx, std::map<uint32_t, T*> UContext::*m, uint32_t key, T* obj) {
-  UContext* c = uctx(ctx);
-  std::lock_guard g(c->mu);
+void track(ibv_context* ctx, std::map<uint32_t, T*> UDevice::*m, uint32_t key, T* obj) {
+  UDevice& d = *uctx(ctx)->shared;
+  std::lock_guard g(d.mu);
   if (obj)
-    (c->*m)[key] = obj;
+    (d.*m)[key] = obj;
   else
-    (c->*m).erase(key);
+    (d.*m).erase(key);
 }
 
 // libibverbs' way of failing a call that returns a pointer: NULL with errno set.

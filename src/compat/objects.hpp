@@ -13,14 +13,21 @@
 
 namespace uroce::compat {
 
-struct UContext {
-  // Extended: the inline verbs find create_qp_ex and friends here. Programs hold &vctx.context.
-  verbs_context vctx;
+// One NIC per device per process, as on hardware: every ibv_open_device of uroce0 shares it
+// (its port, GID table, engine and capture), and objects made through any context use it.
+struct UDevice {
   std::unique_ptr<Device> dev;
   // For async events, which name their object: handle -> the program's pointer.
   std::mutex mu;
   std::map<uint32_t, ibv_qp*> qps;
   std::map<uint32_t, ibv_srq*> srqs;
+};
+
+struct UContext {
+  // Extended: the inline verbs find create_qp_ex and friends here. Programs hold &vctx.context.
+  verbs_context vctx;
+  std::shared_ptr<UDevice> shared;
+  Device* dev = nullptr;  // shared->dev
 };
 
 struct UPd {

@@ -169,7 +169,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   QpAttr a = q->qp->query();
   attr->cap.max_send_wr = a.cap.max_send_wr;
   attr->cap.max_recv_wr = a.cap.max_recv_wr;
-  track(pd->context, &UContext::qps, ibv.qp_num, &ibv);
+  track(pd->context, &UDevice::qps, ibv.qp_num, &ibv);
   return &ibv;
 }
 
@@ -190,7 +190,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   attr->attr.max_wr = s->srq->capacity();
   pthread_mutex_init(&s->ibv.mutex, nullptr);
   pthread_cond_init(&s->ibv.cond, nullptr);
-  track(pd->context, &UContext::srqs, s->ibv.handle, &s->ibv);
+  track(pd->context, &UDevice::srqs, s->ibv.handle, &s->ibv);
   return &s->ibv;
 }
 
@@ -210,7 +210,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 
 int ibv_destroy_srq(ibv_srq* srq) {
   if (from<USrq>(srq)->srq->busy()) return EBUSY;
-  track<ibv_srq>(srq->context, &UContext::srqs, srq->handle, nullptr);
+  track<ibv_srq>(srq->context, &UDevice::srqs, srq->handle, nullptr);
   delete from<USrq>(srq);
   return 0;
 }
@@ -261,7 +261,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 }
 
 int ibv_destroy_qp(ibv_qp* qp) {
-  track<ibv_qp>(qp->context, &UContext::qps, qp->qp_num, nullptr);
+  track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   delete from<UQp>(qp);
   return 0;
 }
@@ -296,14 +296,15 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
     auto e = c->dev->get_async_event();
     if (e) {
       event->event_type = ibv_event_type(e->type);
-      std::lock_guard g(c->mu);
+      UDevice& d = *c->shared;
+      std::lock_guard g(d.mu);
       switch (e->type) {
         case AsyncEventType::QpFatal:
         case AsyncEventType::QpLastWqeReached:
-          event->element.qp = c->qps.count(e->qp_num) ? c->qps[e->qp_num] : nullptr;
+          event->element.qp = d.qps.count(e->qp_num) ? d.qps[e->qp_num] : nullptr;
           break;
         case AsyncEventType::SrqLimitReached:
-          event->element.srq = c->srqs.count(e->srq_handle) ? c->srqs[e->srq_handle] : nullptr;
+          event->element.srq = d.srqs.count(e->srq_handle) ? d.srqs[e->srq_handle] : nullptr;
           break;
         case AsyncEventType::CqErr:
           event->element.cq = nullptr;

@@ -50,6 +50,25 @@ ibv_device g_device = [] {
   return d;
 }();
 
+// The process's NIC for a device name, opened by the first context and closed with the last.
+Result<std::shared_ptr<UDevice>> open_shared(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<UDevice>> open;
+  static pid_t owner = getpid();
+  std::lock_guard g(mu);
+  if (owner != getpid()) {  // a forked child: the parent's engine thread did not come along
+    open.clear();
+    owner = getpid();
+  }
+  if (auto d = open[name].lock()) return d;
+  auto dev = Device::open(name);
+  if (!dev) return dev.error();
+  auto d = std::make_shared<UDevice>();
+  d->dev = std::move(*dev);
+  open[name] = d;
+  return d;
+}
+
 }  // namespace
 }  // namespace uroce::compat
 
@@ -72,10 +91,11 @@ __be64 ibv_get_device_guid(ibv_device*) { return htobe64(0x02000000000000a5ull);
 int ibv_fork_init(void) { return 0; }
 
 ibv_context* ibv_open_device(ibv_device* device) {
-  auto dev = Device::open(device->name);
-  if (!dev) return fail<ibv_context>(dev.error());
+  auto shared = open_shared(device->name);
+  if (!shared) return fail<ibv_context>(shared.error());
   auto* c = new UContext{};
-  c->dev = std::move(*dev);
+  c->shared = std::move(*shared);
+  c->dev = c->shared->dev.get();
   ibv_context& ctx = c->vctx.context;
   ctx.device = device;
   ctx.cmd_fd = -1;

@@ -79,6 +79,49 @@ static int post_recv(struct ibv_qp* q, struct ibv_srq* srq, struct ibv_mr* mr, v
   return srq ? ibv_post_srq_recv(srq, &w, &bad) : ibv_post_recv(q, &w, &bad);
 }
 
+/* A second ibv_open_device of uroce0 is the same NIC, as on hardware: the same GID table, and a
+ * QP made through one context reaches a QP made through the other at that GID. Closing the
+ * second context leaves the first working. */
+static void second_context(struct ibv_device* dev, struct ibv_mr* mr, char* buf) {
+  struct ibv_context* ctx2 = ibv_open_device(dev);
+  CHECK(ctx2 != NULL && ctx2 != ctx, "a second open_device gives a second context");
+  if (!ctx2) return;
+  union ibv_gid g2;
+  struct ibv_port_attr p2;
+  CHECK(ibv_query_gid(ctx2, 1, 0, &g2) == 0 && memcmp(&g2, &gid, sizeof gid) == 0 &&
+            ibv_query_port(ctx2, 1, &p2) == 0 && p2.gid_tbl_len > 0,
+        "both contexts have the same GID table");
+  struct ibv_pd* pd2 = ibv_alloc_pd(ctx2);
+  static char rbuf[4096];
+  struct ibv_mr* mr2 = pd2 ? ibv_reg_mr(pd2, rbuf, sizeof rbuf, IBV_ACCESS_LOCAL_WRITE) : NULL;
+  struct ibv_cq* cq1 = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+  struct ibv_cq* cq2 = ibv_create_cq(ctx2, 8, NULL, NULL, 0);
+  struct ibv_qp_init_attr qa = {.send_cq = cq2, .recv_cq = cq2, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* q2 = mr2 && cq2 ? ibv_create_qp(pd2, &qa) : NULL;
+  struct ibv_qp* q1 = cq1 ? make_qp(IBV_QPT_RC, cq1, NULL) : NULL;
+  CHECK(q1 && q2 && connect_rc(q1, q2->qp_num, 300, 400) == 0 && connect_rc(q2, q1->qp_num, 400, 300) == 0,
+        "QPs of the two contexts connect to each other at the one GID");
+  if (!q1 || !q2) return;
+  for (int i = 0; i < 3000; ++i) buf[i] = (char)(i * 13 + 5);
+  memset(rbuf, 0, sizeof rbuf);
+  struct ibv_wc wc;
+  CHECK(post_recv(q2, NULL, mr2, rbuf, sizeof rbuf, 77) == 0 && post_send(q1, IBV_WR_SEND, mr, buf, 3000, 0, 0, 78) == 0 &&
+            wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 77 && wc.byte_len == 3000 &&
+            memcmp(rbuf, buf, 3000) == 0,
+        "a SEND from a QP of the first context lands, byte for byte, in a QP of the second");
+  CHECK(wait_wc(cq1, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 78, "and completes on the sender");
+  ibv_destroy_qp(q2);
+  ibv_destroy_cq(cq2);
+  ibv_dereg_mr(mr2);
+  ibv_dealloc_pd(pd2);
+  CHECK(ibv_close_device(ctx2) == 0, "close the second context");
+  struct ibv_port_attr p1;
+  CHECK(ibv_query_port(ctx, 1, &p1) == 0 && p1.state == IBV_PORT_ACTIVE, "the first context still works");
+  ibv_destroy_qp(q1);
+  ibv_destroy_cq(cq1);
+}
+
 int main(void) {
   int n = 0;
   struct ibv_device** list = ibv_get_device_list(&n);
@@ -326,6 +369,8 @@ int main(void) {
   struct ibv_cq_init_attr_ex czero = {.cqe = 0};
   errno = 0;
   CHECK(ibv_create_cq_ex(ctx, &czero) == NULL && errno == EINVAL, "extended CQ of 0 entries: EINVAL");
+
+  second_context(list[0], mr, buf);
 
   CHECK(ibv_destroy_cq(cq) == EBUSY && ibv_destroy_srq(srq) == EBUSY && ibv_dealloc_pd(pd) == EBUSY,
         "destroying a CQ, SRQ or PD still in use: EBUSY");
