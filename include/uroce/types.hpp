@@ -67,6 +67,10 @@ struct RecvWr {
   std::span<const Sge> sg_list;
 };
 
+// The network header of a received RoCE v2 datagram, numbered as RoCE NICs report it in a UD
+// completion's service-level field (the CQE's L3 header type), where clients such as UCX read it.
+enum class NetworkHeader : uint8_t { None = 0, Ipv6 = 1, Ipv4 = 2 };
+
 struct Wc {
   uint64_t wr_id = 0;
   WcStatus status = WcStatus::Success;
@@ -76,6 +80,7 @@ struct Wc {
   bool with_imm = false;
   bool solicited = false;
   bool with_grh = false;  // UD: the buffer starts with the 40-byte GRH area
+  NetworkHeader network_hdr = NetworkHeader::None;  // UD: what the datagram came in
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;
   uint32_t vendor_err = 0;

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <sched.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
       o.qp_num = w.qp_num;
       o.src_qp = w.src_qp;
       o.wc_flags = wc_flags(w);
+      o.sl = uint8_t(w.network_hdr);  // RoCE: the L3 header type, as RoCE providers report it
     }
     total += k;
     if (k < 32) break;
@@ -87,7 +89,7 @@ uint32_t x_read_qp_num(ibv_cq_ex* cq) { return ucq(cq)->cur.qp_num; }
 uint32_t x_read_src_qp(ibv_cq_ex* cq) { return ucq(cq)->cur.src_qp; }
 unsigned x_read_wc_flags(ibv_cq_ex* cq) { return wc_flags(ucq(cq)->cur); }
 uint32_t x_read_slid(ibv_cq_ex*) { return 0; }  // RoCE has no LIDs
-uint8_t x_read_sl(ibv_cq_ex*) { return 0; }
+uint8_t x_read_sl(ibv_cq_ex* cq) { return uint8_t(ucq(cq)->cur.network_hdr); }
 uint8_t x_read_dlid_path_bits(ibv_cq_ex*) { return 0; }
 
 UCq* new_cq(ibv_context* ctx, uint32_t cqe, void* cq_context, ibv_comp_channel* channel) {
@@ -184,10 +186,13 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  // As libibverbs: a channel fd the program made non-blocking fails with EAGAIN when empty.
+  int timeout = fcntl(ch->fd, F_GETFL) & O_NONBLOCK ? 0 : -1;
   epoll_event ev;
   int n;
-  do n = epoll_wait(ch->fd, &ev, 1, -1);
+  do n = epoll_wait(ch->fd, &ev, 1, timeout);
   while (n < 0 && errno == EINTR);
+  if (n == 0) errno = EAGAIN;
   if (n != 1) return -1;
   UCq* c = static_cast<UCq*>(ev.data.ptr);
   uint64_t v;

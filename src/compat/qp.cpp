@@ -2,6 +2,7 @@
 // conversion and posting, modify/query, and asynchronous events.
 #include <arpa/inet.h>
 #include <sched.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -314,6 +315,11 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
           break;
       }
       return 0;
+    }
+    // As libibverbs: an async fd the program made non-blocking fails with EAGAIN when empty.
+    if (fcntl(ctx->async_fd, F_GETFL) & O_NONBLOCK) {
+      errno = EAGAIN;
+      return -1;
     }
     pollfd p{c->dev->async_fd(), POLLIN, 0};  // blocks until an event is queued
     (void)poll(&p, 1, -1);

@@ -72,6 +72,7 @@ void responder_on_datagram(Context& cx, Qp& qp, const wire::Packet& p, const wir
   wc.qp_num = qp.qpn().value();
   wc.src_qp = p.deth.src_qp;
   wc.with_grh = true;
+  wc.network_hdr = from.v4() ? NetworkHeader::Ipv4 : NetworkHeader::Ipv6;
   wc.solicited = p.bth.solicited;
   if (p.info().headers & wire::kImmDt) {
     wc.with_imm = true;

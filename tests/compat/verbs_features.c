@@ -3,6 +3,7 @@
  * and clean errors for what uroce does not implement. Prints "N passed, M failed". */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <stdio.h>
@@ -157,6 +158,12 @@ int main(void) {
   void* ev_ctx = NULL;
   CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq && ev_ctx == (void*)0x1234, "get_cq_event names the CQ");
   ibv_ack_cq_events(cq, 1);
+  /* UCX and others make the channel non-blocking and expect EAGAIN when nothing waits. */
+  int fl = fcntl(ch->fd, F_GETFL);
+  errno = 0;
+  CHECK(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0 && ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN,
+        "get_cq_event on an empty non-blocking channel: EAGAIN");
+  fcntl(ch->fd, F_SETFL, fl);
   struct ibv_wc wc;
   CHECK(wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 7 && wc.byte_len == 6 &&
             strcmp(buf + 4096, "event") == 0, "the receive completes with the data");
@@ -189,6 +196,11 @@ int main(void) {
     ibv_ack_async_event(&ae);
   }
   CHECK(drained == 3, "earlier events: PORT_ACTIVE and two QP_FATAL, then the fd is quiet");
+  int afl = fcntl(ctx->async_fd, F_GETFL);
+  errno = 0;
+  CHECK(fcntl(ctx->async_fd, F_SETFL, afl | O_NONBLOCK) == 0 && ibv_get_async_event(ctx, &ae) == -1 && errno == EAGAIN,
+        "get_async_event on an empty non-blocking async fd: EAGAIN");
+  fcntl(ctx->async_fd, F_SETFL, afl);
   for (int i = 0; i < 3; ++i) post_send(c, IBV_WR_SEND, mr, buf, 16, 0, 0, 200 + i);
   int got = 0;
   for (int i = 0; i < 6 && got < 6; ++i) got += wait_wc(cq3, &wc);
@@ -229,6 +241,7 @@ int main(void) {
   CHECK(got == 2 && r->status == IBV_WC_SUCCESS && r->byte_len == 140 && (r->wc_flags & IBV_WC_GRH) &&
             (r->wc_flags & IBV_WC_WITH_IMM) && ntohl(r->imm_data) == 0xfeed && r->src_qp == u1->qp_num &&
             strcmp(buf + 6040, "datagram") == 0, "UD receive: GRH, immediate, source QP, data");
+  CHECK(got == 2 && r->sl == 2, "UD receive: sl holds the network header type, 2 = IPv4, as RoCE NICs report it");
   struct ibv_ah* back = ibv_create_ah_from_wc(pd, r, (struct ibv_grh*)(buf + 6000), 1);
   CHECK(back != NULL, "create_ah_from_wc");
 

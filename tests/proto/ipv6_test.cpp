@@ -133,6 +133,7 @@ TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   ASSERT_TRUE(wait(sim, b.cq, 1, wc));
   EXPECT_EQ(wc[0].status, WcStatus::Success);
   EXPECT_EQ(wc[0].byte_len, kGrhBytes + 10);
+  EXPECT_EQ(wc[0].network_hdr, NetworkHeader::Ipv6);
   EXPECT_STREQ(reinterpret_cast<char*>(bslot + kGrhBytes), "over IPv6");
   EXPECT_EQ(bslot[0] >> 4, 6);
   EXPECT_EQ(Ah::from_grh(bslot).dgid, v6("fe80::a"));

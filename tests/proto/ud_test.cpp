@@ -73,6 +73,7 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   EXPECT_EQ(rw[0].status, WcStatus::Success);
   EXPECT_EQ(rw[0].byte_len, kGrhBytes + 4096);
   EXPECT_TRUE(rw[0].with_grh);
+  EXPECT_EQ(rw[0].network_hdr, NetworkHeader::Ipv4);
   EXPECT_TRUE(rw[0].with_imm);
   EXPECT_EQ(rw[0].imm_data, 0xabcdu);
   EXPECT_EQ(rw[0].src_qp, a.qp->qpn().value());
