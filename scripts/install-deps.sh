@@ -2,7 +2,8 @@
 # Installs the Debian packages the build, tests and benchmarks need, only those missing.
 set -e
 PKGS="cmake make g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev \
-zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest"
+zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest \
+ucx-utils libfabric-bin openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
