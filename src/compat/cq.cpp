@@ -165,8 +165,8 @@ int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
   return 0;
 }
 
-ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int) {
-  if (cqe <= 0) {
+ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
   }

@@ -4,12 +4,14 @@
 // queries, rates and strings); the provider's operations are in cq.cpp, qp.cpp, qp_ex.cpp and
 // unsupported.cpp, the build-time ABI checks in abi_checks.cpp.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -49,6 +51,22 @@ ibv_device g_device = [] {
   std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
   return d;
 }();
+
+// IEEE OUI-sized vendor id: "uro" (a software device has no assigned one; rxe and siw do likewise).
+constexpr uint32_t kVendorId = 0x75726f;
+
+// The extended query: the basic attributes, and the port count a program with more than 255
+// ports would read from phys_port_cnt_ex.
+int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+  if (input && input->comp_mask) return EINVAL;
+  if (attr_size < sizeof attr->orig_attr) return EINVAL;
+  std::memset(attr, 0, attr_size);
+  if (int rc = ibv_query_device(ctx, &attr->orig_attr)) return rc;
+  if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof attr->phys_port_cnt_ex)
+    attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
+  return 0;
+}
 
 // The process's NIC for a device name, opened by the first context and closed with the last.
 Result<std::shared_ptr<UDevice>> open_shared(const std::string& name) {
@@ -98,19 +116,23 @@ ibv_context* ibv_open_device(ibv_device* device) {
   c->dev = c->shared->dev.get();
   ibv_context& ctx = c->vctx.context;
   ctx.device = device;
-  ctx.cmd_fd = -1;
+  // No kernel command channel: an fd on /dev/null, so programs may dup or poll it, and
+  // ibv_import_device fails cleanly with EOPNOTSUPP.
+  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   ctx.async_fd = c->dev->async_fd();
   ctx.num_comp_vectors = 1;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c->vctx.sz = sizeof(verbs_context);
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
+  c->vctx.query_device_ex = query_device_ex;
   pthread_mutex_init(&ctx.mutex, nullptr);
   ctx.ops = kOps;
   return &ctx;
 }
 
 int ibv_close_device(ibv_context* ctx) {
+  if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);
   delete uctx(ctx);
   return 0;
 }
@@ -123,7 +145,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->sys_image_guid = a->node_guid;
   a->max_mr_size = d.max_mr_size;
   a->page_size_cap = 4096;
-  a->vendor_id = 0;
+  a->vendor_id = kVendorId;
   a->max_qp = int(d.max_qp);
   a->max_qp_wr = int(d.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT;

@@ -1,0 +1,30 @@
+#!/bin/sh
+# rdma-core's own test suite (Debian's python3-pyverbs ships it in /usr/share/doc/rdma-core/tests),
+# run unmodified on uroce through uroce-run. Prints the counts and why tests were skipped: the
+# skips are features uroce does not have (mlx5/EFA direct verbs, ODP, device memory, raw
+# packet QPs, XRC, memory windows, ...) and, until uroce has rdma_cm, the RDMA CM tests.
+#   usage: pyverbs.sh BIN_DIR
+BIN=$1
+PY=/usr/bin/python3  # Debian's, which has pyverbs; another python3 may come first on PATH
+SRC=/usr/share/doc/rdma-core/tests
+[ -e "$SRC/run_tests.py" ] && $PY -c "import pyverbs" 2>/dev/null ||
+  { echo "SKIP: pyverbs or its tests are not installed (Debian: python3-pyverbs)"; exit 77; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+mkdir "$dir/tests"
+cp -r "$SRC"/* "$dir/tests/"
+gunzip -f "$dir"/tests/*.gz
+cd "$dir/tests" || exit 1
+timeout 1200 "$BIN/uroce-run" -- $PY run_tests.py --dev uroce0 -v > "$dir/log" 2>&1
+rc=$?
+grep -E "^(FAIL|ERROR):" "$dir/log"
+echo "skipped, by reason:"
+grep -oE "skipped .*" "$dir/log" | sort | uniq -c | sort -rn
+tail -3 "$dir/log"
+ran=$(awk '/^Ran [0-9]+ tests/ {print $2}' "$dir/log")
+if [ $rc = 0 ] && grep -q "^OK" "$dir/log" && [ "${ran:-0}" -ge 200 ]; then
+  echo "pyverbs: rdma-core's suite passed on uroce ($ran tests, $(grep -oE 'skipped=[0-9]+' "$dir/log"))"
+else
+  echo "FAIL: rdma-core's suite (exit $rc)"
+  exit 1
+fi
