@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
-# wire <- core <- transport <- link/engine/sim <- api <- compat. link/ sees no transport, and
+# wire <- core <- transport <- cm/link/engine/sim <- api <- compat. link/ sees no transport, and
 # the drop-in sees only the public API.
 set -u
 src="$(cd "$(dirname "$0")/../../src" && pwd)"
@@ -8,10 +8,11 @@ declare -A allowed=(
   [wire]="wire uroce"
   [core]="core wire uroce"
   [transport]="transport core wire uroce"
+  [cm]="cm transport core wire uroce"
   [link]="link wire uroce"
   [engine]="engine link transport core wire uroce"
   [sim]="sim engine link transport core wire uroce"
-  [api]="api engine link transport core wire uroce"
+  [api]="api cm engine link transport core wire uroce"
   [compat]="compat uroce"
 )
 bad=0
@@ -29,7 +30,7 @@ for dir in "$src"/*/; do
       echo "FAIL: ${file#"$src"/}:$line includes $top/ (above or beside $layer/)"
       bad=1
     fi
-  done < <(grep -Hn '^#include "[a-z_]*/' "$dir"* | sed -E 's/^([^:]*):([0-9]*):(.*)$/\1:\2:\3/')
+  done < <(grep -rHn --include='*.cpp' --include='*.hpp' '^#include "[a-z_]*/' "$dir" | sed -E 's/^([^:]*):([0-9]*):(.*)$/\1:\2:\3/')
 done
 # Size limits: no source file above 600 lines.
 while read -r n f; do
