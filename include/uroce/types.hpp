@@ -2,6 +2,7 @@
 // Numeric values follow libibverbs where it defines them, so a C ABI layer maps 1:1.
 #pragma once
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -94,6 +95,7 @@ struct Gid {
   std::string to_string() const;
   static std::optional<Gid> parse(const std::string& s);
   bool operator==(const Gid&) const = default;
+  auto operator<=>(const Gid&) const = default;
 };
 
 // Address handle for UD sends: where a datagram goes (RoCE v2: an IPv6 or IPv4-mapped GID) and

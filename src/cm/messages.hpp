@@ -145,6 +145,18 @@ bool encode(const Drep& m, MadData out);
 bool encode(const SidrReq& m, MadData out);
 bool encode(const SidrRep& m, MadData out);
 
+// A whole MAD: the CM's header (attribute, transaction ID), then the message.
+template <class M>
+Mad make_mad(CmAttr attr, uint64_t tid, const M& m) {
+  Mad mad{};
+  MadHeader h;
+  h.tid = tid;
+  h.attr_id = uint16_t(attr);
+  write_header(h, mad);
+  (void)encode(m, MadData(mad.data() + kMadHeaderBytes, kMadDataBytes));
+  return mad;
+}
+
 Req decode_req(ConstMadData in);
 Rep decode_rep(ConstMadData in);
 Rtu decode_rtu(ConstMadData in);

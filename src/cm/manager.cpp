@@ -1,0 +1,162 @@
+#include "cm/manager.hpp"
+
+#include <cerrno>
+
+namespace uroce::cm {
+
+uint64_t cm_timeout_ns(uint8_t code) { return 4096ull << (code & 31); }
+
+const char* to_string(EventType t) {
+  switch (t) {
+    case EventType::ReqReceived: return "REQ received";
+    case EventType::RepReceived: return "REP received";
+    case EventType::Established: return "established";
+    case EventType::Rejected: return "rejected";
+    case EventType::Unreachable: return "unreachable";
+    case EventType::DreqReceived: return "DREQ received";
+    case EventType::Disconnected: return "disconnected";
+    case EventType::SidrReqReceived: return "SIDR_REQ received";
+    case EventType::SidrRepReceived: return "SIDR_REP received";
+  }
+  return "?";
+}
+
+Manager::Manager(ManagerConfig cfg) : cfg_(cfg), rng_(cfg.seed ? cfg.seed : std::random_device{}()) {
+  next_tid_ = rng_() & 0xffffffffull;  // the upper half stays free, as the kernel keeps it for agents
+}
+
+Status Manager::listen(uint64_t service_id, uint64_t cookie) {
+  if (!listeners_.emplace(service_id, cookie).second) return make_error(EADDRINUSE, "cm: the service is already listened on");
+  return {};
+}
+
+void Manager::unlisten(uint64_t service_id) { listeners_.erase(service_id); }
+
+CommId Manager::fresh_id() {
+  for (;;) {
+    auto id = CommId(rng_());
+    if (id != 0 && !conns_.count(id) && !sidr_.count(id)) return id;
+  }
+}
+
+uint64_t Manager::retry_interval() const { return cm_timeout_ns(cfg_.response_timeout); }
+
+void Manager::emit(const Gid& to, const Mad& mad) {
+  out_.push_back({to, mad});
+  ++ctr_.mads_out;
+}
+
+Manager::Conn* Manager::find(CommId id, State s) {
+  auto it = conns_.find(id);
+  return it != conns_.end() && it->second.state == s ? &it->second : nullptr;
+}
+
+// Sends a message of a connection; a remembered one is resent on timeouts and duplicates.
+void Manager::send(Conn& c, const Mad& mad, bool remember, uint64_t now) {
+  emit(c.peer, mad);
+  if (!remember) return;
+  c.last = mad;
+  c.deadline = now + retry_interval();
+  c.retries_left = cfg_.max_retries;
+}
+
+Result<CommId> Manager::connect(const Gid& peer, Req req, uint64_t now) {
+  if (req.private_data.size() > kReqPrivate) return make_error(EINVAL, "cm: REQ private data is at most 92 bytes");
+  CommId id = fresh_id();
+  req.local_comm_id = id;
+  req.local_ca_guid = cfg_.ca_guid;
+  req.local_cm_response_timeout = req.remote_cm_response_timeout = cfg_.response_timeout;
+  req.max_cm_retries = cfg_.max_retries;
+  Conn& c = conns_[id];
+  c.state = State::ReqSent;
+  c.peer = peer;
+  c.tid = next_tid_++;
+  send(c, make_mad(CmAttr::Req, c.tid, req), true, now);
+  return id;
+}
+
+Status Manager::accept(CommId id, Rep rep, uint64_t now) {
+  Conn* c = find(id, State::ReqReceived);
+  if (!c) return make_error(EINVAL, "cm: accept needs a connection request that was not yet answered");
+  if (rep.private_data.size() > kRepPrivate) return make_error(EINVAL, "cm: REP private data is at most 196 bytes");
+  rep.local_comm_id = id;
+  rep.remote_comm_id = c->remote_id;
+  rep.local_ca_guid = cfg_.ca_guid;
+  c->state = State::RepSent;
+  send(*c, make_mad(CmAttr::Rep, c->tid, rep), true, now);
+  return {};
+}
+
+Status Manager::reject(CommId id, uint16_t reason, std::vector<uint8_t> private_data, uint64_t) {
+  auto it = conns_.find(id);
+  if (it == conns_.end() || (it->second.state != State::ReqReceived && it->second.state != State::RepReceived))
+    return make_error(EINVAL, "cm: reject needs an unanswered REQ or REP");
+  if (private_data.size() > kRejPrivate) return make_error(EINVAL, "cm: REJ private data is at most 148 bytes");
+  Conn& c = it->second;
+  Rej rej;
+  rej.local_comm_id = id;
+  rej.remote_comm_id = c.remote_id;
+  rej.rejected = c.state == State::ReqReceived ? MsgRef::Req : MsgRef::Rep;
+  rej.reason = reason;
+  rej.private_data = std::move(private_data);
+  emit(c.peer, make_mad(CmAttr::Rej, c.tid, rej));
+  forget(id);
+  return {};
+}
+
+Status Manager::establish(CommId id, std::vector<uint8_t> private_data, uint64_t now) {
+  Conn* c = find(id, State::RepReceived);
+  if (!c) return make_error(EINVAL, "cm: establish needs a received REP");
+  if (private_data.size() > kRtuPrivate) return make_error(EINVAL, "cm: RTU private data is at most 224 bytes");
+  c->state = State::Established;
+  send(*c, make_mad(CmAttr::Rtu, c->tid, Rtu{id, c->remote_id, std::move(private_data)}), false, now);
+  c->last = out_.back().mad;  // a repeated REP gets this RTU again
+  c->deadline = 0;
+  events_.push_back({EventType::Established, id, 0, c->peer});
+  return {};
+}
+
+Status Manager::disconnect(CommId id, std::vector<uint8_t> private_data, uint64_t now) {
+  auto it = conns_.find(id);
+  if (it == conns_.end() || (it->second.state != State::Established && it->second.state != State::RepSent))
+    return make_error(EINVAL, "cm: disconnect needs a connection");
+  if (private_data.size() > kDreqPrivate) return make_error(EINVAL, "cm: DREQ private data is at most 220 bytes");
+  Conn& c = it->second;
+  c.state = State::DreqSent;
+  c.tid = next_tid_++;
+  send(c, make_mad(CmAttr::Dreq, c.tid, Dreq{id, c.remote_id, c.remote_qpn, std::move(private_data)}), true,
+       now);
+  return {};
+}
+
+void Manager::forget(CommId id) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  by_remote_.erase({it->second.remote_id, it->second.peer});
+  conns_.erase(it);
+}
+
+Result<CommId> Manager::sidr_request(const Gid& peer, SidrReq req, uint64_t now) {
+  if (req.private_data.size() > kSidrReqPrivate) return make_error(EINVAL, "cm: SIDR_REQ private data is at most 216 bytes");
+  CommId id = fresh_id();
+  req.request_id = id;
+  Sidr& s = sidr_[id];
+  s.peer = peer;
+  s.req = make_mad(CmAttr::SidrReq, next_tid_++, req);
+  s.deadline = now + retry_interval();
+  s.retries_left = cfg_.max_retries;
+  emit(peer, s.req);
+  return id;
+}
+
+Status Manager::sidr_reply(CommId request_id, const Gid& peer, SidrRep rep) {
+  auto it = sidr_tid_.find(request_id);
+  if (it == sidr_tid_.end()) return make_error(EINVAL, "cm: no SIDR request to answer");
+  if (rep.private_data.size() > kSidrRepPrivate) return make_error(EINVAL, "cm: SIDR_REP private data is at most 136 bytes");
+  rep.request_id = request_id;
+  emit(peer, make_mad(CmAttr::SidrRep, it->second, rep));
+  sidr_tid_.erase(it);
+  return {};
+}
+
+}  // namespace uroce::cm
