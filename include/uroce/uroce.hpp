@@ -134,6 +134,9 @@ struct QpInit {
   QpCap cap;
   bool sq_sig_all = false;
   SharedReceiveQueue* srq = nullptr;  // receives come from here instead of the QP's own queue
+  // QP1, the general services interface: a UD QP with QPN 1 that receives the management
+  // datagrams (the communication manager's) sent to this port. One per device.
+  bool gsi = false;
 };
 
 class SharedReceiveQueue {

@@ -165,8 +165,11 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
   auto& core = h_->core;
   auto g = core->lock();
-  auto qp = core->nic->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
-                                 init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
+  if (init.gsi && (init.type != QpType::UD || init.srq))
+    return make_error(EINVAL, "create_qp: the GSI QP is a UD QP with its own receive queue");
+  auto qp = init.gsi ? core->nic->create_gsi_qp(h_->pd, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap)
+                     : core->nic->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
+                                            init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
   if (!qp) return qp.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->core_ = core;

@@ -7,10 +7,12 @@
 #include <optional>
 #include <span>
 
+#include "wire/headers.hpp"
+
 namespace uroce::cm {
 
-inline constexpr uint32_t kGsiQpn = 1;
-inline constexpr uint32_t kGsiQkey = 0x80010000;  // IBA 13.4.2 (the well-known GSI Q_Key)
+using wire::kGsiQkey;
+using wire::kGsiQpn;
 inline constexpr size_t kMadBytes = 256;
 inline constexpr size_t kMadHeaderBytes = 24;
 inline constexpr size_t kMadDataBytes = kMadBytes - kMadHeaderBytes;  // 232: a CM message

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <random>
 #include <utility>
@@ -94,6 +95,8 @@ class ProtocolCore {
   Status destroy_cq(core::Cq* cq);
   Result<core::Qp*> create_qp(PdHandle pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
                               const QpCap& cap, bool sq_sig_all, core::Srq* srq = nullptr);
+  // QP1 (the GSI): a UD QP with the well-known number 1; EBUSY if the port has one already.
+  Result<core::Qp*> create_gsi_qp(PdHandle pd, core::Cq* send_cq, core::Cq* recv_cq, const QpCap& cap);
   Result<core::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
   Status destroy_srq(core::Srq* srq);
   // Arms the limit event (limit > 0) or disarms it (0).
@@ -163,6 +166,8 @@ class ProtocolCore {
   void reset_qp(core::Qp& qp);
   // Checks a request against the QP; on success, its total length.
   Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
+  Result<core::Qp*> make_qp(PdHandle pd, QpType type, core::Cq* scq, core::Cq* rcq, const QpCap& cap, bool sig_all,
+                            core::Srq* srq, std::optional<Qpn> qpn);
   Status post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
   CoreConfig cfg_;

@@ -94,7 +94,17 @@ Status ProtocolCore::destroy_cq(Cq* cq) {
 }
 
 Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
-                           core::Srq* srq) {
+                                    core::Srq* srq) {
+  return make_qp(pd, type, scq, rcq, cap, sig_all, srq, std::nullopt);
+}
+
+Result<Qp*> ProtocolCore::create_gsi_qp(PdHandle pd, Cq* scq, Cq* rcq, const QpCap& cap) {
+  if (qps_.count(Qpn(wire::kGsiQpn))) return make_error(EBUSY, "create_qp: the port already has its GSI QP (QP1)");
+  return make_qp(pd, QpType::UD, scq, rcq, cap, false, nullptr, Qpn(wire::kGsiQpn));
+}
+
+Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
+                                  core::Srq* srq, std::optional<Qpn> fixed) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
@@ -110,9 +120,9 @@ Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, 
   if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
   if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
-  Qpn qpn;
-  do qpn = Qpn(uint32_t(qpn_rng_()) & wire::kQpnMask);
-  while (qpn.value() < 0x10 || qps_.count(qpn));  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
+  Qpn qpn = fixed.value_or(Qpn(0));
+  while (!fixed && (qpn.value() < 0x10 || qps_.count(qpn)))  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
+    qpn = Qpn(uint32_t(qpn_rng_()) & wire::kQpnMask);
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
