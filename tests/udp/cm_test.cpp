@@ -1,0 +1,134 @@
+// The communication manager on real devices: two uroce devices in this process, each with its
+// ConnectionManager on QP1, connect RC QPs with REQ/REP/RTU over UDP, move data both ways,
+// disconnect with DREQ/DREP; a connection to a service nobody listens on is rejected.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "uroce/cm.hpp"
+
+using namespace uroce;
+
+namespace {
+
+constexpr uint64_t kSvc = 0x0000000001061c06ull;  // IP CM, TCP port space, port 7174
+
+struct Side {
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<ConnectionManager> cm;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(8192);
+  std::unique_ptr<MemoryRegion> mr;
+
+  void open() {
+    dev = std::move(*Device::open());
+    auto c = ConnectionManager::open(*dev, CmOptions{12, 5});  // ~17 ms per retry
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    cm = std::move(*c);
+    pd = std::move(*dev->alloc_pd());
+    cq = std::move(*dev->create_cq(64));
+    qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), QpCap{16, 16, 1, 1, 0}, false}));
+    mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite));
+  }
+  Gid gid() const { return *dev->query_gid(0); }
+  // The QP to RTS towards what the event says of the peer.
+  void ready(const CmEvent& e, uint32_t my_psn) {
+    ConnectOptions o;
+    o.path_mtu = e.mtu;
+    ASSERT_TRUE(qp->connect({e.peer, e.remote_qpn, e.remote_psn}, my_psn, o));
+  }
+  CmEvent next() {
+    auto e = cm->wait(5000);
+    EXPECT_TRUE(e.ok()) << "no CM event";
+    return e.ok() ? *e : CmEvent{};
+  }
+};
+
+}  // namespace
+
+TEST(CmLive, ConnectSendDisconnect) {
+  Side a, b;
+  a.open();
+  b.open();
+  EXPECT_EQ(ConnectionManager::open(*a.dev).error().code, EBUSY) << "one CM per device";
+  ASSERT_TRUE(b.cm->listen(kSvc, 5));
+  CmConnectParams p;
+  p.peer = b.gid();
+  p.service_id = kSvc;
+  p.qpn = a.qp->qp_num();
+  p.psn = 0x1111;
+  p.private_data = {'h', 'i'};
+  auto id = a.cm->connect(p);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+
+  CmEvent req = b.next();
+  ASSERT_EQ(req.type, CmEventType::ConnectRequest);
+  EXPECT_EQ(req.listener, 5u);
+  EXPECT_EQ(req.peer, a.gid());
+  EXPECT_EQ(req.local, b.gid());
+  EXPECT_EQ(req.remote_qpn, a.qp->qp_num());
+  EXPECT_EQ(req.remote_psn, 0x1111u);
+  EXPECT_EQ(req.private_data[0], 'h');
+  b.ready(req, 0x2222);
+  CmAcceptParams acc;
+  acc.qpn = b.qp->qp_num();
+  acc.psn = 0x2222;
+  ASSERT_TRUE(b.cm->accept(req.id, acc));
+
+  CmEvent rep = a.next();
+  ASSERT_EQ(rep.type, CmEventType::ConnectReply);
+  EXPECT_EQ(rep.id, *id);
+  EXPECT_EQ(rep.remote_qpn, b.qp->qp_num());
+  EXPECT_EQ(rep.remote_psn, 0x2222u);
+  rep.peer = b.gid();
+  rep.mtu = req.mtu;
+  a.ready(rep, 0x1111);
+  ASSERT_TRUE(a.cm->establish(*id));
+  EXPECT_EQ(a.next().type, CmEventType::Established);
+  EXPECT_EQ(b.next().type, CmEventType::Established);
+
+  // Data both ways over the connected QPs.
+  for (int i = 0; i < 3000; ++i) a.buf[size_t(i)] = uint8_t(i * 7 + 1);
+  Sge r = b.mr->sge(0, 4096), s = a.mr->sge(0, 3000);
+  ASSERT_TRUE(b.qp->post_recv({1, {&r, 1}}));
+  ASSERT_TRUE(a.qp->post_send({2, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+  Wc wc[1];
+  ASSERT_EQ(*b.cq->wait(wc, 5000), 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(wc[0].byte_len, 3000u);
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), 3000));
+  ASSERT_EQ(*a.cq->wait(wc, 5000), 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+
+  ASSERT_TRUE(a.cm->disconnect(*id));
+  EXPECT_EQ(b.next().type, CmEventType::Disconnected);
+  EXPECT_EQ(a.next().type, CmEventType::DisconnectDone);
+}
+
+TEST(CmLive, NobodyListensIsRejected) {
+  Side a, b;
+  a.open();
+  b.open();
+  CmConnectParams p;
+  p.peer = b.gid();
+  p.service_id = kSvc + 1;
+  p.qpn = a.qp->qp_num();
+  ASSERT_TRUE(a.cm->connect(p));
+  CmEvent e = a.next();
+  EXPECT_EQ(e.type, CmEventType::Rejected);
+  EXPECT_EQ(e.reject_reason, 8) << "invalid service ID, which rdma_cm reports as connection refused";
+}
+
+TEST(CmLive, NoPeerIsUnreachable) {
+  Side a;
+  a.open();
+  CmConnectParams p;
+  p.peer = Gid::from_ipv4(0x7f0000fe);  // no device there
+  p.service_id = kSvc;
+  p.qpn = a.qp->qp_num();
+  ASSERT_TRUE(a.cm->connect(p));
+  CmEvent e = a.next();  // 6 sends, ~17 ms apart
+  EXPECT_EQ(e.type, CmEventType::Unreachable);
+}
