@@ -24,7 +24,7 @@ inline uint64_t ip_service_id(uint16_t port_space, uint16_t port) { return uint6
 
 struct CmConnectParams {
   Gid peer;
-  uint8_t sgid_index = 0;
+  std::optional<uint8_t> sgid_index;  // unset: our first GID of the peer's IP version
   uint64_t service_id = 0;
   QpType type = QpType::RC;           // RC or UC
   uint32_t qpn = 0, psn = 0;          // our QP and its first send PSN

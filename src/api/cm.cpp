@@ -276,7 +276,7 @@ void ConnectionManager::unlisten(uint64_t service_id) {
 
 Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {
   if (p.type != QpType::RC && p.type != QpType::UC) return make_error(EINVAL, "cm: connect RC or UC QPs");
-  auto local = impl_->dev.query_gid(p.sgid_index);
+  auto local = impl_->dev.query_gid(p.sgid_index ? *p.sgid_index : impl_->sgid_for(p.peer));
   if (!local) return local.error();
   cm::Req r;
   r.service_id = p.service_id;

@@ -174,6 +174,34 @@ rdma_check_case() {  # role; the server prints server-ok, the client "all checks
   finish "RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked" \
     "$role" "$tag" $rc
 }
+# The IB CM on QP1 against the kernel's rdma_cm: uroce-cm-connect connects to rping's listener
+# in the guest (REQ, REP, RTU, DREQ, DREP), and accepts rping's connection from the guest.
+# A listener is ready once rdma_cm lists it (guest) or the tool says so (host).
+cm_case() {  # role
+  local role=$1 tag="cm-rping-uroce-$1$SUFFIX" rc=0 i
+  if [ "$role" = client ]; then
+    guest "timeout 60 rping -s -a 10.99.0.2 -C 1 > /tmp/$tag.log 2>&1 &"
+    guest "i=0; while [ \$i -lt 200 ] && ! rdma resource show cm_id | grep -q 'LISTEN.*:7174'; do sleep 0.1; i=\$((i+1)); done"
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-cm-connect" 10.99.0.2 7174 > "$OUT/$tag.host.log" 2>&1 || rc=1
+    guest_exited rping
+    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+    grep -q "DISCONNECT EVENT" "$OUT/$tag.guest.log" || rc=1
+    grep -q "connected and disconnected" "$OUT/$tag.host.log" || rc=1
+  else
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-cm-connect" -l 7174 > "$OUT/$tag.host.log" 2>&1 &
+    local hp=$!
+    for i in $(seq 200); do grep -q listening "$OUT/$tag.host.log" 2>/dev/null && break; sleep 0.1; done
+    guest "timeout 30 rping -c -a 10.99.0.1 -C 1 2>&1" > "$OUT/$tag.guest.log" 2>&1
+    wait $hp || rc=1
+    grep -q "accepted and disconnected" "$OUT/$tag.host.log" || rc=1
+    grep -q "DISCONNECT EVENT" "$OUT/$tag.guest.log" || rc=1
+  fi
+  for m in ConnectRequest ConnectReply ReadyToUse DisconnectRequest DisconnectReply; do
+    tshark -r "$OUT/$tag.pcap" 2>/dev/null | grep -q "CM: $m" || { rc=1; say "$tag: no $m in the capture"; }
+  done
+  finish "CM connect and disconnect with rdma_cm (rping)" "$role" "$tag" $rc
+}
+
 all_cases() {
   TRANSPORT=rc
   for size in 64 1024 4096 10000; do send_both $size 20; done
@@ -204,6 +232,9 @@ all_cases() {
     rdma_check_case client
     rdma_check_case server
   fi
+
+  cm_case client
+  cm_case server
 }
 
 uploaded=no
