@@ -27,7 +27,10 @@ struct CmConnectParams {
   std::optional<uint8_t> sgid_index;  // unset: our first GID of the peer's IP version
   uint64_t service_id = 0;
   QpType type = QpType::RC;           // RC or UC
-  uint32_t qpn = 0, psn = 0;          // our QP and its first send PSN
+  uint32_t qpn = 0;                   // our QP
+  // The first PSN our QP expects to receive; the peer's send queue starts there. (The REQ's
+  // starting PSN: each side names the PSN it receives from, as Linux's CM reads it.)
+  uint32_t rq_psn = 0;
   Mtu mtu = Mtu::Mtu1024;
   uint8_t responder_resources = 1;    // READ/atomics we take at once
   uint8_t initiator_depth = 1;        // READ/atomics we send at once
@@ -39,7 +42,8 @@ struct CmConnectParams {
 };
 
 struct CmAcceptParams {
-  uint32_t qpn = 0, psn = 0;
+  uint32_t qpn = 0;
+  uint32_t rq_psn = 0;                // the first PSN our QP expects to receive (the REP's starting PSN)
   uint8_t responder_resources = 1, initiator_depth = 1;
   uint8_t rnr_retry_count = 7;
   bool srq = false;
@@ -68,7 +72,8 @@ struct CmEvent {
   uint64_t service_id = 0;
   // What the peer offered (ConnectRequest: from its REQ; ConnectReply: from its REP).
   QpType qp_type = QpType::RC;
-  uint32_t remote_qpn = 0, remote_psn = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t sq_psn = 0;          // the first PSN our send queue must use: the one the peer expects
   Mtu mtu = Mtu::Mtu1024;
   uint8_t responder_resources = 0, initiator_depth = 0, retry_count = 0, rnr_retry_count = 0;
   bool srq = false;

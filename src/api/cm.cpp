@@ -128,7 +128,7 @@ CmEvent ConnectionManager::Impl::convert(const cm::Event& e) {
       c.service_id = r.service_id;
       c.qp_type = r.transport == cm::TransportType::UC ? QpType::UC : QpType::RC;
       c.remote_qpn = r.local_qpn;
-      c.remote_psn = r.starting_psn;
+      c.sq_psn = r.starting_psn;
       c.mtu = Mtu(std::clamp<uint8_t>(r.path_mtu, 1, 5));
       c.responder_resources = r.responder_resources;
       c.initiator_depth = r.initiator_depth;
@@ -142,7 +142,7 @@ CmEvent ConnectionManager::Impl::convert(const cm::Event& e) {
       const cm::Rep& r = *e.rep;
       c.type = CmEventType::ConnectReply;
       c.remote_qpn = r.local_qpn;
-      c.remote_psn = r.starting_psn;
+      c.sq_psn = r.starting_psn;
       c.responder_resources = r.responder_resources;
       c.initiator_depth = r.initiator_depth;
       c.rnr_retry_count = r.rnr_retry_count;
@@ -281,7 +281,7 @@ Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {
   cm::Req r;
   r.service_id = p.service_id;
   r.local_qpn = p.qpn;
-  r.starting_psn = p.psn & 0xffffff;
+  r.starting_psn = p.rq_psn & 0xffffff;
   r.transport = p.type == QpType::UC ? cm::TransportType::UC : cm::TransportType::RC;
   r.responder_resources = p.responder_resources;
   r.initiator_depth = p.initiator_depth;
@@ -302,7 +302,7 @@ Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {
 Status ConnectionManager::accept(uint32_t id, const CmAcceptParams& p) {
   cm::Rep r;
   r.local_qpn = p.qpn;
-  r.starting_psn = p.psn & 0xffffff;
+  r.starting_psn = p.rq_psn & 0xffffff;
   r.responder_resources = p.responder_resources;
   r.initiator_depth = p.initiator_depth;
   r.rnr_retry_count = p.rnr_retry_count;

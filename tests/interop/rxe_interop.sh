@@ -175,7 +175,8 @@ rdma_check_case() {  # role; the server prints server-ok, the client "all checks
     "$role" "$tag" $rc
 }
 # The IB CM on QP1 against the kernel's rdma_cm: uroce-cm-connect connects to rping's listener
-# in the guest (REQ, REP, RTU, DREQ, DREP), and accepts rping's connection from the guest.
+# in the guest (REQ, REP, RTU, DREQ, DREP), and accepts rping's connection from the guest and
+# receives rping's first message on the connected QP (so both sides agree on QPNs and PSNs).
 # A listener is ready once rdma_cm lists it (guest) or the tool says so (host).
 cm_case() {  # role
   local role=$1 tag="cm-rping-uroce-$1$SUFFIX" rc=0 i
@@ -194,6 +195,7 @@ cm_case() {  # role
     guest "timeout 30 rping -c -a 10.99.0.1 -C 1 2>&1" > "$OUT/$tag.guest.log" 2>&1
     wait $hp || rc=1
     grep -q "accepted and disconnected" "$OUT/$tag.host.log" || rc=1
+    grep -q "first message: 16 bytes" "$OUT/$tag.host.log" || rc=1  # rping's buffer address, over the QP
     grep -q "DISCONNECT EVENT" "$OUT/$tag.guest.log" || rc=1
   fi
   for m in ConnectRequest ConnectReply ReadyToUse DisconnectRequest DisconnectReply; do

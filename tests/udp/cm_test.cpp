@@ -33,11 +33,12 @@ struct Side {
     mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite));
   }
   Gid gid() const { return *dev->query_gid(0); }
-  // The QP to RTS towards what the event says of the peer.
-  void ready(const CmEvent& e, uint32_t my_psn) {
+  // The QP to RTS towards what the event says of the peer: we receive from rq_psn (the PSN we
+  // announced) and send from the PSN the peer announced.
+  void ready(const CmEvent& e, uint32_t rq_psn) {
     ConnectOptions o;
     o.path_mtu = e.mtu;
-    ASSERT_TRUE(qp->connect({e.peer, e.remote_qpn, e.remote_psn}, my_psn, o));
+    ASSERT_TRUE(qp->connect({e.peer, e.remote_qpn, rq_psn}, e.sq_psn, o));
   }
   CmEvent next() {
     auto e = cm->wait(5000);
@@ -58,7 +59,7 @@ TEST(CmLive, ConnectSendDisconnect) {
   p.peer = b.gid();
   p.service_id = kSvc;
   p.qpn = a.qp->qp_num();
-  p.psn = 0x1111;
+  p.rq_psn = 0x1111;
   p.private_data = {'h', 'i'};
   auto id = a.cm->connect(p);
   ASSERT_TRUE(id.ok()) << id.error().message;
@@ -69,19 +70,19 @@ TEST(CmLive, ConnectSendDisconnect) {
   EXPECT_EQ(req.peer, a.gid());
   EXPECT_EQ(req.local, b.gid());
   EXPECT_EQ(req.remote_qpn, a.qp->qp_num());
-  EXPECT_EQ(req.remote_psn, 0x1111u);
+  EXPECT_EQ(req.sq_psn, 0x1111u) << "B sends from the PSN A receives from";
   EXPECT_EQ(req.private_data[0], 'h');
   b.ready(req, 0x2222);
   CmAcceptParams acc;
   acc.qpn = b.qp->qp_num();
-  acc.psn = 0x2222;
+  acc.rq_psn = 0x2222;
   ASSERT_TRUE(b.cm->accept(req.id, acc));
 
   CmEvent rep = a.next();
   ASSERT_EQ(rep.type, CmEventType::ConnectReply);
   EXPECT_EQ(rep.id, *id);
   EXPECT_EQ(rep.remote_qpn, b.qp->qp_num());
-  EXPECT_EQ(rep.remote_psn, 0x2222u);
+  EXPECT_EQ(rep.sq_psn, 0x2222u);
   rep.peer = b.gid();
   rep.mtu = req.mtu;
   a.ready(rep, 0x1111);
