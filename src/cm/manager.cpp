@@ -83,6 +83,7 @@ Status Manager::accept(CommId id, Rep rep, uint64_t now) {
   rep.remote_comm_id = c->remote_id;
   rep.local_ca_guid = cfg_.ca_guid;
   c->state = State::RepSent;
+  --pending_;
   send(*c, make_mad(CmAttr::Rep, c->tid, rep), true, now);
   return {};
 }
@@ -132,6 +133,7 @@ Status Manager::disconnect(CommId id, std::vector<uint8_t> private_data, uint64_
 void Manager::forget(CommId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
+  if (it->second.state == State::ReqReceived) --pending_;
   by_remote_.erase({it->second.remote_id, it->second.peer});
   conns_.erase(it);
 }

@@ -27,6 +27,9 @@ struct ManagerConfig {
   uint64_t seed = 0;                 // communication IDs are random; 0: from std::random_device
   uint8_t response_timeout = 16;     // our CM response timeout code (16: ~268 ms)
   uint8_t max_retries = 15;          // REQ, REP, DREQ and SIDR_REQ sends before giving up
+  // Requests the consumer has not answered yet, at most: a peer cannot make us hold more
+  // (further REQs get REJ "no resources", further SIDR_REQs status "rejected").
+  size_t max_pending = 1024;
 };
 
 struct Outgoing {
@@ -61,7 +64,7 @@ struct Event {
 };
 
 struct CmCounters {
-  uint64_t mads_in = 0, mads_out = 0, dropped = 0, retransmits = 0, duplicates = 0;
+  uint64_t mads_in = 0, mads_out = 0, dropped = 0, retransmits = 0, duplicates = 0, refused = 0;
 };
 
 class Manager {
@@ -96,6 +99,7 @@ class Manager {
   std::vector<Event> take_events() { return std::exchange(events_, {}); }
   const CmCounters& counters() const { return ctr_; }
   size_t connections() const { return conns_.size(); }
+  size_t pending() const { return pending_ + sidr_tid_.size(); }
 
  private:
   enum class State : uint8_t { ReqSent, RepReceived, ReqReceived, RepSent, Established, DreqSent };
@@ -140,6 +144,7 @@ class Manager {
   std::map<std::pair<uint32_t, Gid>, CommId> by_remote_;  // (remote comm ID, peer) -> ours
   std::map<CommId, Sidr> sidr_;                     // our SIDR requests in flight
   std::map<CommId, uint64_t> sidr_tid_;             // received SIDR requests: their TIDs
+  size_t pending_ = 0;                              // connections in ReqReceived
   std::vector<Outgoing> out_;
   std::vector<Event> events_;
   CmCounters ctr_;

@@ -47,8 +47,18 @@ void Manager::on_req(const MadHeader& h, const Req& r, const Gid& from, uint64_t
     emit(from, make_mad(CmAttr::Rej, h.tid, rej));
     return;
   }
+  if (pending_ >= cfg_.max_pending) {  // the consumer is behind: refuse rather than grow
+    ++ctr_.refused;
+    Rej rej;
+    rej.remote_comm_id = r.local_comm_id;
+    rej.rejected = MsgRef::Req;
+    rej.reason = uint16_t(RejReason::NoResources);
+    emit(from, make_mad(CmAttr::Rej, h.tid, rej));
+    return;
+  }
   CommId id = fresh_id();
   Conn& c = conns_[id];
+  ++pending_;
   c.state = State::ReqReceived;
   c.peer = from;
   c.remote_id = r.local_comm_id;
@@ -154,6 +164,15 @@ void Manager::on_sidr_req(const MadHeader& h, const SidrReq& r, const Gid& from)
     SidrRep rep;
     rep.request_id = r.request_id;
     rep.status = SidrStatus::NoService;
+    rep.service_id = r.service_id;
+    emit(from, make_mad(CmAttr::SidrRep, h.tid, rep));
+    return;
+  }
+  if (pending() >= cfg_.max_pending) {
+    ++ctr_.refused;
+    SidrRep rep;
+    rep.request_id = r.request_id;
+    rep.status = SidrStatus::Rejected;
     rep.service_id = r.service_id;
     emit(from, make_mad(CmAttr::SidrRep, h.tid, rep));
     return;

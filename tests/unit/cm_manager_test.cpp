@@ -300,3 +300,43 @@ TEST(CmManager, HostileMadsAreDroppedAndCounted) {
   EXPECT_TRUE(p.a.disconnect(ida, {}, p.now)) << "still established";
   (void)idb;
 }
+
+// A peer that sends REQs faster than the consumer answers them cannot make the CM hold more
+// than max_pending: the rest are refused with REJ "no resources" (SIDR: status "rejected").
+TEST(CmManager, UnansweredRequestsAreBounded) {
+  Pair p;
+  p.b = Manager({0xb, 2, 10, 3, 4});
+  ASSERT_TRUE(p.b.listen(kSvc, 1));
+  Req r = p.req();
+  r.service_id = kSvc;
+  for (int i = 0; i < 10; ++i) (void)*p.a.connect(kB, r, p.now);
+  p.flow();
+  EXPECT_EQ(p.eb.size(), 4u);
+  EXPECT_EQ(p.b.pending(), 4u);
+  EXPECT_EQ(p.b.counters().refused, 6u);
+  ASSERT_EQ(p.ea.size(), 6u);
+  for (auto& e : p.ea) {
+    EXPECT_EQ(e.type, EventType::Rejected);
+    EXPECT_EQ(e.rej->reason, uint16_t(RejReason::NoResources));
+  }
+  // Answering one makes room for one more.
+  ASSERT_TRUE(p.b.reject(p.eb[0].id, uint16_t(RejReason::ConsumerReject), {}, p.now));
+  ASSERT_TRUE(p.b.accept(p.eb[1].id, p.rep(), p.now));
+  EXPECT_EQ(p.b.pending(), 2u);
+  p.eb.clear();
+  (void)*p.a.connect(kB, r, p.now);
+  p.flow();
+  EXPECT_EQ(p.eb.size(), 1u);
+  EXPECT_EQ(p.b.pending(), 3u);
+  // SIDR requests count against the same bound.
+  const uint64_t udp = ip_service_id(PortSpace::Udp, 9);
+  ASSERT_TRUE(p.b.listen(udp, 2));
+  SidrReq q;
+  q.service_id = udp;
+  p.ea.clear();
+  for (int i = 0; i < 3; ++i) (void)*p.a.sidr_request(kB, q, p.now);
+  p.flow();
+  EXPECT_EQ(p.b.pending(), 4u);
+  ASSERT_EQ(p.ea.size(), 2u);
+  EXPECT_EQ(p.ea[0].sidr_rep->status, SidrStatus::Rejected);
+}
