@@ -38,23 +38,19 @@ void Manager::on_req(const MadHeader& h, const Req& r, const Gid& from, uint64_t
     if (c.state == State::RepSent) emit(c.peer, c.last);  // our REP was lost
     return;
   }
-  auto l = listeners_.find(r.service_id);
-  if (l == listeners_.end()) {  // nobody listens: the peer's rdma_cm reports "connection refused"
+  // A REQ we refuse without a connection: the REJ names only the peer's communication ID.
+  auto refuse = [&](RejReason why) {
     Rej rej;
     rej.remote_comm_id = r.local_comm_id;
     rej.rejected = MsgRef::Req;
-    rej.reason = uint16_t(RejReason::InvalidServiceId);
+    rej.reason = uint16_t(why);
     emit(from, make_mad(CmAttr::Rej, h.tid, rej));
-    return;
-  }
+  };
+  auto l = listeners_.find(r.service_id);
+  if (l == listeners_.end()) return refuse(RejReason::InvalidServiceId);  // rdma_cm: "connection refused"
   if (pending_ >= cfg_.max_pending) {  // the consumer is behind: refuse rather than grow
     ++ctr_.refused;
-    Rej rej;
-    rej.remote_comm_id = r.local_comm_id;
-    rej.rejected = MsgRef::Req;
-    rej.reason = uint16_t(RejReason::NoResources);
-    emit(from, make_mad(CmAttr::Rej, h.tid, rej));
-    return;
+    return refuse(RejReason::NoResources);
   }
   CommId id = fresh_id();
   Conn& c = conns_[id];
