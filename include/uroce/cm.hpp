@@ -86,6 +86,7 @@ struct CmEvent {
 class ConnectionManager {
  public:
   // Takes the device's QP1 and runs the CM on a thread of its own; EBUSY if the device has one.
+  // The device must outlive the ConnectionManager.
   static Result<std::unique_ptr<ConnectionManager>> open(Device& dev, CmOptions opts = {});
   ~ConnectionManager();
 
