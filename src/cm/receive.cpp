@@ -155,23 +155,18 @@ void Manager::on_drep(const Drep& r) {
 }
 
 void Manager::on_sidr_req(const MadHeader& h, const SidrReq& r, const Gid& from) {
-  auto l = listeners_.find(r.service_id);
-  if (l == listeners_.end()) {
+  auto refuse = [&](SidrStatus why) {
     SidrRep rep;
     rep.request_id = r.request_id;
-    rep.status = SidrStatus::NoService;
+    rep.status = why;
     rep.service_id = r.service_id;
     emit(from, make_mad(CmAttr::SidrRep, h.tid, rep));
-    return;
-  }
+  };
+  auto l = listeners_.find(r.service_id);
+  if (l == listeners_.end()) return refuse(SidrStatus::NoService);
   if (pending() >= cfg_.max_pending) {
     ++ctr_.refused;
-    SidrRep rep;
-    rep.request_id = r.request_id;
-    rep.status = SidrStatus::Rejected;
-    rep.service_id = r.service_id;
-    emit(from, make_mad(CmAttr::SidrRep, h.tid, rep));
-    return;
+    return refuse(SidrStatus::Rejected);
   }
   sidr_tid_[r.request_id] = h.tid;
   Event e{EventType::SidrReqReceived, r.request_id, l->second, from};
