@@ -5,11 +5,8 @@
 // Usage:
 //   uroce-cm-connect ADDRESS [PORT]        (PORT: the listener's TCP port space port, 7174 = rping)
 //   uroce-cm-connect -l [PORT]
-#include <arpa/inet.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 
@@ -21,17 +18,6 @@ using tool::die;
 using tool::must;
 
 namespace {
-
-// The RDMA IP CM private-data header (IBA A11.6.1): version, IP version, source port, addresses.
-std::vector<uint8_t> ip_cm_header(const Gid& src, const Gid& dst, uint16_t src_port) {
-  std::vector<uint8_t> h(36, 0);
-  h[1] = 4 << 4;
-  h[2] = uint8_t(src_port >> 8);
-  h[3] = uint8_t(src_port);
-  std::memcpy(&h[16], src.raw.data() + 12, 4);
-  std::memcpy(&h[32], dst.raw.data() + 12, 4);
-  return h;
-}
 
 CmEvent expect(ConnectionManager& cm, CmEventType want) {
   CmEvent e = must(cm.wait(10'000), "waiting for the CM");
@@ -99,11 +85,7 @@ int main(int argc, char** argv) {
   auto pd = must(dev->alloc_pd(), "alloc_pd");
   auto cq = must(dev->create_cq(16), "create_cq");
   auto qp = must(pd->create_qp({QpType::RC, cq.get(), cq.get(), QpCap{8, 8, 1, 1, 0}, false}), "create_qp");
-  Gid local;  // our IPv4 GID: the one the REQ leaves from
-  for (int i = 0;; ++i) {
-    local = must(dev->query_gid(i), "no IPv4 GID on this device");
-    if (local.ipv4()) break;
-  }
+  Gid local = must(dev->query_gid(dev->gid_index_for(*peer)), "query_gid");  // what the REQ leaves from
   uint32_t rq_psn = std::random_device{}() & 0xffffff;
   CmConnectParams p;
   p.peer = *peer;
@@ -111,7 +93,7 @@ int main(int argc, char** argv) {
   p.qpn = qp->qp_num();
   p.rq_psn = rq_psn;
   p.mtu = std::min(Mtu::Mtu1024, dev->query_port().active_mtu);
-  p.private_data = ip_cm_header(local, *peer, uint16_t(0x8000 | (rq_psn & 0x3fff)));
+  p.private_data = ip_cm_private_data(local, *peer, uint16_t(0x8000 | (rq_psn & 0x3fff)));
   std::printf("cm: REQ to %s, service 0x%016llx, QPN 0x%06x, receive PSN 0x%06x\n", peer->to_string().c_str(),
               (unsigned long long)p.service_id, p.qpn, rq_psn);
   uint32_t id = must(cm->connect(p), "connect");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "uroce/uroce.hpp"
@@ -20,7 +21,11 @@ struct CmOptions {
 };
 
 // The RDMA IP CM service ID of a port space (0x0106 TCP, 0x0111 UDP, 0x013f IB) and port.
-inline uint64_t ip_service_id(uint16_t port_space, uint16_t port) { return uint64_t(port_space) << 16 | port; }
+uint64_t ip_service_id(uint16_t port_space, uint16_t port);
+// Private data for a REQ (or SIDR_REQ) to an rdma_cm listener: the RDMA IP CM header naming
+// both addresses (of one IP version) and our source port, then `user` (56 bytes at most in a REQ).
+std::vector<uint8_t> ip_cm_private_data(const Gid& src, const Gid& dst, uint16_t src_port,
+                                        std::span<const uint8_t> user = {});
 
 struct CmConnectParams {
   Gid peer;

@@ -66,6 +66,9 @@ class Device {
   // link-local first, then its IPv4-mapped address. On loopback (the default) that is one GID,
   // the IPv4 one, at index 0; a device bound to an IPv6 address has that one only.
   Result<Gid> query_gid(int index) const;
+  // The GID index a connection to `peer` uses unless told otherwise: our first GID of the
+  // peer's IP version.
+  uint8_t gid_index_for(const Gid& peer) const;
   uint32_t ipv4() const;  // 0 on an IPv6-only device
   std::map<std::string, uint64_t> counters() const;
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cm/ip_cm.hpp"
 #include "cm/manager.hpp"
 
 namespace uroce {
@@ -28,6 +29,18 @@ uint64_t now_ns() {
                       std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 }  // namespace
+
+uint64_t ip_service_id(uint16_t port_space, uint16_t port) {
+  return cm::ip_service_id(cm::PortSpace(port_space), port);
+}
+
+std::vector<uint8_t> ip_cm_private_data(const Gid& src, const Gid& dst, uint16_t src_port,
+                                        std::span<const uint8_t> user) {
+  std::vector<uint8_t> d(cm::kIpCmHeaderBytes);
+  cm::write_ip_cm_header({0, uint8_t(src.ipv4() ? 4 : 6), src_port, src, dst}, d);
+  d.insert(d.end(), user.begin(), user.end());
+  return d;
+}
 
 const char* to_string(CmEventType t) {
   switch (t) {
@@ -70,14 +83,6 @@ struct ConnectionManager::Impl {
     return qp->post_recv({i, {&s, 1}});
   }
 
-  uint8_t sgid_for(const Gid& peer) {
-    for (int i = 0;; ++i) {
-      auto g = dev.query_gid(i);
-      if (!g) return 0;
-      if (bool(g->ipv4()) == bool(peer.ipv4())) return uint8_t(i);
-    }
-  }
-
   // Sends what the manager has queued (mu held). A full ring drops: the CM retransmits.
   void flush() {
     for (auto& o : mgr.take_outgoing()) {
@@ -87,7 +92,7 @@ struct ConnectionManager::Impl {
       std::memcpy(send_slot(i), o.mad.data(), o.mad.size());
       Sge s{uint64_t(send_slot(i)), uint32_t(cm::kMadBytes), mr->lkey()};
       Ah ah{o.to};
-      ah.sgid_index = sgid_for(o.to);
+      ah.sgid_index = dev.gid_index_for(o.to);
       SendWr w{uint64_t(1) << 32 | i, WrOpcode::Send, kSendSignaled, {&s, 1}};
       w.ah = &ah;
       w.remote_qpn = cm::kGsiQpn;
@@ -276,7 +281,7 @@ void ConnectionManager::unlisten(uint64_t service_id) {
 
 Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {
   if (p.type != QpType::RC && p.type != QpType::UC) return make_error(EINVAL, "cm: connect RC or UC QPs");
-  auto local = impl_->dev.query_gid(p.sgid_index ? *p.sgid_index : impl_->sgid_for(p.peer));
+  auto local = impl_->dev.query_gid(p.sgid_index.value_or(impl_->dev.gid_index_for(p.peer)));
   if (!local) return local.error();
   cm::Req r;
   r.service_id = p.service_id;

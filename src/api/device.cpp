@@ -87,6 +87,8 @@ PortAttr Device::query_port() const {
   return PortAttr{true, Mtu::Mtu4096, cfg.port_mtu, uint32_t(cfg.gids.size()), "Ethernet"};
 }
 
+uint8_t Device::gid_index_for(const Gid& peer) const { return core_->nic->sgid_index_for(peer); }
+
 Result<Gid> Device::query_gid(int index) const {
   const auto& gids = core_->nic->config().gids;
   if (index < 0 || size_t(index) >= gids.size())

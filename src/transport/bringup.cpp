@@ -16,14 +16,7 @@ Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint3
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn;
   a.dgid = remote.gid;
-  a.sgid_index = 0;
-  if (o.sgid_index) {
-    a.sgid_index = *o.sgid_index;
-  } else {
-    const auto& gids = nic.config().gids;
-    for (size_t i = gids.size(); i-- > 0;)
-      if (wire::is_v4(gids[i]) == wire::is_v4(remote.gid)) a.sgid_index = uint8_t(i);
-  }
+  a.sgid_index = o.sgid_index.value_or(nic.sgid_index_for(remote.gid));
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
   const bool rc = qp.type() == QpType::RC;  // UC has no ACKs: no timers, retries or READ/atomic state

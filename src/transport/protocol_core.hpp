@@ -83,6 +83,13 @@ class ProtocolCore {
       if (g == a) return true;
     return false;
   }
+  // The GID a path to `peer` leaves from by default: our first of the peer's IP version
+  // (index 0 if there is none).
+  uint8_t sgid_index_for(const Gid& peer) const {
+    for (size_t i = 0; i < cfg_.gids.size(); ++i)
+      if (wire::is_v4(cfg_.gids[i]) == wire::is_v4(peer)) return uint8_t(i);
+    return 0;
+  }
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
 
