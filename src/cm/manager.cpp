@@ -51,13 +51,20 @@ Manager::Conn* Manager::find(CommId id, State s) {
   return it != conns_.end() && it->second.state == s ? &it->second : nullptr;
 }
 
-// Sends a message of a connection; a remembered one is resent on timeouts and duplicates.
-void Manager::send(Conn& c, const Mad& mad, bool remember, uint64_t now) {
-  emit(c.peer, mad);
-  if (!remember) return;
-  c.last = mad;
-  c.deadline = now + retry_interval();
-  c.retries_left = cfg_.max_retries;
+void Manager::send_kept(Outstanding& o, const Mad& mad, uint64_t now) {
+  emit(o.peer, mad);
+  o.last = mad;
+  o.deadline = now + retry_interval();
+  o.retries_left = cfg_.max_retries;
+}
+
+bool Manager::retry(Outstanding& o, uint64_t now) {
+  if (!o.retries_left) return false;
+  --o.retries_left;
+  ++ctr_.retransmits;
+  o.deadline = now + retry_interval();
+  emit(o.peer, o.last);
+  return true;
 }
 
 Result<CommId> Manager::connect(const Gid& peer, Req req, uint64_t now) {
@@ -71,7 +78,7 @@ Result<CommId> Manager::connect(const Gid& peer, Req req, uint64_t now) {
   c.state = State::ReqSent;
   c.peer = peer;
   c.tid = next_tid_++;
-  send(c, make_mad(CmAttr::Req, c.tid, req), true, now);
+  send_kept(c, make_mad(CmAttr::Req, c.tid, req), now);
   return id;
 }
 
@@ -84,7 +91,7 @@ Status Manager::accept(CommId id, Rep rep, uint64_t now) {
   rep.local_ca_guid = cfg_.ca_guid;
   c->state = State::RepSent;
   --pending_;
-  send(*c, make_mad(CmAttr::Rep, c->tid, rep), true, now);
+  send_kept(*c, make_mad(CmAttr::Rep, c->tid, rep), now);
   return {};
 }
 
@@ -105,14 +112,14 @@ Status Manager::reject(CommId id, uint16_t reason, std::vector<uint8_t> private_
   return {};
 }
 
-Status Manager::establish(CommId id, std::vector<uint8_t> private_data, uint64_t now) {
+Status Manager::establish(CommId id, std::vector<uint8_t> private_data, uint64_t) {
   Conn* c = find(id, State::RepReceived);
   if (!c) return make_error(EINVAL, "cm: establish needs a received REP");
   if (private_data.size() > kRtuPrivate) return make_error(EINVAL, "cm: RTU private data is at most 224 bytes");
   c->state = State::Established;
-  send(*c, make_mad(CmAttr::Rtu, c->tid, Rtu{id, c->remote_id, std::move(private_data)}), false, now);
-  c->last = out_.back().mad;  // a repeated REP gets this RTU again
+  c->last = make_mad(CmAttr::Rtu, c->tid, Rtu{id, c->remote_id, std::move(private_data)});  // again for a repeated REP
   c->deadline = 0;
+  emit(c->peer, c->last);
   events_.push_back({EventType::Established, id, 0, c->peer});
   return {};
 }
@@ -125,8 +132,7 @@ Status Manager::disconnect(CommId id, std::vector<uint8_t> private_data, uint64_
   Conn& c = it->second;
   c.state = State::DreqSent;
   c.tid = next_tid_++;
-  send(c, make_mad(CmAttr::Dreq, c.tid, Dreq{id, c.remote_id, c.remote_qpn, std::move(private_data)}), true,
-       now);
+  send_kept(c, make_mad(CmAttr::Dreq, c.tid, Dreq{id, c.remote_id, c.remote_qpn, std::move(private_data)}), now);
   return {};
 }
 
@@ -144,10 +150,7 @@ Result<CommId> Manager::sidr_request(const Gid& peer, SidrReq req, uint64_t now)
   req.request_id = id;
   Sidr& s = sidr_[id];
   s.peer = peer;
-  s.req = make_mad(CmAttr::SidrReq, next_tid_++, req);
-  s.deadline = now + retry_interval();
-  s.retries_left = cfg_.max_retries;
-  emit(peer, s.req);
+  send_kept(s, make_mad(CmAttr::SidrReq, next_tid_++, req), now);
   return id;
 }
 

@@ -103,26 +103,27 @@ class Manager {
 
  private:
   enum class State : uint8_t { ReqSent, RepReceived, ReqReceived, RepSent, Established, DreqSent };
-  struct Conn {
-    State state;
+  // A message sent again until it is answered: a connection's REQ, REP or DREQ, a SIDR_REQ.
+  struct Outstanding {
     Gid peer;
-    CommId remote_id = 0;
-    uint32_t remote_qpn = 0;
-    uint64_t tid = 0;
     Mad last{};                 // what a retransmission or an answer to a duplicate sends
     uint64_t deadline = 0;      // 0: no timer
     uint8_t retries_left = 0;
   };
-  struct Sidr {
-    Gid peer;
-    Mad req{};
-    uint64_t deadline = 0;
-    uint8_t retries_left = 0;
+  struct Conn : Outstanding {
+    State state = State::ReqSent;
+    CommId remote_id = 0;
+    uint32_t remote_qpn = 0;
+    uint64_t tid = 0;
   };
+  using Sidr = Outstanding;
 
   CommId fresh_id();
   uint64_t retry_interval() const;
-  void send(Conn& c, const Mad& mad, bool remember, uint64_t now);
+  // Sends mad to o's peer and keeps it for retransmission.
+  void send_kept(Outstanding& o, const Mad& mad, uint64_t now);
+  // A timer ran out: resends (true), or false when no retry is left.
+  bool retry(Outstanding& o, uint64_t now);
   void emit(const Gid& to, const Mad& mad);
   Conn* find(CommId id, State s);
 

@@ -189,32 +189,18 @@ void Manager::on_sidr_rep(const SidrRep& r) {
 void Manager::on_timer(uint64_t now) {
   std::vector<CommId> gone;
   for (auto& [id, c] : conns_) {
-    if (!c.deadline || c.deadline > now) continue;
-    if (c.retries_left) {
-      --c.retries_left;
-      ++ctr_.retransmits;
-      c.deadline = now + retry_interval();
-      emit(c.peer, c.last);
-      continue;
-    }
+    if (!c.deadline || c.deadline > now || retry(c, now)) continue;
     events_.push_back({c.state == State::DreqSent ? EventType::Disconnected : EventType::Unreachable, id, 0, c.peer});
     gone.push_back(id);
   }
   for (CommId id : gone) forget(id);
   for (auto it = sidr_.begin(); it != sidr_.end();) {
-    Sidr& s = it->second;
-    if (s.deadline > now) {
+    if (it->second.deadline > now || retry(it->second, now)) {
       ++it;
-    } else if (s.retries_left) {
-      --s.retries_left;
-      ++ctr_.retransmits;
-      s.deadline = now + retry_interval();
-      emit(s.peer, s.req);
-      ++it;
-    } else {
-      events_.push_back({EventType::Unreachable, it->first, 0, s.peer});
-      it = sidr_.erase(it);
+      continue;
     }
+    events_.push_back({EventType::Unreachable, it->first, 0, it->second.peer});
+    it = sidr_.erase(it);
   }
 }
 
