@@ -76,34 +76,25 @@ int x_complete(ibv_qp_ex* qx) {
 
 void x_send(ibv_qp_ex* qx) { next_wr(qx, WrOpcode::Send); }
 void x_send_imm(ibv_qp_ex* qx, __be32 imm) { next_wr(qx, WrOpcode::SendWithImm).wr.imm_data = ntohl(imm); }
-void x_rdma_write(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = next_wr(qx, WrOpcode::RdmaWrite);
+// A request that names remote memory: READ, WRITE and the atomics.
+PendingWr& next_remote(ibv_qp_ex* qx, WrOpcode op, uint32_t rkey, uint64_t addr) {
+  PendingWr& p = next_wr(qx, op);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
+  return p;
 }
+void x_rdma_write(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) { next_remote(qx, WrOpcode::RdmaWrite, rkey, addr); }
 void x_rdma_write_imm(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, __be32 imm) {
-  PendingWr& p = next_wr(qx, WrOpcode::RdmaWriteWithImm);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
-  p.wr.imm_data = ntohl(imm);
+  next_remote(qx, WrOpcode::RdmaWriteWithImm, rkey, addr).wr.imm_data = ntohl(imm);
 }
-void x_rdma_read(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = next_wr(qx, WrOpcode::RdmaRead);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
-}
+void x_rdma_read(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr) { next_remote(qx, WrOpcode::RdmaRead, rkey, addr); }
 void x_cmp_swp(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, uint64_t compare, uint64_t swap) {
-  PendingWr& p = next_wr(qx, WrOpcode::AtomicCmpSwp);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = next_remote(qx, WrOpcode::AtomicCmpSwp, rkey, addr);
   p.wr.compare_add = compare;
   p.wr.swap = swap;
 }
 void x_fetch_add(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, uint64_t add) {
-  PendingWr& p = next_wr(qx, WrOpcode::AtomicFetchAdd);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
-  p.wr.compare_add = add;
+  next_remote(qx, WrOpcode::AtomicFetchAdd, rkey, addr).wr.compare_add = add;
 }
 void x_set_sge(ibv_qp_ex* qx, uint32_t lkey, uint64_t addr, uint32_t length) {
   if (PendingWr* p = current(qx)) p->sges.assign(1, Sge{addr, length, lkey});
