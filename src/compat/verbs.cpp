@@ -69,7 +69,9 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
 }
 
 // The process's NIC for a device name, opened by the first context and closed with the last.
-Result<std::shared_ptr<UDevice>> open_shared(const std::string& name) {
+// A device not yet open is opened at `addr` (empty: the default address); one already open is
+// returned wherever it is bound.
+Result<std::shared_ptr<UDevice>> open_shared(const std::string& name, const std::string& addr = {}) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<UDevice>> open;
   static pid_t owner = getpid();
@@ -79,12 +81,37 @@ Result<std::shared_ptr<UDevice>> open_shared(const std::string& name) {
     owner = getpid();
   }
   if (auto d = open[name].lock()) return d;
-  auto dev = Device::open(name);
+  DeviceOptions opts;
+  opts.addr = addr;
+  auto dev = Device::open(name, opts);
   if (!dev) return dev.error();
   auto d = std::make_shared<UDevice>();
   d->dev = std::move(*dev);
   open[name] = d;
   return d;
+}
+
+ibv_context* open_context(ibv_device* device, const std::string& addr) {
+  auto shared = open_shared(device->name, addr);
+  if (!shared) return fail<ibv_context>(shared.error());
+  auto* c = new UContext{};
+  c->shared = std::move(*shared);
+  c->dev = c->shared->dev.get();
+  ibv_context& ctx = c->vctx.context;
+  ctx.device = device;
+  // No kernel command channel: an fd on /dev/null, so programs may dup or poll it, and
+  // ibv_import_device fails cleanly with EOPNOTSUPP.
+  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  ctx.async_fd = c->dev->async_fd();
+  ctx.num_comp_vectors = 1;
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  c->vctx.sz = sizeof(verbs_context);
+  c->vctx.create_qp_ex = create_qp_ex;
+  c->vctx.create_cq_ex = create_cq_ex;
+  c->vctx.query_device_ex = query_device_ex;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ctx.ops = kOps;
+  return &ctx;
 }
 
 }  // namespace
@@ -108,28 +135,11 @@ const char* ibv_get_device_name(ibv_device* d) { return d->name; }
 __be64 ibv_get_device_guid(ibv_device*) { return htobe64(0x02000000000000a5ull); }
 int ibv_fork_init(void) { return 0; }
 
-ibv_context* ibv_open_device(ibv_device* device) {
-  auto shared = open_shared(device->name);
-  if (!shared) return fail<ibv_context>(shared.error());
-  auto* c = new UContext{};
-  c->shared = std::move(*shared);
-  c->dev = c->shared->dev.get();
-  ibv_context& ctx = c->vctx.context;
-  ctx.device = device;
-  // No kernel command channel: an fd on /dev/null, so programs may dup or poll it, and
-  // ibv_import_device fails cleanly with EOPNOTSUPP.
-  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  ctx.async_fd = c->dev->async_fd();
-  ctx.num_comp_vectors = 1;
-  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
-  c->vctx.sz = sizeof(verbs_context);
-  c->vctx.create_qp_ex = create_qp_ex;
-  c->vctx.create_cq_ex = create_cq_ex;
-  c->vctx.query_device_ex = query_device_ex;
-  pthread_mutex_init(&ctx.mutex, nullptr);
-  ctx.ops = kOps;
-  return &ctx;
-}
+ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, {}); }
+
+// For uroce's librdmacm: a context of uroce0, opened at `addr` if the process has not opened the
+// device yet (NULL or "": the default address).
+ibv_context* uroce_open_context_at(const char* addr) { return open_context(&g_device, addr ? addr : ""); }
 
 int ibv_close_device(ibv_context* ctx) {
   if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);
