@@ -1,0 +1,128 @@
+// uroce's librdmacm.so.1: rdma_cm ids, event channels and the IB CM as RoCE speaks it, on the
+// devices of uroce's libibverbs.so.1. The kernel's rdma_cm and librdmacm split this work between
+// them; here one library does both, with the CM (uroce::ConnectionManager) of the device's QP1
+// on the wire. Internal to the drop-in.
+#pragma once
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "uroce/cm.hpp"
+
+namespace uroce::compat::cma {
+
+inline constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY: the Q_Key of rdma_cm's UD ids
+inline constexpr uint16_t kRejConsumer = 28;      // IB CM REJ reason "consumer defined"
+
+struct EventBox {
+  rdma_cm_event ev{};          // first: programs hold &ev
+  std::vector<uint8_t> pdata;  // what ev.param's private_data points at
+};
+
+// An event channel: fd is an eventfd readable exactly while events wait (count 1, else 0).
+struct Channel {
+  rdma_event_channel ch{};
+  std::deque<EventBox*> queue;  // guarded by Registry::mu
+};
+
+// uroce0 as rdma_cm uses it: one per process, opened by the first id that needs a device and
+// kept while the process lives (as librdmacm keeps its devices), because programs may use PDs
+// and CQs of id->verbs after their ids are gone.
+struct CmDevice {
+  ibv_context* verbs = nullptr;
+  ibv_pd* pd = nullptr;  // for QPs created without one
+  Device* dev = nullptr;
+  std::unique_ptr<ConnectionManager> cm;
+  std::thread router;
+};
+
+enum class State : uint8_t {
+  Idle, Bound, AddrResolved, RouteResolved, Listening,
+  Connecting,   // active: REQ or SIDR_REQ sent
+  Replied,      // active: REP received, waiting for rdma_establish
+  Requested,    // passive: REQ received, waiting for rdma_accept or rdma_reject
+  Accepted,     // passive: REP sent, waiting for the RTU
+  Connected,
+  Disconnecting,  // our DREQ is out, not yet answered
+  Disconnected,   // DISCONNECTED reported
+  Closed,       // rejected, unreachable or failed
+};
+
+struct Id {
+  rdma_cm_id id{};              // first: programs hold &id
+  CmDevice* dev = nullptr;
+  State state = State::Idle;
+  bool sync = false;            // made without a channel: its calls wait for their events
+  bool passive = false;
+  std::optional<uint32_t> comm; // the CM's communication ID (a SIDR request's ID for UD)
+  uint16_t port = 0;            // our port, once bound
+  uint64_t service_id = 0;      // listening
+  uint32_t rq_psn = 0;          // the first PSN our QP receives
+  CmEvent offer;                // the peer's REQ (passive) or REP (active)
+  rdma_conn_param ours{};       // resources we asked for (connect) or gave (accept)
+  uint8_t tos = 0;
+  uint32_t qkey = kUdpQkey;
+  bool own_cqs = false;         // rdma_create_qp made id->send_cq and id->recv_cq
+  ibv_sa_path_rec path{};
+  // rdma_create_ep listeners: the QP every request gets in rdma_get_request.
+  std::optional<ibv_qp_init_attr> ep_qp;
+};
+
+// Every id and the maps the router dispatches by, under one lock.
+struct Registry {
+  std::mutex mu;
+  std::set<Id*> ids;
+  std::map<uint32_t, Id*> by_comm;
+  std::map<std::pair<int, uint16_t>, Id*> ports;  // (port space, port) -> the id bound there
+};
+Registry& registry();
+
+// device.cpp: the process's CmDevice, opened at `addr` ("" for the default address) by the first
+// caller; errno set and nullptr on failure.
+CmDevice* device(const std::string& addr);
+CmDevice* opened_device();  // nullptr until some id opened it
+// The address a device should take to reach dst (an IPv4 or IPv6 sockaddr), as the routing table
+// says; "" where the default address serves.
+std::string local_address_for(const sockaddr* dst);
+bool device_has(const CmDevice& d, const Gid& gid);
+std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
+
+// Addresses.
+std::optional<Gid> gid_of(const sockaddr* sa);
+uint16_t port_of(const sockaddr* sa);
+void set_sockaddr(sockaddr_storage& out, const Gid& gid, uint16_t port);
+socklen_t sockaddr_len(const sockaddr* sa);
+
+// events.cpp: queueing events on an id's channel (mu held; a connection request goes to its
+// listener's), and waiting for one (sync ids).
+EventBox* post(Id* id, rdma_cm_event_type type, int status = 0, Id* listen = nullptr);
+void set_conn_data(EventBox* e, const std::vector<uint8_t>& data, size_t skip = 0);
+Channel* new_channel();
+void drop_events(Id* id);       // mu held: the id's events still queued go away
+// Waits for the id's next event (sync ids); it becomes id->event. 0, or -1 with errno.
+int complete(Id* id, rdma_cm_event_type expect);
+// router.cpp: the router's handling of one CM event (mu held), and the route both sides keep.
+void dispatch(CmDevice& d, const CmEvent& e);
+void set_route(Id* id, const Gid& local, uint16_t local_port, const Gid& peer, uint16_t peer_port);
+void set_ah(const CmDevice& d, ibv_ah_attr& ah, const Gid& peer);
+
+// qp.cpp: the QP moves rdma_cm makes on the program's behalf.
+int qp_attr_for(Id* id, ibv_qp_attr* a, int* mask);  // a->qp_state says which
+int move_qp(Id* id, ibv_qp_state to);
+int ready_qp(Id* id);  // RTR then RTS with what the peer offered
+void qp_to_error(Id* id);
+
+inline Id* from(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
+inline Channel* from(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+
+}  // namespace uroce::compat::cma

@@ -1,0 +1,188 @@
+// Connecting ids: REQ/REP/RTU for RC and UC, SIDR for UD, with the RDMA IP CM header in front of
+// the program's private data, and the limits librdmacm enforces on its length.
+#include <cerrno>
+#include <random>
+
+#include "cm/ip_cm.hpp"
+#include "compat/cma/cma.hpp"
+
+namespace uroce::compat::cma {
+namespace {
+
+// Private data a program may send: the CM message's room, less the IP CM header where it goes.
+constexpr size_t kReqUser = 92 - cm::kIpCmHeaderBytes, kSidrReqUser = 216 - cm::kIpCmHeaderBytes;
+constexpr size_t kRepUser = 196, kSidrRepUser = 136, kRejUser = 148;
+
+int fail(int e) {
+  errno = e;
+  return -1;
+}
+
+uint32_t random_psn() {
+  static std::mt19937 rng(std::random_device{}());
+  return rng() & 0xffffff;
+}
+
+std::vector<uint8_t> user_data(const rdma_conn_param* p) {
+  if (!p || !p->private_data) return {};
+  auto* d = static_cast<const uint8_t*>(p->private_data);
+  return {d, d + p->private_data_len};
+}
+
+uint8_t clamp_rd_atom(const Id* id, uint8_t v) {
+  return uint8_t(std::min<uint32_t>(v, id->dev->dev->query_device().max_qp_rd_atom));
+}
+
+Gid local_gid(const Id* id) { return *gid_of(&id->id.route.addr.src_addr); }
+Gid peer_gid(const Id* id) { return *gid_of(&id->id.route.addr.dst_addr); }
+
+int connect_ud(Id* id, const rdma_conn_param* p) {
+  if (p && p->private_data_len > kSidrReqUser) return EINVAL;
+  auto data = ip_cm_private_data(local_gid(id), peer_gid(id), id->port, user_data(p));
+  uint16_t dport = port_of(&id->id.route.addr.dst_addr);
+  auto r = id->dev->cm->sidr_request(peer_gid(id), id->dev->dev->gid_index_for(peer_gid(id)),
+                                     ip_service_id(uint16_t(id->id.ps), dport), std::move(data));
+  if (!r) return r.error().code;
+  id->comm = *r;
+  return 0;
+}
+
+int connect_rc(Id* id, const rdma_conn_param* p) {
+  if (p && p->private_data_len > kReqUser) return EINVAL;
+  CmConnectParams c;
+  c.peer = peer_gid(id);
+  c.service_id = ip_service_id(uint16_t(id->id.ps), port_of(&id->id.route.addr.dst_addr));
+  c.type = id->id.qp_type == IBV_QPT_UC ? QpType::UC : QpType::RC;
+  c.qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+  c.srq = id->id.qp ? id->id.qp->srq != nullptr : p && p->srq;
+  c.rq_psn = id->rq_psn = random_psn();
+  c.mtu = id->dev->dev->query_port().active_mtu;
+  c.responder_resources = id->ours.responder_resources;
+  c.initiator_depth = id->ours.initiator_depth;
+  c.retry_count = id->ours.retry_count;
+  c.rnr_retry_count = id->ours.rnr_retry_count;
+  c.traffic_class = id->tos;
+  c.private_data = ip_cm_private_data(local_gid(id), c.peer, id->port, user_data(p));
+  auto r = id->dev->cm->connect(c);
+  if (!r) return r.error().code;
+  id->comm = *r;
+  return 0;
+}
+
+int accept_rc(Id* id, const rdma_conn_param* p) {
+  if (p && p->private_data_len > kRepUser) return EINVAL;
+  id->rq_psn = random_psn();
+  if (id->id.qp && ready_qp(id)) return errno;
+  CmAcceptParams a;
+  a.qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
+  a.srq = id->id.qp ? id->id.qp->srq != nullptr : p && p->srq;
+  a.rq_psn = id->rq_psn;
+  a.responder_resources = id->ours.responder_resources;
+  a.initiator_depth = id->ours.initiator_depth;
+  a.rnr_retry_count = id->ours.rnr_retry_count;
+  a.private_data = user_data(p);
+  if (Status s = id->dev->cm->accept(*id->comm, a); !s) return s.error().code;
+  return 0;
+}
+
+}  // namespace
+}  // namespace uroce::compat::cma
+
+using namespace uroce;
+using namespace uroce::compat::cma;
+
+extern "C" {
+
+int rdma_connect(rdma_cm_id* cid, rdma_conn_param* p) {
+  if (!cid) return fail(EINVAL);
+  Id* id = from(cid);
+  {
+    auto& r = registry();
+    std::lock_guard g(r.mu);
+    if (id->state != State::RouteResolved) return fail(EINVAL);
+    if (p) {
+      id->ours = *p;
+      id->ours.responder_resources = clamp_rd_atom(id, p->responder_resources);
+      id->ours.initiator_depth = clamp_rd_atom(id, p->initiator_depth);
+    } else {
+      id->ours = {};
+      id->ours.retry_count = id->ours.rnr_retry_count = 7;
+    }
+    int e = cid->qp_type == IBV_QPT_UD ? connect_ud(id, p) : connect_rc(id, p);
+    if (e) return fail(e);
+    id->state = State::Connecting;
+    r.by_comm[*id->comm] = id;
+  }
+  return id->sync ? complete(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
+}
+
+int rdma_accept(rdma_cm_id* cid, rdma_conn_param* p) {
+  if (!cid) return fail(EINVAL);
+  Id* id = from(cid);
+  {
+    std::lock_guard g(registry().mu);
+    if (id->state != State::Requested) return fail(EINVAL);
+    if (cid->qp_type == IBV_QPT_UD) {
+      if (p && p->private_data_len > kSidrRepUser) return fail(EINVAL);
+      uint32_t qpn = cid->qp ? cid->qp->qp_num : p ? p->qp_num : 0;
+      if (Status s = id->dev->cm->sidr_reply(*id->comm, id->offer.peer, qpn, id->qkey, 0, user_data(p)); !s)
+        return fail(s.error().code);
+      id->state = State::Connected;
+      return 0;
+    }
+    // Without parameters, the resources the peer asked for.
+    id->ours = p ? *p : rdma_conn_param{};
+    id->ours.responder_resources = clamp_rd_atom(id, p ? p->responder_resources : id->offer.initiator_depth);
+    id->ours.initiator_depth = clamp_rd_atom(id, p ? p->initiator_depth : id->offer.responder_resources);
+    id->ours.rnr_retry_count = p ? p->rnr_retry_count : 7;
+    if (int e = accept_rc(id, p)) return fail(e);
+    id->state = State::Accepted;
+  }
+  return id->sync ? complete(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
+}
+
+int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t private_data_len) {
+  if (!cid) return fail(EINVAL);
+  Id* id = from(cid);
+  auto& r = registry();
+  std::lock_guard g(r.mu);
+  if (id->state != State::Requested) return fail(EINVAL);
+  auto* d = static_cast<const uint8_t*>(private_data);
+  std::vector<uint8_t> data(d, d + (d ? private_data_len : 0));
+  bool ud = cid->qp_type == IBV_QPT_UD;
+  if (data.size() > (ud ? kSidrRepUser : kRejUser)) return fail(EINVAL);
+  // A UD request is refused with SIDR status 2, "rejected".
+  Status s = ud ? id->dev->cm->sidr_reply(*id->comm, id->offer.peer, 0, 0, 2, std::move(data))
+                : id->dev->cm->reject(*id->comm, kRejConsumer, std::move(data));
+  r.by_comm.erase(*id->comm);
+  id->state = State::Closed;
+  return s ? 0 : fail(s.error().code);
+}
+
+int rdma_establish(rdma_cm_id* cid) {
+  if (!cid) return fail(EINVAL);
+  Id* id = from(cid);
+  std::lock_guard g(registry().mu);
+  if (id->state != State::Replied) return fail(EINVAL);
+  if (Status s = id->dev->cm->establish(*id->comm); !s) return fail(s.error().code);
+  id->state = State::Connected;
+  return 0;
+}
+
+int rdma_disconnect(rdma_cm_id* cid) {
+  if (!cid) return fail(EINVAL);
+  Id* id = from(cid);
+  std::lock_guard g(registry().mu);
+  if (id->state == State::Disconnecting || id->state == State::Disconnected) {
+    qp_to_error(id);  // the DREQ is out, or the peer's is answered
+    return 0;
+  }
+  if (id->state != State::Connected && id->state != State::Accepted) return fail(EINVAL);
+  qp_to_error(id);
+  if (cid->qp_type == IBV_QPT_UD) return 0;
+  if (Status s = id->dev->cm->disconnect(*id->comm); !s) return fail(s.error().code);
+  id->state = State::Disconnecting;
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,149 @@
+// The process's device for rdma_cm, the addresses ids name, and the router thread that hands the
+// CM's events to ids.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "compat/cma/cma.hpp"
+#include "compat/objects.hpp"
+
+extern "C" ibv_context* uroce_open_context_at(const char* addr);
+
+namespace uroce::compat::cma {
+
+Registry& registry() {
+  static auto* r = new Registry;  // never destroyed: the router may run while the process exits
+  return *r;
+}
+
+namespace {
+std::mutex g_dev_mu;
+CmDevice* g_dev = nullptr;
+pid_t g_dev_pid = 0;
+
+void route(CmDevice* d) {
+  for (;;) {
+    auto e = d->cm->wait(-1);
+    if (!e) continue;
+    std::lock_guard g(registry().mu);
+    dispatch(*d, *e);
+  }
+}
+}  // namespace
+
+CmDevice* opened_device() {
+  std::lock_guard g(g_dev_mu);
+  return g_dev_pid == getpid() ? g_dev : nullptr;
+}
+
+CmDevice* device(const std::string& addr) {
+  std::lock_guard g(g_dev_mu);
+  if (g_dev && g_dev_pid == getpid()) return g_dev;
+  // First use, or a forked child: the parent's threads did not come along, so it opens its own.
+  auto* d = new CmDevice;
+  d->verbs = uroce_open_context_at(addr.c_str());
+  if (!d->verbs) {
+    delete d;
+    return nullptr;
+  }
+  d->dev = uctx(d->verbs)->dev;
+  d->pd = ibv_alloc_pd(d->verbs);
+  auto cm = ConnectionManager::open(*d->dev);
+  if (!d->pd || !cm) {
+    errno = cm ? errno : cm.error().code;
+    if (d->pd) ibv_dealloc_pd(d->pd);
+    ibv_close_device(d->verbs);
+    delete d;
+    return nullptr;
+  }
+  d->cm = std::move(*cm);
+  d->router = std::thread(route, d);
+  d->router.detach();
+  g_dev = d;
+  g_dev_pid = getpid();
+  return d;
+}
+
+bool device_has(const CmDevice& d, const Gid& gid) {
+  uint32_t n = d.dev->query_port().gid_tbl_len;
+  for (uint32_t i = 0; i < n; ++i)
+    if (auto g = d.dev->query_gid(int(i)); g && *g == gid) return true;
+  return false;
+}
+
+std::string local_address_for(const sockaddr* dst) {
+  if (const char* env = std::getenv("UROCE_ADDR"); env && *env) return "";
+  auto gid = gid_of(dst);
+  if (!gid) return "";
+  if (auto v4 = gid->ipv4()) {
+    if ((*v4 >> 24) == 127) return "";  // loopback: the first free 127.0.0.x
+  } else if (*gid == *Gid::parse("::1")) {
+    return "::1";
+  }
+  // Elsewhere, the source address the kernel's routing table picks for dst.
+  int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return "";
+  sockaddr_storage probe{};
+  set_sockaddr(probe, *gid, 4791);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  std::string out;
+  if (connect(s, reinterpret_cast<sockaddr*>(&probe), sockaddr_len(dst)) == 0 &&
+      getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0)
+    if (auto g = gid_of(reinterpret_cast<sockaddr*>(&local))) out = ip_string(*g);
+  close(s);
+  return out;
+}
+
+std::string ip_string(const Gid& gid) {
+  char buf[INET6_ADDRSTRLEN];
+  if (auto v4 = gid.ipv4()) {
+    in_addr a{htonl(*v4)};
+    return inet_ntop(AF_INET, &a, buf, sizeof buf);
+  }
+  return inet_ntop(AF_INET6, gid.raw.data(), buf, sizeof buf);
+}
+
+std::optional<Gid> gid_of(const sockaddr* sa) {
+  if (!sa) return std::nullopt;
+  if (sa->sa_family == AF_INET)
+    return Gid::from_ipv4(ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr));
+  if (sa->sa_family == AF_INET6) {
+    Gid g;
+    std::memcpy(g.raw.data(), &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, 16);
+    return g;
+  }
+  return std::nullopt;
+}
+
+uint16_t port_of(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
+void set_sockaddr(sockaddr_storage& out, const Gid& gid, uint16_t port) {
+  out = {};
+  if (auto v4 = gid.ipv4()) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&out);
+    s->sin_family = AF_INET;
+    s->sin_addr.s_addr = htonl(*v4);
+    s->sin_port = htons(port);
+  } else {
+    auto* s = reinterpret_cast<sockaddr_in6*>(&out);
+    s->sin6_family = AF_INET6;
+    std::memcpy(&s->sin6_addr, gid.raw.data(), 16);
+    s->sin6_port = htons(port);
+  }
+}
+
+socklen_t sockaddr_len(const sockaddr* sa) {
+  return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+}  // namespace uroce::compat::cma
