@@ -26,9 +26,9 @@ int rc_access(const Id* id) {
 }
 
 int rtr_attr(Id* id, ibv_qp_attr* a, int* mask) {
-  if (!has_offer(id)) return EINVAL;
   *mask = IBV_QP_STATE;
   if (id->id.qp_type == IBV_QPT_UD) return 0;
+  if (!has_offer(id)) return EINVAL;
   auto port = id->dev->dev->query_port();
   a->path_mtu = ibv_mtu(std::min<int>(int(port.active_mtu), id->passive ? int(id->offer.mtu) : int(port.active_mtu)));
   a->dest_qp_num = id->offer.remote_qpn;

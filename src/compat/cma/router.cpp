@@ -50,6 +50,7 @@ void on_request(CmDevice& d, const CmEvent& e) {
   c->id.verbs = d.verbs;
   c->id.context = l->id.context;
   c->id.ps = l->id.ps;
+  c->id.port_num = 1;
   c->id.qp_type = ud ? IBV_QPT_UD : e.qp_type == QpType::UC ? IBV_QPT_UC : IBV_QPT_RC;
   c->dev = &d;
   c->passive = true;
