@@ -169,20 +169,23 @@ int rdma_establish(rdma_cm_id* cid) {
   return 0;
 }
 
+// A synchronous id waits for its DISCONNECTED event, as librdmacm's does: the DREP to our DREQ,
+// or the peer's DREQ already answered.
 int rdma_disconnect(rdma_cm_id* cid) {
   if (!cid) return fail(EINVAL);
   Id* id = from(cid);
-  std::lock_guard g(registry().mu);
-  if (id->state == State::Disconnecting || id->state == State::Disconnected) {
-    qp_to_error(id);  // the DREQ is out, or the peer's is answered
-    return 0;
+  {
+    std::lock_guard g(registry().mu);
+    bool connected = id->state == State::Connected || id->state == State::Accepted;
+    if (!connected && id->state != State::Disconnecting && id->state != State::Disconnected) return fail(EINVAL);
+    qp_to_error(id);
+    if (cid->qp_type == IBV_QPT_UD) return 0;
+    if (connected) {
+      if (Status s = id->dev->cm->disconnect(*id->comm); !s) return fail(s.error().code);
+      id->state = State::Disconnecting;
+    }
   }
-  if (id->state != State::Connected && id->state != State::Accepted) return fail(EINVAL);
-  qp_to_error(id);
-  if (cid->qp_type == IBV_QPT_UD) return 0;
-  if (Status s = id->dev->cm->disconnect(*id->comm); !s) return fail(s.error().code);
-  id->state = State::Disconnecting;
-  return 0;
+  return id->sync ? complete(id, RDMA_CM_EVENT_DISCONNECTED) : 0;
 }
 
 }  // extern "C"
