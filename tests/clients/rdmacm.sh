@@ -1,0 +1,91 @@
+#!/bin/sh
+# rdma_cm programs (Debian's rdmacm-utils and perftest), unmodified, between two uroce processes
+# through uroce-run: rping -v (every payload checked on both sides), ucmatose (RC), udaddy (UD
+# over SIDR), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, and rping
+# to a port nobody listens on (rejected, reason 8, as the kernel reports it).
+#   usage: rdmacm.sh BIN_DIR
+BIN=$1
+command -v rping >/dev/null || { echo "SKIP: rping is not installed (Debian: rdmacm-utils)"; exit 77; }
+RUN="$BIN/uroce-run --"
+# The server's device takes an address of its own, so that parallel tests do not meet it.
+SADDR=127.0.$(( 100 + $$ % 100 )).$(( 2 + $$ % 200 ))
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+# Starts a server in the background and waits until its device is bound (bounded).
+serve() {  # name command...
+  name=$1; shift
+  UROCE_ADDR=$SADDR timeout 60 $RUN "$@" > "$TMP/$name.server" 2>&1 &
+  spid=$!
+  i=0
+  while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+}
+# Runs a client; a server not yet listening (rejected, reason 8) is tried again, a bounded few times.
+client() {  # name command...
+  name=$1; shift
+  for try in 1 2 3 4 5; do
+    timeout 60 $RUN "$@" > "$TMP/$name.client" 2>&1; crc=$?
+    grep -q "REJECTED, error 8\|REJECTED, status 8\|Connection refused" "$TMP/$name.client" || break
+  done
+  wait $spid; src=$?
+}
+report() {  # name ok-condition-result description
+  if [ "$2" = 0 ]; then echo "ok - $3"; else
+    echo "FAIL: $3 (client $crc, server $src)"; tail -5 "$TMP/$1.client"; tail -5 "$TMP/$1.server"; fail=1; fi
+}
+
+serve rping rping -s -v -C 20 -a "$SADDR"
+client rping rping -c -v -C 20 -a "$SADDR"
+ok=1
+[ $crc = 0 ] && [ $src = 0 ] && ok=0
+for i in $(seq 0 19); do  # rping's payload i: "rdma-ping-i: " then 26+ letters from 'A'+i, on both sides
+  grep -q "^ping data: rdma-ping-$i: " "$TMP/rping.client" || ok=1
+  grep -q "^server ping data: rdma-ping-$i: " "$TMP/rping.server" || ok=1
+done
+report rping $ok "rping -v -C 20: 20 payloads on both sides"
+
+serve ucmatose ucmatose -b "$SADDR" -c 4 -C 20
+client ucmatose ucmatose -s "$SADDR" -c 4 -C 20
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "return status 0" "$TMP/ucmatose.client" && ok=0
+report ucmatose $ok "ucmatose: 4 RC connections, 20 messages each way"
+
+serve udaddy udaddy -b "$SADDR" -c 4 -C 20
+client udaddy udaddy -s "$SADDR" -c 4 -C 20
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "return status 0" "$TMP/udaddy.client" && ok=0
+report udaddy $ok "udaddy: 4 UD ids resolved over SIDR, 20 datagrams each way"
+
+serve rdma_server rdma_server -s "$SADDR"
+client rdma_server rdma_client -s "$SADDR"
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "end 0" "$TMP/rdma_server.client" && grep -q "end 0" "$TMP/rdma_server.server" && ok=0
+report rdma_server $ok "rdma_server/rdma_client: synchronous endpoints"
+
+# cmtime's server serves until it is stopped; the client's 20 connections are the test.
+serve cmtime cmtime -b "$SADDR" -c 20
+timeout 60 $RUN cmtime -s "$SADDR" -c 20 > "$TMP/cmtime.client" 2>&1; crc=$?
+kill $spid 2>/dev/null; { wait $spid; } 2>/dev/null; src=0
+ok=1; [ $crc = 0 ] && grep -q "^connect " "$TMP/cmtime.client" && grep -q "^disconnect " "$TMP/cmtime.client" && ok=0
+report cmtime $ok "cmtime -c 20: $(awk '/^connect / {print $NF " us per connection"}' "$TMP/cmtime.client")"
+
+if command -v ib_send_bw >/dev/null; then
+  for t in "ib_send_bw -n 200" "ib_read_lat -n 200" "ib_write_bw -n 200"; do
+    name=$(echo "$t" | cut -d' ' -f1)
+    serve "$name" $t -R
+    client "$name" $t -R "$SADDR"
+    ok=1; [ $crc = 0 ] && [ $src = 0 ] && ok=0
+    report "$name" $ok "perftest $t -R (rdma_cm connection)"
+  done
+fi
+
+# No listener at that port: the peer's CM rejects with reason 8, which rping reports.
+UROCE_ADDR=$SADDR timeout 30 $RUN rping -s -a "$SADDR" -p 7999 -C 1 > "$TMP/refused.server" 2>&1 &
+spid=$!
+i=0
+while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+timeout 30 $RUN rping -c -a "$SADDR" -p 7998 -C 1 > "$TMP/refused.client" 2>&1; crc=$?
+kill $spid 2>/dev/null; { wait $spid; } 2>/dev/null; src=0
+ok=1; [ $crc != 0 ] && grep -q "RDMA_CM_EVENT_REJECTED, error 8" "$TMP/refused.client" && ok=0
+report refused $ok "rping to a port nobody listens on: RDMA_CM_EVENT_REJECTED, error 8"
+
+[ $fail = 0 ] && echo "rdmacm: rdma_cm programs run on uroce"
+exit $fail

@@ -1,0 +1,205 @@
+/* librdmacm's API on uroce, built against Debian's librdmacm-dev and run through uroce-run:
+ * the exact events, statuses, errnos and private data a program sees, in one process (the
+ * listener and the connecting ids share the device, whose CM answers itself).
+ * Prints "rdmacm_errors: N passed, 0 failed". */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/rdma_cma.h>
+
+static int passed, failed;
+#define CHECK(cond, ...)                              \
+  do {                                                \
+    if (cond) {                                       \
+      passed++;                                       \
+    } else {                                          \
+      failed++;                                       \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
+      printf(__VA_ARGS__);                            \
+      printf("\n");                                   \
+    }                                                 \
+  } while (0)
+
+static struct rdma_event_channel* ch;
+static struct sockaddr_in server;
+
+/* The next event, which must be of type `want`; its status is returned through *status. */
+static struct rdma_cm_event* expect(enum rdma_cm_event_type want) {
+  struct rdma_cm_event* ev = NULL;
+  if (rdma_get_cm_event(ch, &ev)) {
+    CHECK(0, "rdma_get_cm_event: %s", strerror(errno));
+    return NULL;
+  }
+  CHECK(ev->event == want, "got %s, wanted %s (status %d)", rdma_event_str(ev->event), rdma_event_str(want),
+        ev->status);
+  return ev;
+}
+
+static void ack(struct rdma_cm_event* ev) {
+  if (ev) rdma_ack_cm_event(ev);
+}
+
+static struct rdma_cm_id* resolved_client(struct sockaddr_in* to) {
+  struct rdma_cm_id* id = NULL;
+  CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "create_id");
+  CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr*)to, 2000) == 0, "resolve_addr: %s", strerror(errno));
+  ack(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+  CHECK(rdma_resolve_route(id, 2000) == 0, "resolve_route");
+  ack(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
+  return id;
+}
+
+static void fill(uint8_t* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 7);
+}
+
+static void check_devices_and_channel(void) {
+  int n = 0;
+  struct ibv_context** list = rdma_get_devices(&n);
+  CHECK(list && n == 1 && list[0] && !strcmp(ibv_get_device_name(list[0]->device), "uroce0"), "rdma_get_devices");
+  rdma_free_devices(list);
+  struct rdma_event_channel* c = rdma_create_event_channel();
+  fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+  struct rdma_cm_event* ev;
+  errno = 0;
+  CHECK(rdma_get_cm_event(c, &ev) == -1 && errno == EAGAIN, "non-blocking channel: EAGAIN, got %s", strerror(errno));
+  rdma_destroy_event_channel(c);
+}
+
+static void check_reject_with_private_data(void) {
+  struct rdma_cm_id* id = resolved_client(&server);
+  uint8_t big[57], rej[20];
+  struct rdma_conn_param p = {.private_data = big, .private_data_len = 57, .responder_resources = 1,
+                              .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7, .qp_num = 0x123};
+  errno = 0;
+  CHECK(rdma_connect(id, &p) == -1 && errno == EINVAL, "57 bytes of REQ private data: EINVAL, got %s",
+        strerror(errno));
+  fill(big, 56, 3);
+  p.private_data_len = 56;
+  CHECK(rdma_connect(id, &p) == 0, "connect: %s", strerror(errno));
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  if (ev) {
+    CHECK(ev->param.conn.private_data_len >= 56 && !memcmp(ev->param.conn.private_data, big, 56),
+          "REQ private data arrives byte for byte after the IP CM header (len %d)", ev->param.conn.private_data_len);
+    CHECK(ev->param.conn.qp_num == 0x123, "REQ names the QPN, got %#x", ev->param.conn.qp_num);
+    fill(rej, sizeof rej, 9);
+    errno = 0;
+    CHECK(rdma_accept(id, NULL) == -1 && errno == EINVAL, "accept on an active id: EINVAL");
+    CHECK(rdma_reject(ev->id, rej, sizeof rej) == 0, "reject");
+    struct rdma_cm_id* req = ev->id;
+    ack(ev);
+    rdma_destroy_id(req);
+  }
+  ev = expect(RDMA_CM_EVENT_REJECTED);
+  if (ev) {
+    CHECK(ev->status == 28, "REJ by the consumer: status 28, got %d", ev->status);
+    CHECK(ev->param.conn.private_data_len >= sizeof rej && !memcmp(ev->param.conn.private_data, rej, sizeof rej),
+          "REJ private data byte for byte");
+  }
+  ack(ev);
+  rdma_destroy_id(id);
+}
+
+static void check_accept_and_disconnect(void) {
+  struct rdma_cm_id* id = resolved_client(&server);
+  uint8_t rep[196];
+  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+                              .rnr_retry_count = 7, .qp_num = 0x456};
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* req = ev ? ev->id : NULL;
+  ack(ev);
+  if (!req) return;
+  CHECK(rdma_get_dst_port(req) != 0 && rdma_get_src_port(req) == server.sin_port, "request ports");
+  fill(rep, sizeof rep, 5);
+  struct rdma_conn_param a = {.private_data = rep, .private_data_len = 196, .responder_resources = 1,
+                              .initiator_depth = 1, .rnr_retry_count = 7, .qp_num = 0x789};
+  CHECK(rdma_accept(req, &a) == 0, "accept: %s", strerror(errno));
+  /* No QP on the active id: the program moves its QP and calls rdma_establish. */
+  ev = expect(RDMA_CM_EVENT_CONNECT_RESPONSE);
+  if (ev) {
+    CHECK(ev->param.conn.qp_num == 0x789, "REP names the QPN, got %#x", ev->param.conn.qp_num);
+    CHECK(ev->param.conn.private_data_len == 196 && !memcmp(ev->param.conn.private_data, rep, 196),
+          "REP private data byte for byte");
+  }
+  ack(ev);
+  CHECK(rdma_establish(id) == 0, "establish");
+  ack(expect(RDMA_CM_EVENT_ESTABLISHED)); /* the passive side, on the RTU */
+  CHECK(rdma_disconnect(id) == 0, "disconnect");
+  /* Both sides report DISCONNECTED once: the passive on the DREQ, the active on the DREP. */
+  int seen_active = 0, seen_passive = 0;
+  for (int i = 0; i < 2; i++) {
+    ev = expect(RDMA_CM_EVENT_DISCONNECTED);
+    if (ev && ev->id == id) seen_active++;
+    if (ev && ev->id == req) seen_passive++;
+    ack(ev);
+  }
+  CHECK(seen_active == 1 && seen_passive == 1, "DISCONNECTED on each side once");
+  CHECK(rdma_disconnect(req) == 0, "disconnect after the peer's DREQ");
+  rdma_destroy_id(req);
+  rdma_destroy_id(id);
+}
+
+static void check_no_listener(void) {
+  struct sockaddr_in to = server;
+  to.sin_port = htons(ntohs(server.sin_port) + 1);
+  struct rdma_cm_id* id = resolved_client(&to);
+  struct rdma_conn_param p = {.retry_count = 7, .rnr_retry_count = 7, .qp_num = 1};
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_REJECTED);
+  CHECK(ev && ev->status == 8, "no listener: REJ reason 8 (invalid service ID), got %d", ev ? ev->status : -1);
+  ack(ev);
+  rdma_destroy_id(id);
+}
+
+static void check_peer_gone(const char* addr) {
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(7174)};
+  inet_pton(AF_INET, addr, &to.sin_addr);
+  struct rdma_cm_id* id = resolved_client(&to);
+  struct rdma_conn_param p = {.retry_count = 7, .rnr_retry_count = 7, .qp_num = 1};
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_UNREACHABLE);
+  CHECK(ev && ev->status == -ETIMEDOUT, "nobody answers: UNREACHABLE, -ETIMEDOUT, got %d", ev ? ev->status : 0);
+  ack(ev);
+  rdma_destroy_id(id);
+}
+
+int main(int argc, char** argv) {
+  const char* gone = argc > 1 ? argv[1] : "127.0.0.254";
+  check_devices_and_channel();
+  ch = rdma_create_event_channel();
+  struct rdma_cm_id* listen_id = NULL;
+  CHECK(rdma_create_id(ch, &listen_id, NULL, RDMA_PS_TCP) == 0, "create_id");
+  struct sockaddr_in any = {.sin_family = AF_INET};
+  CHECK(rdma_bind_addr(listen_id, (struct sockaddr*)&any) == 0, "bind");
+  CHECK(rdma_listen(listen_id, 8) == 0, "listen: %s", strerror(errno));
+  struct rdma_cm_id* dup = NULL;
+  rdma_create_id(ch, &dup, NULL, RDMA_PS_TCP);
+  struct sockaddr_in same = {.sin_family = AF_INET, .sin_port = rdma_get_src_port(listen_id)};
+  errno = 0;
+  CHECK(rdma_bind_addr(dup, (struct sockaddr*)&same) == -1 && errno == EADDRINUSE, "port taken: EADDRINUSE");
+  errno = 0;
+  CHECK(rdma_connect(dup, NULL) == -1 && errno == EINVAL, "connect before resolving: EINVAL");
+  rdma_destroy_id(dup);
+  /* The listener's address: the device's, with the port it took. */
+  struct ibv_context** list = rdma_get_devices(NULL);
+  union ibv_gid gid;
+  ibv_query_gid(list[0], 1, 0, &gid);
+  rdma_free_devices(list);
+  server.sin_family = AF_INET;
+  memcpy(&server.sin_addr, gid.raw + 12, 4);
+  server.sin_port = rdma_get_src_port(listen_id);
+
+  check_reject_with_private_data();
+  check_accept_and_disconnect();
+  check_no_listener();
+  check_peer_gone(gone);
+  rdma_destroy_id(listen_id);
+  rdma_destroy_event_channel(ch);
+  printf("rdmacm_errors: %d passed, %d failed\n", passed, failed);
+  return failed != 0;
+}
