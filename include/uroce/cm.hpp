@@ -27,6 +27,15 @@ uint64_t ip_service_id(uint16_t port_space, uint16_t port);
 std::vector<uint8_t> ip_cm_private_data(const Gid& src, const Gid& dst, uint16_t src_port,
                                         std::span<const uint8_t> user = {});
 
+// What the RDMA IP CM header at the front of a REQ's (or SIDR_REQ's) private data says: both
+// addresses and the sender's port. nullopt if the data holds no such header.
+inline constexpr size_t kIpCmHeaderBytes = 36;
+struct IpCmAddresses {
+  Gid src, dst;
+  uint16_t src_port = 0;
+};
+std::optional<IpCmAddresses> read_ip_cm_private_data(std::span<const uint8_t> data);
+
 struct CmConnectParams {
   Gid peer;
   std::optional<uint8_t> sgid_index;  // unset: our first GID of the peer's IP version

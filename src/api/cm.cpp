@@ -36,10 +36,17 @@ uint64_t ip_service_id(uint16_t port_space, uint16_t port) {
 
 std::vector<uint8_t> ip_cm_private_data(const Gid& src, const Gid& dst, uint16_t src_port,
                                         std::span<const uint8_t> user) {
+  static_assert(kIpCmHeaderBytes == cm::kIpCmHeaderBytes);
   std::vector<uint8_t> d(cm::kIpCmHeaderBytes);
   cm::write_ip_cm_header({0, uint8_t(src.ipv4() ? 4 : 6), src_port, src, dst}, d);
   d.insert(d.end(), user.begin(), user.end());
   return d;
+}
+
+std::optional<IpCmAddresses> read_ip_cm_private_data(std::span<const uint8_t> data) {
+  auto h = cm::read_ip_cm_header(data);
+  if (!h) return std::nullopt;
+  return IpCmAddresses{h->src, h->dst, h->src_port};
 }
 
 const char* to_string(CmEventType t) {

@@ -3,14 +3,13 @@
 #include <cerrno>
 #include <random>
 
-#include "cm/ip_cm.hpp"
 #include "compat/cma/cma.hpp"
 
 namespace uroce::compat::cma {
 namespace {
 
 // Private data a program may send: the CM message's room, less the IP CM header where it goes.
-constexpr size_t kReqUser = 92 - cm::kIpCmHeaderBytes, kSidrReqUser = 216 - cm::kIpCmHeaderBytes;
+constexpr size_t kReqUser = 92 - kIpCmHeaderBytes, kSidrReqUser = 216 - kIpCmHeaderBytes;
 constexpr size_t kRepUser = 196, kSidrRepUser = 136, kRejUser = 148;
 
 int fail(int e) {

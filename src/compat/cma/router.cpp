@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cm/ip_cm.hpp"
 #include "compat/cma/cma.hpp"
 
 namespace uroce::compat::cma {
@@ -38,7 +37,7 @@ void on_request(CmDevice& d, const CmEvent& e) {
   auto& r = registry();
   auto* l = reinterpret_cast<Id*>(e.listener);
   bool ud = e.type == CmEventType::SidrRequest;
-  auto hdr = cm::read_ip_cm_header(e.private_data);
+  auto hdr = read_ip_cm_private_data(e.private_data);
   if (!r.ids.count(l) || l->state != State::Listening || !hdr) {
     if (ud)
       (void)d.cm->sidr_reply(e.id, e.peer, 0, 0, 2);
@@ -68,10 +67,10 @@ void on_request(CmDevice& d, const CmEvent& e) {
   if (!ud) r.by_comm[e.id] = c;
   EventBox* b = post(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, l);
   if (ud) {
-    set_conn_data(b, e.private_data, cm::kIpCmHeaderBytes);
+    set_conn_data(b, e.private_data, kIpCmHeaderBytes);
     set_ah(d, b->ev.param.ud.ah_attr, e.peer);
   } else {
-    set_conn(b, e, cm::kIpCmHeaderBytes);
+    set_conn(b, e, kIpCmHeaderBytes);
   }
 }
 
