@@ -204,6 +204,51 @@ cm_case() {  # role
   finish "CM connect and disconnect with rdma_cm (rping)" "$role" "$tag" $rc
 }
 
+# rdma_cm programs unmodified on both sides: rdma-core's on uroce through uroce-run (its
+# librdmacm.so.1) here, the same on the kernel's rdma_cm in the guest. The guest's listener is
+# ready once rdma_cm lists it; a guest client that fails while uroce's server still waits (not
+# yet listening) runs again, a bounded few times.
+rdmacm_case() {  # role server[:client] port "server args" "client args" client-regex server-regex label
+  local role=$1 sprog=${2%%:*} cprog=${2##*:} port=$3 sargs=$4 cargs=$5 cre=$6 sre=$7 label=$8 rc=0 i hp
+  local tag="rdmacm-$sprog-uroce-$role$SUFFIX" client_log server_log
+  if [ "$role" = client ]; then
+    client_log=host server_log=guest
+    guest "timeout 60 $sprog $sargs > /tmp/$tag.log 2>&1 &"
+    guest "i=0; while [ \$i -lt 200 ] && ! rdma resource show cm_id | grep -q 'LISTEN.*:$port'; do sleep 0.1; i=\$((i+1)); done"
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-run" -- $cprog $cargs > "$OUT/$tag.host.log" 2>&1 || rc=1
+    guest_exited "$sprog" || rc=1
+  else
+    client_log=guest server_log=host
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-run" -- $sprog $sargs > "$OUT/$tag.host.log" 2>&1 &
+    hp=$!
+    # uroce's device is up once its UDP port 4791 is bound (0x12B7).
+    ip netns exec "$NS" sh -c 'i=0; while [ $i -lt 200 ] && ! grep -qs ":12B7 " /proc/net/udp; do sleep 0.05; i=$((i+1)); done'
+    for i in 1 2 3 4 5; do
+      guest "timeout 30 $cprog $cargs > /tmp/$tag.log 2>&1; echo exit=\$?" | grep -q "exit=0" && break
+      kill -0 $hp 2> /dev/null || break
+      sleep 0.3
+    done
+    wait $hp || rc=1
+  fi
+  guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+  grep -Eq "$cre" "$OUT/$tag.$client_log.log" || rc=1
+  grep -Eq "$sre" "$OUT/$tag.$server_log.log" || rc=1
+  finish "$label" "$role" "$tag" $rc
+}
+
+rdmacm_cases() {  # role: uroce is the rdma_cm client or server
+  local role=$1 me=10.99.0.2
+  [ "$role" = server ] && me=10.99.0.1
+  rdmacm_case "$role" rping 7174 "-s -v -C 10 -a $me" "-c -v -C 10 -a $me" "^ping data: rdma-ping-9: J" \
+    "^server ping data: rdma-ping-9: J" "rping -v -C 10 over rdma_cm (REQ/REP/RTU, SEND, READ, WRITE, DREQ)"
+  rdmacm_case "$role" udaddy 7174 "-b $me -C 10" "-s $me -C 10" "return status 0" "return status 0" \
+    "udaddy -C 10 over rdma_cm (SIDR, UD datagrams)"
+  rdmacm_case "$role" rdma_server:rdma_client 7471 "-s $me" "-s $me" "end 0" "end 0" \
+    "rdma_server/rdma_client (synchronous endpoints)"
+  rdmacm_case "$role" ib_send_bw 18515 "-R -s 8192 -n 100" "-R -s 8192 -n 100 $me" "^ 8192 +100 " "^ 8192 +100 " \
+    "perftest ib_send_bw -R (rdma_cm connection, 8 KiB x 100)"
+}
+
 all_cases() {
   TRANSPORT=rc
   for size in 64 1024 4096 10000; do send_both $size 20; done
@@ -237,6 +282,8 @@ all_cases() {
 
   cm_case client
   cm_case server
+  rdmacm_cases client
+  rdmacm_cases server
 }
 
 uploaded=no
