@@ -16,7 +16,7 @@ fail=0
 # Starts a server in the background and waits until its device is bound (bounded).
 serve() {  # name command...
   name=$1; shift
-  UROCE_ADDR=$SADDR timeout 60 $RUN "$@" > "$TMP/$name.server" 2>&1 &
+  UROCE_ADDR=$SADDR timeout ${STIME:-60} $RUN "$@" > "$TMP/$name.server" 2>&1 &
   spid=$!
   i=0
   while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
@@ -35,7 +35,7 @@ client() {  # name command...
 }
 report() {  # name ok-condition-result description
   if [ "$2" = 0 ]; then echo "ok - $3"; else
-    echo "FAIL: $3 (client $crc, server $src)"; tail -5 "$TMP/$1.client"; tail -5 "$TMP/$1.server"; fail=1; fi
+    echo "FAIL: $3 (client $crc, server $src)"; tail -12 "$TMP/$1.client"; tail -5 "$TMP/$1.server"; fail=1; fi
 }
 
 serve rping rping -s -v -C 20 -a "$SADDR"
@@ -73,8 +73,17 @@ report cmtime $ok "cmtime -c 20: $(awk '/^connect / {print $NF " us per connecti
 if command -v ib_send_bw >/dev/null; then
   for t in "ib_send_bw -n 200" "ib_read_lat -n 200" "ib_write_bw -n 200"; do
     name=$(echo "$t" | cut -d' ' -f1)
-    serve "$name" $t -R
-    client "$name" $t -R "$SADDR"
+    # perftest 4.5-0.17 listens for its data connection only after the control exchange; a
+    # client that asks first is rejected (reason 8), and the retry perftest then makes crashes
+    # in its own clean-up (fixed upstream). Such a pair starts again, at most three times.
+    for pair in 1 2 3; do
+      STIME=20 serve "$name" $t -R
+      client "$name" $t -R "$SADDR"
+      [ $crc = 0 ] && [ $src = 0 ] && break
+      grep -q "REJECTED; error: 8" "$TMP/$name.client" || break
+      kill $spid 2>/dev/null; { wait $spid; } 2>/dev/null
+      echo "## perftest $t -R: pair $pair met perftest's listener race (REJECTED, error 8); again"
+    done
     ok=1; [ $crc = 0 ] && [ $src = 0 ] && ok=0
     report "$name" $ok "perftest $t -R (rdma_cm connection)"
   done

@@ -168,6 +168,31 @@ static void check_peer_gone(const char* addr) {
   rdma_destroy_id(id);
 }
 
+/* Addresses: rdma_getaddrinfo takes them from the hints when node and service are NULL; once the
+ * device has its address, a loopback address binds (as the kernel binds it to any device) and an
+ * address the device does not hold does not. */
+static void check_addresses(void) {
+  struct rdma_addrinfo* res = NULL;
+  errno = 0;
+  CHECK(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL, "getaddrinfo(NULL, NULL, NULL): EINVAL");
+  struct rdma_addrinfo hints = {.ai_dst_addr = (struct sockaddr*)&server, .ai_dst_len = sizeof server};
+  CHECK(rdma_getaddrinfo(NULL, NULL, &hints, &res) == 0 && res->ai_family == AF_INET && res->ai_dst_len == sizeof server &&
+            !memcmp(res->ai_dst_addr, &server, sizeof server) && !res->ai_src_addr,
+        "getaddrinfo(NULL, NULL, hints): the hints' destination");
+  if (res) rdma_freeaddrinfo(res);
+  struct rdma_cm_id* id = NULL;
+  CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0, "create_id");
+  struct sockaddr_in lo = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+  CHECK(rdma_bind_addr(id, (struct sockaddr*)&lo) == 0 && id->verbs, "bind 127.0.0.1: %s", strerror(errno));
+  rdma_destroy_id(id);
+  CHECK(rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) == 0, "create_id");
+  struct sockaddr_in other = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0xc0000201)}; /* 192.0.2.1 */
+  errno = 0;
+  CHECK(rdma_bind_addr(id, (struct sockaddr*)&other) == -1 && errno == EADDRNOTAVAIL,
+        "bind an address the device does not hold: EADDRNOTAVAIL, got %s", strerror(errno));
+  rdma_destroy_id(id);
+}
+
 int main(int argc, char** argv) {
   const char* gone = argc > 1 ? argv[1] : "127.0.0.254";
   check_devices_and_channel();
@@ -194,6 +219,7 @@ int main(int argc, char** argv) {
   memcpy(&server.sin_addr, gid.raw + 12, 4);
   server.sin_port = rdma_get_src_port(listen_id);
 
+  check_addresses();
   check_reject_with_private_data();
   check_accept_and_disconnect();
   check_no_listener();

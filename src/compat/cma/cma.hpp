@@ -94,6 +94,7 @@ CmDevice* opened_device();  // nullptr until some id opened it
 // The address a device should take to reach dst (an IPv4 or IPv6 sockaddr), as the routing table
 // says; "" where the default address serves.
 std::string local_address_for(const sockaddr* dst);
+bool address_from_env();  // UROCE_ADDR is set: the device sits there, whatever ids name
 bool device_has(const CmDevice& d, const Gid& gid);
 std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
 

@@ -76,8 +76,12 @@ bool device_has(const CmDevice& d, const Gid& gid) {
   return false;
 }
 
+bool address_from_env() {
+  const char* env = std::getenv("UROCE_ADDR");
+  return env && *env;
+}
+
 std::string local_address_for(const sockaddr* dst) {
-  if (const char* env = std::getenv("UROCE_ADDR"); env && *env) return "";
   auto gid = gid_of(dst);
   if (!gid) return "";
   if (auto v4 = gid->ipv4()) {

@@ -44,39 +44,41 @@ void rdma_freeaddrinfo(rdma_addrinfo* res) {
 }
 
 // As librdmacm: getaddrinfo's answer for node and service, as the source of a passive endpoint
-// or the destination of an active one; getaddrinfo's error codes pass through.
+// or the destination of an active one, or, with neither, the addresses the hints carry;
+// getaddrinfo's error codes pass through.
 int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (!res || (!node && !service)) return fail(EINVAL);
-  addrinfo h{};
+  bool from_hints = !node && !service;
+  if (!res || (from_hints && !(hints && (hints->ai_src_addr || hints->ai_dst_addr)))) return fail(EINVAL);
   int flags = hints ? hints->ai_flags : 0;
-  if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
-  if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
-  if (hints && (hints->ai_family == AF_INET || hints->ai_family == AF_INET6)) h.ai_family = hints->ai_family;
-  h.ai_socktype = SOCK_STREAM;
   addrinfo* ai = nullptr;
-  if (int rc = getaddrinfo(node, service, &h, &ai)) return rc;
+  if (!from_hints) {
+    addrinfo h{};
+    if (flags & RAI_PASSIVE) h.ai_flags |= AI_PASSIVE;
+    if (flags & RAI_NUMERICHOST) h.ai_flags |= AI_NUMERICHOST;
+    if (hints && (hints->ai_family == AF_INET || hints->ai_family == AF_INET6)) h.ai_family = hints->ai_family;
+    h.ai_socktype = SOCK_STREAM;
+    if (int rc = getaddrinfo(node, service, &h, &ai)) return rc;
+  }
   auto* r = static_cast<rdma_addrinfo*>(std::calloc(1, sizeof(rdma_addrinfo)));
   if (!r) {
-    freeaddrinfo(ai);
+    if (ai) freeaddrinfo(ai);
     return fail(ENOMEM);
   }
   r->ai_flags = flags;
-  r->ai_family = ai->ai_family;
   r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
   r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type
                   : r->ai_port_space == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-  if (flags & RAI_PASSIVE) {
-    r->ai_src_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-    r->ai_src_len = ai->ai_addrlen;
-  } else {
-    r->ai_dst_addr = copy_addr(ai->ai_addr, ai->ai_addrlen);
-    r->ai_dst_len = ai->ai_addrlen;
-    if (hints && hints->ai_src_addr) {
-      r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
-      r->ai_src_len = hints->ai_src_len;
-    }
-  }
-  freeaddrinfo(ai);
+  auto set = [](sockaddr*& to, socklen_t& len, const sockaddr* from, socklen_t from_len) {
+    to = copy_addr(from, from_len);
+    len = from_len;
+  };
+  if (ai && (flags & RAI_PASSIVE)) set(r->ai_src_addr, r->ai_src_len, ai->ai_addr, ai->ai_addrlen);
+  if (ai && !(flags & RAI_PASSIVE)) set(r->ai_dst_addr, r->ai_dst_len, ai->ai_addr, ai->ai_addrlen);
+  if (hints && hints->ai_src_addr && !r->ai_src_len) set(r->ai_src_addr, r->ai_src_len, hints->ai_src_addr, hints->ai_src_len);
+  if (hints && hints->ai_dst_addr && !r->ai_dst_len) set(r->ai_dst_addr, r->ai_dst_len, hints->ai_dst_addr, hints->ai_dst_len);
+  const sockaddr* any = r->ai_dst_addr ? r->ai_dst_addr : r->ai_src_addr;
+  r->ai_family = ai ? ai->ai_family : any ? any->sa_family : AF_UNSPEC;
+  if (ai) freeaddrinfo(ai);
   if ((r->ai_src_len && !r->ai_src_addr) || (r->ai_dst_len && !r->ai_dst_addr)) {
     rdma_freeaddrinfo(r);
     return fail(ENOMEM);

@@ -24,6 +24,11 @@ bool is_any(const sockaddr* sa) {
   return !g || *g == Gid{} || (g->ipv4() && *g->ipv4() == 0);
 }
 
+bool is_loopback(const sockaddr* sa) {
+  auto g = gid_of(sa);
+  return g && ((g->ipv4() && (*g->ipv4() >> 24) == 127) || *g == *Gid::parse("::1"));
+}
+
 // Takes a port of the id's port space (mu held): `want`, or a free ephemeral one for 0.
 int take_port(Id* id, uint16_t want) {
   auto& ports = registry().ports;
@@ -54,10 +59,17 @@ int use_device(Id* id, const sockaddr* dst) {
   const sockaddr* src = &id->id.route.addr.src_addr;
   bool specific = id->state != State::Idle && !is_any(src);
   if (!id->dev) {
-    std::string addr = specific ? ip_string(*gid_of(src)) : dst ? local_address_for(dst) : "";
+    // UROCE_ADDR places the device. Without it, a bound loopback address does, or the route to
+    // the first peer; a bind to a network address is no reason to take that network (programs
+    // such as libfabric bind every address the host has, to see which ones are RDMA devices').
+    std::string addr = address_from_env() ? ""
+                       : specific         ? (is_loopback(src) ? ip_string(*gid_of(src)) : "")
+                       : dst              ? local_address_for(dst)
+                                          : "";
     CmDevice* d = device(addr);
     if (!d) return errno ? errno : ENODEV;
-    if (specific && !device_has(*d, *gid_of(src))) return EADDRNOTAVAIL;
+    // A loopback address names whichever device the host has, as the kernel's rdma_cm binds it.
+    if (specific && !device_has(*d, *gid_of(src)) && !is_loopback(src)) return EADDRNOTAVAIL;
     id->dev = d;
     if (specific || dst) id->id.verbs = d->verbs;
   }
