@@ -71,6 +71,9 @@ class Device {
   uint8_t gid_index_for(const Gid& peer) const;
   uint32_t ipv4() const;  // 0 on an IPv6-only device
   std::map<std::string, uint64_t> counters() const;
+  // Lets what was posted so far leave the host (bounded by timeout_ms): a program that posts
+  // and exits at once still gets its packets out, as a hardware NIC sends them.
+  void flush(int timeout_ms);
 
   Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth);

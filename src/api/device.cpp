@@ -103,6 +103,8 @@ std::map<std::string, uint64_t> Device::counters() const {
   return m;
 }
 
+void Device::flush(int timeout_ms) { core_->engine->flush(uint64_t(timeout_ms) * 1'000'000); }
+
 int Device::async_fd() const { return core_->engine->async_fd(); }
 
 Result<AsyncEvent> Device::get_async_event() {

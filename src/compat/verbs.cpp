@@ -81,6 +81,16 @@ Result<std::shared_ptr<UDevice>> open_shared(const std::string& name, const std:
     owner = getpid();
   }
   if (auto d = open[name].lock()) return d;
+  // At exit, what the program posted last (a DREQ from rdma_destroy_id, a final ACK) still
+  // leaves, as it would from a hardware NIC, before the engine threads are gone.
+  static bool at_exit = [] {
+    return std::atexit([] {
+      std::lock_guard g(mu);
+      for (auto& [n, weak] : open)
+        if (auto d = weak.lock(); d && owner == getpid()) d->dev->flush(20);
+    }) == 0;
+  }();
+  (void)at_exit;
   DeviceOptions opts;
   opts.addr = addr;
   auto dev = Device::open(name, opts);

@@ -52,6 +52,17 @@ void Engine::stop() {
   thread_.join();
 }
 
+void Engine::flush(uint64_t timeout_ns) {
+  if (!running_.load()) return;
+  const uint64_t end = monotonic_ns() + timeout_ns;
+  const uint64_t want = passes() + 2;
+  while (passes() < want && monotonic_ns() < end) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    sched_yield();
+  }
+}
+
 std::unique_lock<std::mutex> Engine::control_lock() {
   control_waiting_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<std::mutex> g(mu_);

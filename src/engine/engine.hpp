@@ -31,6 +31,9 @@ class Engine {
   uint64_t passes() const { return passes_.load(std::memory_order_acquire); }
   // Readable while async events wait in the NIC (an eventfd; the API drains it).
   int async_fd() const { return async_fd_; }
+  // Returns once the engine has run two whole passes from now (the first takes what was
+  // posted, the second sends what that made), or after timeout_ns.
+  void flush(uint64_t timeout_ns);
 
  private:
   void run();

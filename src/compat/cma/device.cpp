@@ -26,6 +26,18 @@ std::mutex g_dev_mu;
 CmDevice* g_dev = nullptr;
 pid_t g_dev_pid = 0;
 
+// A process that exits with connections up disconnects them, as the kernel does for the ids of
+// a process that is gone: the peers hear a DREQ instead of waiting out their timeouts.
+void disconnect_all() {
+  std::lock_guard g(registry().mu);
+  if (!g_dev || g_dev_pid != getpid()) return;
+  for (Id* id : registry().ids)
+    if (id->comm && id->dev == g_dev && (id->state == State::Connected || id->state == State::Accepted)) {
+      (void)g_dev->cm->disconnect(*id->comm);
+      id->state = State::Disconnecting;
+    }
+}
+
 void route(CmDevice* d) {
   for (;;) {
     auto e = d->cm->wait(-1);
@@ -66,6 +78,8 @@ CmDevice* device(const std::string& addr) {
   d->router.detach();
   g_dev = d;
   g_dev_pid = getpid();
+  static bool at_exit = std::atexit(disconnect_all) == 0;  // runs before libibverbs' flush
+  (void)at_exit;
   return d;
 }
 

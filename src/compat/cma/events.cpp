@@ -106,15 +106,21 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   Channel* c = from(channel);
   bool nonblock = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
   for (;;) {
+    EventBox* e = nullptr;
     {
       std::lock_guard g(registry().mu);
       if (!c->queue.empty()) {
-        EventBox* e = c->queue.front();
+        e = c->queue.front();
         c->queue.pop_front();
         lower(c);
-        *event = &e->ev;
-        return 0;
       }
+    }
+    if (e) {
+      // As librdmacm: the QP leaves the connection on the program's thread, while the program
+      // still owns it, never behind its back (nor while the process exits).
+      if (e->ev.event == RDMA_CM_EVENT_DISCONNECTED) qp_to_error(from(e->ev.id));
+      *event = &e->ev;
+      return 0;
     }
     if (nonblock) {
       errno = EAGAIN;

@@ -111,8 +111,7 @@ void on_sidr_reply(CmDevice& d, Id* id, const CmEvent& e) {
 
 void on_disconnect(Id* id) {
   if (id->state != State::Connected && id->state != State::Accepted && id->state != State::Disconnecting) return;
-  qp_to_error(id);
-  finish(id, State::Disconnected);
+  finish(id, State::Disconnected);  // the QP goes to ERR when the program takes the event
   post(id, RDMA_CM_EVENT_DISCONNECTED);
 }
 
