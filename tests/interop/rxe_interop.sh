@@ -6,6 +6,7 @@
 # the UDP socket hides. rxe runs unmodified rdma-core tools. Every case checks the data on both
 # sides and every captured packet (ICRC over the captured IP header, decoding, tshark).
 # Usage: tests/interop/rxe_interop.sh [BUILD_DIR]      (root; ends with "N passed, M failed")
+#        ONLY=rdmacm tests/interop/rxe_interop.sh ...   (the rdma_cm cases alone, as root)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -67,13 +68,15 @@ guest_exited() {  # program name
     grep -q gone
 }
 
+# tshark's RPC-over-RDMA heuristic takes perftest's small rdma_cm control SENDs (rxe's as much as
+# ours) for RPC-over-RDMA and calls them malformed: it is off, the InfiniBand layers are checked.
 check_capture() {  # pcap: every packet valid, tshark decodes all as InfiniBand with nothing malformed
   local pcap=$1
   "$BUILD/bin/uroce-pcap-check" "$pcap" > "$pcap.check" 2>&1 || return 1
   if command -v tshark > /dev/null; then
     local n bad
     n=$(tshark -r "$pcap" -Y infiniband 2>/dev/null | wc -l)
-    bad=$(tshark -r "$pcap" -Y '_ws.malformed || _ws.expert.severity >= "error"' 2>/dev/null | wc -l)
+    bad=$(tshark --disable-protocol rpcordma -r "$pcap" -Y '_ws.malformed || _ws.expert.severity >= "error"' 2>/dev/null | wc -l)
     [ "$n" -gt 0 ] && [ "$bad" = 0 ] || return 1
   fi
   return 0
@@ -207,15 +210,30 @@ cm_case() {  # role
 # rdma_cm programs unmodified on both sides: rdma-core's on uroce through uroce-run (its
 # librdmacm.so.1) here, the same on the kernel's rdma_cm in the guest. The guest's listener is
 # ready once rdma_cm lists it; a guest client that fails while uroce's server still waits (not
-# yet listening) runs again, a bounded few times.
-rdmacm_case() {  # role server[:client] port "server args" "client args" client-regex server-regex label
+# yet listening) runs again, a bounded few times. perftest 4.5-0.17 closes its first (control)
+# listener and opens the data listener after the control exchange; a client quicker than that
+# gets REJ "invalid service ID" (8) from either stack, and that perftest's own retry then
+# crashes (fixed upstream in perftest e2b3dcf): such a pair starts again, a bounded few times.
+rdmacm_case() {  # role server[:client] port "server args" "client args" client-regex server-regex label [tag]
+  local attempt tag="rdmacm-${9:-${2%%:*}}-uroce-$1$SUFFIX"
+  for attempt in 1 2 3; do
+    rdmacm_attempt "$@" && return
+    grep -qs "REJECTED; error: 8" "$OUT/$tag.$RDMACM_CLIENT_LOG.log" || break
+    say "perftest's listener race (REJ 8), attempt $attempt: the pair starts again"
+  done
+  finish "$8" "$1" "$tag" 1
+}
+
+rdmacm_attempt() {  # as rdmacm_case; returns 0 when the case passed (and records it)
   local role=$1 sprog=${2%%:*} cprog=${2##*:} port=$3 sargs=$4 cargs=$5 cre=$6 sre=$7 label=$8 rc=0 i hp
-  local tag="rdmacm-$sprog-uroce-$role$SUFFIX" client_log server_log
+  local tag="rdmacm-${9:-$sprog}-uroce-$role$SUFFIX" client_log server_log
   if [ "$role" = client ]; then
     client_log=host server_log=guest
     guest "timeout 60 $sprog $sargs > /tmp/$tag.log 2>&1 &"
     guest "i=0; while [ \$i -lt 200 ] && ! rdma resource show cm_id | grep -q 'LISTEN.*:$port'; do sleep 0.1; i=\$((i+1)); done"
     host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-run" -- $cprog $cargs > "$OUT/$tag.host.log" 2>&1 || rc=1
+    # A server whose client crashed in the race waits for a data connection that never comes.
+    grep -qs "REJECTED; error: 8" "$OUT/$tag.host.log" && guest "killall $sprog" > /dev/null 2>&1
     guest_exited "$sprog" || rc=1
   else
     client_log=guest server_log=host
@@ -225,15 +243,18 @@ rdmacm_case() {  # role server[:client] port "server args" "client args" client-
     ip netns exec "$NS" sh -c 'i=0; while [ $i -lt 200 ] && ! grep -qs ":12B7 " /proc/net/udp; do sleep 0.05; i=$((i+1)); done'
     for i in 1 2 3 4 5; do
       guest "timeout 30 $cprog $cargs > /tmp/$tag.log 2>&1; echo exit=\$?" | grep -q "exit=0" && break
+      guest "grep -q 'REJECTED; error: 8' /tmp/$tag.log" > /dev/null 2>&1 && { pkill -x "$sprog"; break; }
       kill -0 $hp 2> /dev/null || break
       sleep 0.3
     done
     wait $hp || rc=1
   fi
+  RDMACM_CLIENT_LOG=$client_log
   guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
   grep -Eq "$cre" "$OUT/$tag.$client_log.log" || rc=1
   grep -Eq "$sre" "$OUT/$tag.$server_log.log" || rc=1
-  finish "$label" "$role" "$tag" $rc
+  [ $rc = 0 ] || return 1
+  finish "$label" "$role" "$tag" 0
 }
 
 rdmacm_cases() {  # role: uroce is the rdma_cm client or server
@@ -245,8 +266,12 @@ rdmacm_cases() {  # role: uroce is the rdma_cm client or server
     "udaddy -C 10 over rdma_cm (SIDR, UD datagrams)"
   rdmacm_case "$role" rdma_server:rdma_client 7471 "-s $me" "-s $me" "end 0" "end 0" \
     "rdma_server/rdma_client (synchronous endpoints)"
-  rdmacm_case "$role" ib_send_bw 18515 "-R -s 8192 -n 100" "-R -s 8192 -n 100 $me" "^ 8192 +100 " "^ 8192 +100 " \
-    "perftest ib_send_bw -R (rdma_cm connection, 8 KiB x 100)"
+  rdmacm_case "$role" ib_send_bw 18515 "-z -s 8192 -n 100" "-z -s 8192 -n 100 $me" "^ 8192 +100 " "^ 8192 +100 " \
+    "perftest ib_send_bw -z (rdma_cm connection for perftest's exchange, 8 KiB x 100)"
+  # -R against rxe's server only: in this emulated guest its data listener comes up well after
+  # a client on the host connects, and every pair meets perftest's listener race above.
+  [ "$role" = server ] && rdmacm_case "$role" ib_send_bw 18515 "-R -s 8192 -n 100" "-R -s 8192 -n 100 $me" \
+    "^ 8192 +100 " "^ 8192 +100 " "perftest ib_send_bw -R (rdma_cm connections, 8 KiB x 100)" ib_send_bw-R
 }
 
 all_cases() {
@@ -285,6 +310,17 @@ all_cases() {
   rdmacm_cases client
   rdmacm_cases server
 }
+
+if [ "${ONLY:-}" = rdmacm ]; then
+  MODE="root: raw receive"
+  SUFFIX=""
+  rdmacm_cases client
+  rdmacm_cases server
+  printf '%s\n' "${results[@]}"
+  echo "interop: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit
+fi
 
 uploaded=no
 upload_rdma_check && uploaded=yes || record "rdma-check upload to the guest" 1 "see $OUT"
