@@ -4,7 +4,7 @@
 # skips are features uroce does not have (mlx5/EFA direct verbs, ODP, device memory, raw
 # packet QPs, XRC, memory windows, ...) and, until uroce has rdma_cm, the RDMA CM tests.
 #   usage: pyverbs.sh BIN_DIR
-BIN=$1
+BIN=$(cd "$1" && pwd) || exit 1
 PY=/usr/bin/python3  # Debian's, which has pyverbs; another python3 may come first on PATH
 SRC=/usr/share/doc/rdma-core/tests
 [ -e "$SRC/run_tests.py" ] && $PY -c "import pyverbs" 2>/dev/null ||
