@@ -1,21 +1,56 @@
 // liburoce_devview.so: preloaded by uroce-run, it shows the program the device node a kernel
 // driver would have made, /dev/infiniband/uverbs0, as the character device it would be (some
-// clients, UCX among them, use a verbs device only if that node exists and is read-write). It
-// answers stat and access for that one path from /dev/null and passes everything else through;
-// nothing is created on the machine, and no other process sees it.
+// clients, UCX among them, use a verbs device only if that node exists and is read-write), and
+// the device's sysfs directory, /sys/class/infiniband/uroce0, as far as clients read it to find
+// the network interface of the device (rdma-core's pyverbs tests, for rdma_cm): the tree that
+// ships next to this library, sysfs/uroce0, whose device/net/ holds "lo", the interface of the
+// device's default loopback address (not shown when UROCE_ADDR puts the device elsewhere). It
+// answers stat, access and opendir for those paths and passes everything else through; nothing
+// is created on the machine, and no other process sees it.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
 constexpr const char* kNode = "/dev/infiniband/uverbs0";
 constexpr const char* kStandIn = "/dev/null";  // a character device every process may read and write
 
-const char* view(const char* path) { return path && std::strcmp(path, kNode) == 0 ? kStandIn : path; }
+constexpr const char* kSysfs = "/sys/class/infiniband/uroce0";
+
+bool on_loopback() {
+  const char* a = std::getenv("UROCE_ADDR");
+  return !a || !*a || std::strncmp(a, "127.", 4) == 0 || std::strcmp(a, "::1") == 0;
+}
+
+// <directory of this library>/sysfs/uroce0, or "" where the tree is not there.
+const std::string& sysfs_root() {
+  static const std::string root = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&sysfs_root), &info) || !info.dli_fname) return std::string();
+    std::string lib = info.dli_fname;
+    std::string dir = lib.substr(0, lib.rfind('/') + 1) + "sysfs/uroce0";
+    return access(dir.c_str(), F_OK) == 0 ? dir : std::string();
+  }();
+  return root;
+}
+
+const char* view(const char* path) {
+  if (!path) return path;
+  if (std::strcmp(path, kNode) == 0) return kStandIn;
+  size_t n = std::strlen(kSysfs);
+  if (std::strncmp(path, kSysfs, n) != 0 || (path[n] != 0 && path[n] != '/')) return path;
+  if (sysfs_root().empty() || !on_loopback()) return path;
+  thread_local std::string mapped;
+  mapped = sysfs_root() + (path + n);
+  return mapped.c_str();
+}
 
 template <class F>
 F next(const char* name) {
@@ -58,6 +93,14 @@ int __xstat(int ver, const char* path, struct stat* st) {
 int __xstat64(int ver, const char* path, struct stat64* st) {
   static auto real = next<int (*)(int, const char*, struct stat64*)>("__xstat64");
   return real(ver, view(path), st);
+}
+int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* st) {
+  static auto real = next<int (*)(int, const char*, int, unsigned, struct statx*)>("statx");
+  return real(dirfd, view(path), flags, mask, st);
+}
+DIR* opendir(const char* path) {
+  static auto real = next<DIR* (*)(const char*)>("opendir");
+  return real(view(path));
 }
 int access(const char* path, int mode) {
   static auto real = next<int (*)(const char*, int)>("access");

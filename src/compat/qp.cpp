@@ -268,6 +268,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (!pd || !attr) {
+    errno = EINVAL;
+    return nullptr;
+  }
   if (!attr->is_global) {
     errno = EINVAL;  // RoCE addresses need a GRH with the destination GID
     return nullptr;

@@ -34,7 +34,7 @@ fi
 # both exit 0 and the client saw every size.
 attempt() {
   ep=$1; shift
-  port=$(( 20000 + ($$ + tries) % 20000 ))
+  port=$(( 20000 + ($$ + tries) % 12000 ))  # below the ephemeral range (32768-)
   "$@" env UROCE_ADDR=$SADDR timeout 60 "$BIN/uroce-run" -- fi_pingpong -p verbs -e "$ep" -B $port -I 20 -S all -c \
     > "$tmp/server" 2>&1 &
   srv=$!

@@ -2,7 +2,8 @@
 # rdma-core's own test suite (Debian's python3-pyverbs ships it in /usr/share/doc/rdma-core/tests),
 # run unmodified on uroce through uroce-run. Prints the counts and why tests were skipped: the
 # skips are features uroce does not have (mlx5/EFA direct verbs, ODP, device memory, raw
-# packet QPs, XRC, memory windows, ...) and, until uroce has rdma_cm, the RDMA CM tests.
+# packet QPs, XRC, memory windows, multicast, ...). Its rdma_cm tests must run: they find the
+# device's address through its sysfs directory, which uroce-run shows them.
 #   usage: pyverbs.sh BIN_DIR
 BIN=$(cd "$1" && pwd) || exit 1
 PY=/usr/bin/python3  # Debian's, which has pyverbs; another python3 may come first on PATH
@@ -17,12 +18,14 @@ gunzip -f "$dir"/tests/*.gz
 cd "$dir/tests" || exit 1
 timeout 1200 "$BIN/uroce-run" -- $PY run_tests.py --dev uroce0 -v > "$dir/log" 2>&1
 rc=$?
-grep -E "^(FAIL|ERROR):" "$dir/log"
+grep -E "^(FAIL|ERROR):|^Player |Error: " "$dir/log"
 echo "skipped, by reason:"
 grep -oE "skipped .*" "$dir/log" | sort | uniq -c | sort -rn
 tail -3 "$dir/log"
 ran=$(awk '/^Ran [0-9]+ tests/ {print $2}' "$dir/log")
-if [ $rc = 0 ] && grep -q "^OK" "$dir/log" && [ "${ran:-0}" -ge 200 ]; then
+cm_ok=$(grep -cE "^test_rdmacm_(sync|async)_.* \.\.\. ok$" "$dir/log")
+echo "rdma_cm tests passed: $cm_ok"
+if [ $rc = 0 ] && grep -q "^OK" "$dir/log" && [ "${ran:-0}" -ge 200 ] && [ "$cm_ok" -ge 7 ]; then
   echo "pyverbs: rdma-core's suite passed on uroce ($ran tests, $(grep -oE 'skipped=[0-9]+' "$dir/log"))"
 else
   echo "FAIL: rdma-core's suite (exit $rc)"

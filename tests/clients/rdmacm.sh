@@ -29,6 +29,7 @@ client() {  # name command...
   name=$1; shift
   for try in 1 2 3 4 5; do
     timeout 60 $RUN "$@" > "$TMP/$name.client" 2>&1; crc=$?
+    cp "$TMP/$name.client" "$TMP/$name.client.$try"
     [ $crc = 0 ] && break
     kill -0 $spid 2>/dev/null || break
     grep -q "REJECTED; error: 8" "$TMP/$name.client" && break
@@ -38,7 +39,9 @@ client() {  # name command...
 }
 report() {  # name ok-condition-result description
   if [ "$2" = 0 ]; then echo "ok - $3"; else
-    echo "FAIL: $3 (client $crc, server $src)"; tail -12 "$TMP/$1.client"; tail -5 "$TMP/$1.server"; fail=1; fi
+    echo "FAIL: $3 (client $crc, server $src)"
+    for f in "$TMP/$1".client.*; do [ -e "$f" ] && { echo "## ${f##*.client.}. client:"; tail -8 "$f"; }; done
+    echo "## server:"; tail -5 "$TMP/$1.server"; fail=1; fi
 }
 
 serve rping rping -s -v -C 20 -a "$SADDR"
@@ -91,6 +94,23 @@ if command -v ib_send_bw >/dev/null; then
     report "$name" $ok "perftest $t -R (rdma_cm connection)"
   done
 fi
+
+# The host's loopback, as the kernel's rdma_cm has it: neither side is given an address, the
+# server binds 127.0.0.1 (its NIC takes another 127.0.0.x if a process holds that one) and the
+# client finds the listener's NIC in the host's directory of loopback listeners.
+# A process holds 127.0.0.1 first (this holder, or another test's device if it was quicker).
+LPORT=$(( 20000 + $$ % 20000 ))
+UROCE_ADDR=127.0.0.1 timeout 60 $RUN rping -s -a 127.0.0.1 -p $((LPORT + 1)) > /dev/null 2>&1 &
+hpid=$!
+i=0
+while [ $i -lt 100 ] && ! ss -Hlun "src 127.0.0.1:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+timeout 60 $RUN rping -s -v -C 5 -a 127.0.0.1 -p $LPORT > "$TMP/lo.server" 2>&1 &
+spid=$!
+client lo rping -c -v -C 5 -a 127.0.0.1 -p $LPORT
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "^ping data: rdma-ping-4: " "$TMP/lo.client" &&
+  grep -q "^server ping data: rdma-ping-4: " "$TMP/lo.server" && ok=0
+kill $hpid 2>/dev/null; { wait $hpid; } 2>/dev/null
+report lo $ok "rping over 127.0.0.1 (held by another NIC) with no address given: the client finds the listener's NIC"
 
 # No listener at that port: the peer's CM rejects with reason 8, which rping reports.
 UROCE_ADDR=$SADDR timeout 30 $RUN rping -s -a "$SADDR" -p 7999 -C 1 > "$TMP/refused.server" 2>&1 &

@@ -6,9 +6,12 @@ BIN=$1
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest is not installed (Debian: ucx-utils)"; exit 77; }
 export UCX_NET_DEVICES=uroce0:1
 fail=0
+runs=0
 run() {  # TLS TEST SIZE ITERS
   export UCX_TLS=$1
-  port=$(( 20000 + $$ % 20000 ))
+  # A port of its own per run (the last one may be in TIME_WAIT), below the ephemeral range.
+  runs=$((runs + 1))
+  port=$(( 20000 + ($$ * 8 + runs) % 12000 ))
   timeout 120 "$BIN/uroce-run" -- ucx_perftest -p $port > /tmp/ucx-server-$$ 2>&1 &
   srv=$!
   out=""

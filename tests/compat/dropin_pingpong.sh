@@ -4,7 +4,7 @@
 RUN=$1
 . "$(dirname "$0")/../common/listen.sh"
 run() {  # program size
-  port=$((20000 + ($$ * 7 + $2) % 20000))
+  port=$((20000 + ($$ * 7 + $2) % 12000))  # below the ephemeral range (32768-)
   timeout 60 "$RUN" -- "$1" -g 0 -s "$2" -n 200 -c -p $port > /tmp/dropin-srv-$$.log 2>&1 &
   srv=$!
   listen_wait $port

@@ -104,6 +104,43 @@ static void check_reject_with_private_data(void) {
   rdma_destroy_id(id);
 }
 
+/* Options and ECE as the kernel's rdma_cm and librdmacm answer them for a device without ECE. */
+static void check_options_and_ece(void) {
+  struct rdma_cm_id* ud = NULL;
+  CHECK(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0, "create UD id");
+  uint8_t t = 18;
+  CHECK(rdma_set_option(ud, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) == -1 && errno == EINVAL,
+        "ACK timeout on a UD id: EINVAL, got %s", strerror(errno));
+  rdma_destroy_id(ud);
+  struct rdma_cm_id* id = resolved_client(&server);
+  CHECK(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) == 0, "ACK timeout on RC");
+  struct ibv_ece ece;
+  memset(&ece, 0xff, sizeof ece);
+  CHECK(rdma_get_remote_ece(id, &ece) == 0 && ece.vendor_id == 0 && ece.options == 0 && ece.comp_mask == 0,
+        "no remote ECE: all zero");
+  struct ibv_ece mine = {.vendor_id = 0x15b3, .options = 1};
+  CHECK(rdma_set_local_ece(id, &mine) == -1 && errno == EOPNOTSUPP, "local ECE: EOPNOTSUPP, got %s", strerror(errno));
+  mine.vendor_id = 0;
+  CHECK(rdma_set_local_ece(id, &mine) == -1 && errno == EINVAL, "local ECE without a vendor: EINVAL");
+  struct ibv_ah_attr ah = {.is_global = 1};
+  ah.grh.dgid.raw[15] = 1;
+  errno = 0;
+  CHECK(ibv_create_ah(NULL, &ah) == NULL && errno == EINVAL, "ibv_create_ah without a PD: EINVAL");
+  /* rdma_reject_ece: REJ reason 35, vendor option not supported. */
+  CHECK(rdma_connect(id, NULL) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* req = ev ? ev->id : NULL;
+  ack(ev);
+  if (req) {
+    CHECK(rdma_reject_ece(req, NULL, 0) == 0, "reject_ece: %s", strerror(errno));
+    ev = expect(RDMA_CM_EVENT_REJECTED);
+    if (ev) CHECK(ev->status == 35, "REJ for ECE: status 35, got %d", ev->status);
+    ack(ev);
+    rdma_destroy_id(req);
+  }
+  rdma_destroy_id(id);
+}
+
 static void check_accept_and_disconnect(void) {
   struct rdma_cm_id* id = resolved_client(&server);
   uint8_t rep[196];
@@ -221,6 +258,7 @@ int main(int argc, char** argv) {
 
   check_addresses();
   check_reject_with_private_data();
+  check_options_and_ece();
   check_accept_and_disconnect();
   check_no_listener();
   check_peer_gone(gone);

@@ -7,6 +7,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -23,16 +24,21 @@ namespace uroce::compat::cma {
 
 inline constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY: the Q_Key of rdma_cm's UD ids
 inline constexpr uint16_t kRejConsumer = 28;      // IB CM REJ reason "consumer defined"
+inline constexpr uint16_t kRejVendorOptionNotSupported = 35;
 
+struct Id;
 struct EventBox {
   rdma_cm_event ev{};          // first: programs hold &ev
   std::vector<uint8_t> pdata;  // what ev.param's private_data points at
+  Id* owner = nullptr;         // the id it counts against until acked (a request's: the listener)
 };
 
 // An event channel: fd is an eventfd readable exactly while events wait (count 1, else 0).
 struct Channel {
   rdma_event_channel ch{};
   std::deque<EventBox*> queue;  // guarded by Registry::mu
+  int waiters = 0;              // threads inside rdma_get_cm_event
+  bool closed = false;          // destroyed while threads waited: they stay blocked, as in read()
 };
 
 // uroce0 as rdma_cm uses it: one per process, opened by the first id that needs a device and
@@ -67,15 +73,19 @@ struct Id {
   std::optional<uint32_t> comm; // the CM's communication ID (a SIDR request's ID for UD)
   uint16_t port = 0;            // our port, once bound
   uint64_t service_id = 0;      // listening
-  uint32_t rq_psn = 0;          // the first PSN our QP receives
+  uint32_t rq_psn = 0;          // the first PSN our QP receives (0 until chosen: rq_psn_of)
   CmEvent offer;                // the peer's REQ (passive) or REP (active)
   rdma_conn_param ours{};       // resources we asked for (connect) or gave (accept)
   uint8_t tos = 0;
+  std::optional<uint8_t> ack_timeout;  // RDMA_OPTION_ID_ACK_TIMEOUT: the QP's local ACK timeout
   uint32_t qkey = kUdpQkey;
   bool own_cqs = false;         // rdma_create_qp made id->send_cq and id->recv_cq
   ibv_sa_path_rec path{};
   // rdma_create_ep listeners: the QP every request gets in rdma_get_request.
   std::optional<ibv_qp_init_attr> ep_qp;
+  int events_out = 0;           // events handed to the program and not yet acked
+  int announce_fd = -1;         // a loopback listener's name in the host's directory
+  std::optional<Gid> wire_peer; // the NIC a loopback destination leads to, when not its own
 };
 
 // Every id and the maps the router dispatches by, under one lock.
@@ -84,6 +94,8 @@ struct Registry {
   std::set<Id*> ids;
   std::map<uint32_t, Id*> by_comm;
   std::map<std::pair<int, uint16_t>, Id*> ports;  // (port space, port) -> the id bound there
+  std::set<Channel*> channels;                    // live event channels
+  std::condition_variable acked;                  // some id's events_out went down
 };
 Registry& registry();
 
@@ -98,6 +110,12 @@ bool address_from_env();  // UROCE_ADDR is set: the device sits there, whatever 
 bool device_has(const CmDevice& d, const Gid& gid);
 std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
 
+// loopback.cpp: the host's directory of listeners bound to loopback or wildcard addresses.
+// announce_listener returns the fd that holds the name (-1: not announced); find_listener the
+// NIC of a listener that a loopback destination (port space, port, address) reaches.
+int announce_listener(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic);
+std::optional<Gid> find_listener(uint16_t ps, uint16_t port, const Gid& dst);
+
 // Addresses.
 std::optional<Gid> gid_of(const sockaddr* sa);
 uint16_t port_of(const sockaddr* sa);
@@ -108,7 +126,7 @@ socklen_t sockaddr_len(const sockaddr* sa);
 // listener's), and waiting for one (sync ids).
 EventBox* post(Id* id, rdma_cm_event_type type, int status = 0, Id* listen = nullptr);
 void set_conn_data(EventBox* e, const std::vector<uint8_t>& data, size_t skip = 0);
-Channel* new_channel();
+Channel* new_channel(bool mu_held = false);  // mu_held: the caller holds Registry::mu
 void drop_events(Id* id);       // mu held: the id's events still queued go away
 // Waits for the id's next event (sync ids); it becomes id->event. 0, or -1 with errno.
 int complete(Id* id, rdma_cm_event_type expect);
@@ -121,6 +139,7 @@ void set_ah(const CmDevice& d, ibv_ah_attr& ah, const Gid& peer);
 int qp_attr_for(Id* id, ibv_qp_attr* a, int* mask);  // a->qp_state says which
 int move_qp(Id* id, ibv_qp_state to);
 int ready_qp(Id* id);  // RTR then RTS with what the peer offered
+uint32_t rq_psn_of(Id* id);  // conn.cpp: the first PSN our QP receives, chosen on first use
 void qp_to_error(Id* id);
 
 inline Id* from(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }

@@ -17,9 +17,14 @@ int fail(int e) {
   return -1;
 }
 
+int reject_with(rdma_cm_id* cid, uint16_t reason, const void* private_data, uint8_t private_data_len);
+
 uint32_t random_psn() {
   static std::mt19937 rng(std::random_device{}());
-  return rng() & 0xffffff;
+  uint32_t psn;
+  do psn = rng() & 0xffffff;
+  while (psn == 0);  // 0: not chosen yet
+  return psn;
 }
 
 std::vector<uint8_t> user_data(const rdma_conn_param* p) {
@@ -33,11 +38,19 @@ uint8_t clamp_rd_atom(const Id* id, uint8_t v) {
 }
 
 Gid local_gid(const Id* id) { return *gid_of(&id->id.route.addr.src_addr); }
-Gid peer_gid(const Id* id) { return *gid_of(&id->id.route.addr.dst_addr); }
+Gid peer_gid(const Id* id) { return id->wire_peer ? *id->wire_peer : *gid_of(&id->id.route.addr.dst_addr); }
+Gid dst_gid(const Id* id) { return *gid_of(&id->id.route.addr.dst_addr); }
+
+// A loopback destination is the host: the request goes to the NIC whose listener has that port
+// (found when connecting, since the listener may come up after the address was resolved).
+void find_peer_nic(Id* id) {
+  id->wire_peer = find_listener(uint16_t(id->id.ps), port_of(&id->id.route.addr.dst_addr), dst_gid(id));
+  if (id->wire_peer && *id->wire_peer == dst_gid(id)) id->wire_peer.reset();
+}
 
 int connect_ud(Id* id, const rdma_conn_param* p) {
   if (p && p->private_data_len > kSidrReqUser) return EINVAL;
-  auto data = ip_cm_private_data(local_gid(id), peer_gid(id), id->port, user_data(p));
+  auto data = ip_cm_private_data(local_gid(id), dst_gid(id), id->port, user_data(p));
   uint16_t dport = port_of(&id->id.route.addr.dst_addr);
   auto r = id->dev->cm->sidr_request(peer_gid(id), id->dev->dev->gid_index_for(peer_gid(id)),
                                      ip_service_id(uint16_t(id->id.ps), dport), std::move(data));
@@ -61,7 +74,7 @@ int connect_rc(Id* id, const rdma_conn_param* p) {
   c.retry_count = id->ours.retry_count;
   c.rnr_retry_count = id->ours.rnr_retry_count;
   c.traffic_class = id->tos;
-  c.private_data = ip_cm_private_data(local_gid(id), c.peer, id->port, user_data(p));
+  c.private_data = ip_cm_private_data(local_gid(id), dst_gid(id), id->port, user_data(p));
   auto r = id->dev->cm->connect(c);
   if (!r) return r.error().code;
   id->comm = *r;
@@ -70,7 +83,7 @@ int connect_rc(Id* id, const rdma_conn_param* p) {
 
 int accept_rc(Id* id, const rdma_conn_param* p) {
   if (p && p->private_data_len > kRepUser) return EINVAL;
-  id->rq_psn = random_psn();
+  rq_psn_of(id);
   if (id->id.qp && ready_qp(id)) return errno;
   CmAcceptParams a;
   a.qpn = id->id.qp ? id->id.qp->qp_num : p ? p->qp_num : 0;
@@ -85,6 +98,12 @@ int accept_rc(Id* id, const rdma_conn_param* p) {
 }
 
 }  // namespace
+
+uint32_t rq_psn_of(Id* id) {
+  if (!id->rq_psn) id->rq_psn = random_psn();
+  return id->rq_psn;
+}
+
 }  // namespace uroce::compat::cma
 
 using namespace uroce;
@@ -107,6 +126,7 @@ int rdma_connect(rdma_cm_id* cid, rdma_conn_param* p) {
       id->ours = {};
       id->ours.retry_count = id->ours.rnr_retry_count = 7;
     }
+    find_peer_nic(id);
     int e = cid->qp_type == IBV_QPT_UD ? connect_ud(id, p) : connect_rc(id, p);
     if (e) return fail(e);
     id->state = State::Connecting;
@@ -141,6 +161,19 @@ int rdma_accept(rdma_cm_id* cid, rdma_conn_param* p) {
 }
 
 int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t private_data_len) {
+  return reject_with(cid, kRejConsumer, private_data, private_data_len);
+}
+
+// What the kernel's rdma_cm sends for it: REJ reason 35, "vendor option not supported".
+int rdma_reject_ece(rdma_cm_id* cid, const void* private_data, uint8_t private_data_len) {
+  return reject_with(cid, kRejVendorOptionNotSupported, private_data, private_data_len);
+}
+
+}  // extern "C"
+
+namespace uroce::compat::cma {
+namespace {
+int reject_with(rdma_cm_id* cid, uint16_t reason, const void* private_data, uint8_t private_data_len) {
   if (!cid) return fail(EINVAL);
   Id* id = from(cid);
   auto& r = registry();
@@ -152,11 +185,19 @@ int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t private_data_
   if (data.size() > (ud ? kSidrRepUser : kRejUser)) return fail(EINVAL);
   // A UD request is refused with SIDR status 2, "rejected".
   Status s = ud ? id->dev->cm->sidr_reply(*id->comm, id->offer.peer, 0, 0, 2, std::move(data))
-                : id->dev->cm->reject(*id->comm, kRejConsumer, std::move(data));
+                : id->dev->cm->reject(*id->comm, reason, std::move(data));
   r.by_comm.erase(*id->comm);
   id->state = State::Closed;
-  return s ? 0 : fail(s.error().code);
+  if (!s) return fail(s.error().code);
+  // Programs often exit right after refusing (forked test servers leave by _exit, without atexit):
+  // the REJ or SIDR_REP leaves before the call returns, as the kernel's would whatever follows.
+  id->dev->dev->flush(20);
+  return 0;
 }
+}  // namespace
+}  // namespace uroce::compat::cma
+
+extern "C" {
 
 int rdma_establish(rdma_cm_id* cid) {
   if (!cid) return fail(EINVAL);
@@ -180,11 +221,31 @@ int rdma_disconnect(rdma_cm_id* cid) {
     qp_to_error(id);
     if (cid->qp_type == IBV_QPT_UD) return 0;
     if (connected) {
-      if (Status s = id->dev->cm->disconnect(*id->comm); !s) return fail(s.error().code);
+      // The peer's DREQ may have crossed ours, its event not yet handed to the id: as with the
+      // kernel's rdma_cm that is no error, and DISCONNECTED comes either way.
+      (void)id->dev->cm->disconnect(*id->comm);
       id->state = State::Disconnecting;
+      id->dev->dev->flush(20);  // on the wire before the call returns: the program may exit next
     }
   }
   return id->sync ? complete(id, RDMA_CM_EVENT_DISCONNECTED) : 0;
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// ECE (enhanced connection establishment) negotiates vendor options of the QPs; uroce's QPs have
+// none, as rxe's: a local ECE is "not supported", as ibv_set_ece says, and a peer's is none.
+int rdma_set_local_ece(rdma_cm_id* cid, ibv_ece* ece) {
+  if (!cid || cid->qp || !ece || !ece->vendor_id || ece->comp_mask) return fail(EINVAL);
+  return fail(EOPNOTSUPP);
+}
+
+int rdma_get_remote_ece(rdma_cm_id* cid, ibv_ece* ece) {
+  if (!cid || cid->qp || !ece) return fail(EINVAL);
+  *ece = {};
+  return 0;
 }
 
 }  // extern "C"

@@ -24,11 +24,14 @@ void lower(Channel* c) {
 }
 }  // namespace
 
-Channel* new_channel() {
+Channel* new_channel(bool mu_held) {
   int fd = eventfd(0, EFD_CLOEXEC);
   if (fd < 0) return nullptr;
   auto* c = new Channel;
   c->ch.fd = fd;
+  std::unique_lock g(registry().mu, std::defer_lock);
+  if (!mu_held) g.lock();
+  registry().channels.insert(c);
   return c;
 }
 
@@ -90,9 +93,16 @@ rdma_event_channel* rdma_create_event_channel(void) {
 void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (!channel) return;
   Channel* c = from(channel);
-  {
-    std::lock_guard g(registry().mu);
-    for (EventBox* e : c->queue) delete e;
+  std::lock_guard g(registry().mu);
+  if (!registry().channels.erase(c)) return;
+  for (EventBox* e : c->queue) delete e;
+  c->queue.clear();
+  // A thread still waiting in it stays blocked (as a read() of the closed fd would), so the
+  // channel outlives the call; the program is usually on its way out.
+  if (c->waiters) {
+    c->closed = true;
+    (void)!write(c->ch.fd, "\1\0\0\0\0\0\0\0", 8);  // wake them to see it
+    return;
   }
   close(c->ch.fd);
   delete c;
@@ -104,21 +114,31 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     return -1;
   }
   Channel* c = from(channel);
+  auto& r = registry();
+  std::unique_lock g(r.mu);
+  if (!r.channels.count(c)) {
+    // Destroyed. With the kernel, a read() of the closed fd fails or reads whatever file took
+    // its number; the thread that gets here is a program's event thread racing its own
+    // teardown (rping's, after its last event), so it blocks as one already waiting would.
+    g.unlock();
+    for (;;) pause();
+  }
   bool nonblock = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
   for (;;) {
-    EventBox* e = nullptr;
-    {
-      std::lock_guard g(registry().mu);
-      if (!c->queue.empty()) {
-        e = c->queue.front();
-        c->queue.pop_front();
-        lower(c);
-      }
+    if (c->closed) {
+      --c->waiters;
+      g.unlock();
+      for (;;) pause();  // as a read() of an fd closed under it: blocked for good
     }
-    if (e) {
-      // As librdmacm: the QP leaves the connection on the program's thread, while the program
-      // still owns it, never behind its back (nor while the process exits).
-      if (e->ev.event == RDMA_CM_EVENT_DISCONNECTED) qp_to_error(from(e->ev.id));
+    if (!c->queue.empty()) {
+      EventBox* e = c->queue.front();
+      c->queue.pop_front();
+      lower(c);
+      Id* id = from(e->ev.listen_id ? e->ev.listen_id : e->ev.id);
+      if (r.ids.count(id)) {
+        e->owner = id;
+        ++id->events_out;
+      }
       *event = &e->ev;
       return 0;
     }
@@ -126,8 +146,18 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
       errno = EAGAIN;
       return -1;
     }
+    ++c->waiters;
+    g.unlock();
     pollfd p{c->ch.fd, POLLIN, 0};
-    if (poll(&p, 1, -1) < 0 && errno != EINTR) return -1;
+    int n = poll(&p, 1, -1);
+    int err = errno;
+    g.lock();
+    --c->waiters;
+    if (n < 0 && err != EINTR) {
+      errno = err;
+      return -1;
+    }
+    if (c->closed) ++c->waiters;  // counted out above
   }
 }
 
@@ -136,7 +166,13 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
     errno = EINVAL;
     return -1;
   }
-  delete reinterpret_cast<EventBox*>(event);
+  auto* e = reinterpret_cast<EventBox*>(event);
+  {
+    std::lock_guard g(registry().mu);
+    if (e->owner && registry().ids.count(e->owner) && e->owner->events_out > 0) --e->owner->events_out;
+  }
+  registry().acked.notify_all();
+  delete e;
   return 0;
 }
 

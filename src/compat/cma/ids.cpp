@@ -4,10 +4,12 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "compat/cma/cma.hpp"
 
@@ -67,17 +69,23 @@ int use_device(Id* id, const sockaddr* dst) {
                        : dst              ? local_address_for(dst)
                                           : "";
     CmDevice* d = device(addr);
+    // Another process's NIC holds that loopback address: any loopback address names this host.
+    if (!d && errno == EADDRINUSE && specific && is_loopback(src)) d = device("");
     if (!d) return errno ? errno : ENODEV;
     // A loopback address names whichever device the host has, as the kernel's rdma_cm binds it.
     if (specific && !device_has(*d, *gid_of(src)) && !is_loopback(src)) return EADDRNOTAVAIL;
     id->dev = d;
-    if (specific || dst) id->id.verbs = d->verbs;
+    if (specific || dst) {
+      id->id.verbs = d->verbs;
+      if (!id->id.pd) id->id.pd = d->pd;  // as librdmacm: the device's PD, for QPs and AHs made without one
+    }
   }
   if (dst) {
     Gid peer = *gid_of(dst);
     auto local = id->dev->dev->query_gid(id->dev->dev->gid_index_for(peer));
     if (!local || local->ipv4().has_value() != peer.ipv4().has_value()) return EADDRNOTAVAIL;
     id->id.verbs = id->dev->verbs;
+    if (!id->id.pd) id->id.pd = id->dev->pd;
   }
   return 0;
 }
@@ -136,15 +144,22 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
 int rdma_destroy_id(rdma_cm_id* cid) {
   if (!cid) return fail(EINVAL);
   Id* id = from(cid);
+  if (cid->event) rdma_ack_cm_event(std::exchange(cid->event, nullptr));
   {
     auto& r = registry();
-    std::lock_guard g(r.mu);
+    std::unique_lock g(r.mu);
     if (!r.ids.count(id)) return fail(EINVAL);
+    // As librdmacm's: it returns once the program has acked every event it took for this id.
+    r.acked.wait(g, [&] { return id->events_out == 0; });
     ConnectionManager* cm = id->dev ? id->dev->cm.get() : nullptr;
     if (id->state == State::Listening) cm->unlisten(id->service_id);
+    if (id->announce_fd >= 0) close(id->announce_fd);
     if (id->comm && cm) {
+      bool sends = (id->state == State::Requested && cid->qp_type != IBV_QPT_UD) ||
+                   id->state == State::Connected || id->state == State::Accepted;
       if (id->state == State::Requested && cid->qp_type != IBV_QPT_UD) (void)cm->reject(*id->comm, kRejConsumer);
       else if (id->state == State::Connected || id->state == State::Accepted) (void)cm->disconnect(*id->comm);
+      if (sends) id->dev->dev->flush(20);  // the REJ or DREQ leaves even if the program exits next
       else if (id->state == State::Connecting || id->state == State::Replied) cm->forget(*id->comm);
       r.by_comm.erase(*id->comm);
     }
@@ -152,7 +167,6 @@ int rdma_destroy_id(rdma_cm_id* cid) {
     drop_events(id);
     r.ids.erase(id);
   }
-  if (cid->event) rdma_ack_cm_event(cid->event);
   if (id->sync) rdma_destroy_event_channel(cid->channel);
   delete id;
   return 0;
@@ -227,6 +241,9 @@ int rdma_listen(rdma_cm_id* cid, int) {
   id->service_id = ip_service_id(uint16_t(cid->ps), id->port);
   if (Status s = id->dev->cm->listen(id->service_id, uint64_t(uintptr_t(id))); !s) return fail(s.error().code);
   id->state = State::Listening;
+  Gid bound = *gid_of(&cid->route.addr.src_addr);
+  auto nic = id->dev->dev->query_gid(id->dev->dev->gid_index_for(bound == Gid{} ? *Gid::parse("::1") : bound));
+  if (nic) id->announce_fd = announce_listener(uint16_t(cid->ps), id->port, bound, *nic);
   return 0;
 }
 
@@ -273,7 +290,10 @@ int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* optval, size_
         return 0;
       case RDMA_OPTION_ID_REUSEADDR:
       case RDMA_OPTION_ID_AFONLY: return optlen == sizeof(int) ? 0 : fail(EINVAL);
-      case RDMA_OPTION_ID_ACK_TIMEOUT: return optlen == sizeof(uint8_t) ? 0 : fail(EINVAL);
+      case RDMA_OPTION_ID_ACK_TIMEOUT:  // as the kernel's: RC only, a 5-bit exponent
+        if (optlen != sizeof(uint8_t) || cid->qp_type != IBV_QPT_RC) return fail(EINVAL);
+        id->ack_timeout = std::min<uint8_t>(*static_cast<uint8_t*>(optval), 31);
+        return 0;
       default: return fail(ENOSYS);
     }
   }

@@ -11,7 +11,9 @@ namespace uroce::compat::cma {
 
 namespace {
 
-constexpr uint8_t kAckTimeout = 14;  // 4.096 us * 2^14 = 67 ms, the kernel's CMA default
+// 4.096 us * 2^14 = 67 ms. The kernel's rdma_cm on RoCE takes its packet lifetime + 1 (19, 2 s,
+// on Debian 12's 6.1); a program that wants another sets RDMA_OPTION_ID_ACK_TIMEOUT.
+constexpr uint8_t kAckTimeout = 14;
 constexpr uint8_t kMinRnrTimer = 12;
 
 bool has_offer(const Id* id) {
@@ -32,7 +34,7 @@ int rtr_attr(Id* id, ibv_qp_attr* a, int* mask) {
   auto port = id->dev->dev->query_port();
   a->path_mtu = ibv_mtu(std::min<int>(int(port.active_mtu), id->passive ? int(id->offer.mtu) : int(port.active_mtu)));
   a->dest_qp_num = id->offer.remote_qpn;
-  a->rq_psn = id->rq_psn;
+  a->rq_psn = rq_psn_of(id);  // an external QP may reach RTR before the REP says which PSN
   set_ah(*id->dev, a->ah_attr, id->offer.peer);
   a->ah_attr.grh.traffic_class = id->tos;
   a->qp_access_flags = rc_access(id);
@@ -51,7 +53,7 @@ int rts_attr(Id* id, ibv_qp_attr* a, int* mask) {
   if (!has_offer(id)) return EINVAL;
   a->sq_psn = id->offer.sq_psn;
   if (id->id.qp_type == IBV_QPT_RC) {
-    a->timeout = kAckTimeout;
+    a->timeout = id->ack_timeout.value_or(kAckTimeout);
     // The REQ's retry count serves both sides; each side's RNR retry count is the peer's ask.
     a->retry_cnt = std::min<uint8_t>(id->passive ? id->offer.retry_count : id->ours.retry_count, 7);
     a->rnr_retry = std::min<uint8_t>(id->offer.rnr_retry_count, 7);

@@ -47,6 +47,7 @@ void on_request(CmDevice& d, const CmEvent& e) {
   }
   auto* c = new Id;
   c->id.verbs = d.verbs;
+  c->id.pd = d.pd;
   c->id.context = l->id.context;
   c->id.ps = l->id.ps;
   c->id.port_num = 1;
@@ -61,7 +62,7 @@ void on_request(CmDevice& d, const CmEvent& e) {
   c->tos = l->tos;
   c->sync = l->sync;
   c->id.channel = l->id.channel;
-  if (c->sync) c->id.channel = &new_channel()->ch;
+  if (c->sync) c->id.channel = &new_channel(true)->ch;
   set_route(c, hdr->dst, l->port, e.peer, hdr->src_port);
   r.ids.insert(c);
   if (!ud) r.by_comm[e.id] = c;
@@ -111,7 +112,8 @@ void on_sidr_reply(CmDevice& d, Id* id, const CmEvent& e) {
 
 void on_disconnect(Id* id) {
   if (id->state != State::Connected && id->state != State::Accepted && id->state != State::Disconnecting) return;
-  finish(id, State::Disconnected);  // the QP goes to ERR when the program takes the event
+  // The QP is left as it is, as the kernel leaves user QPs: rdma_disconnect moves it to ERR.
+  finish(id, State::Disconnected);
   post(id, RDMA_CM_EVENT_DISCONNECTED);
 }
 
