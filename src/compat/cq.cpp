@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <poll.h>
 #include <fcntl.h>
+#include <csignal>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -147,6 +148,25 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
 
 }  // namespace uroce::compat
 
+namespace {
+
+// libibverbs blocks in read(), which a signal handler interrupts (EINTR) unless it was installed
+// with SA_RESTART; epoll_wait always returns EINTR. Which signal came is not known here: EINTR
+// goes to the program if any handler it installed would interrupt a read (qperf ends its tests
+// with SIGALRM and expects that), else the wait goes on.
+bool interrupts_reads() {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa{};
+    if (sigaction(sig, nullptr, &sa) != 0) continue;
+    bool handled = (sa.sa_flags & SA_SIGINFO) ? sa.sa_sigaction != nullptr
+                                              : sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+    if (handled && !(sa.sa_flags & SA_RESTART)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 extern "C" {
 
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
@@ -191,7 +211,7 @@ int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
   epoll_event ev;
   int n;
   do n = epoll_wait(ch->fd, &ev, 1, timeout);
-  while (n < 0 && errno == EINTR);
+  while (n < 0 && errno == EINTR && !interrupts_reads());
   if (n == 0) errno = EAGAIN;
   if (n != 1) return -1;
   UCq* c = static_cast<UCq*>(ev.data.ptr);

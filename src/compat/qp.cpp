@@ -145,7 +145,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   init.send_cq = from<UCq>(attr->send_cq)->cq.get();
   init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
   init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
-  init.cap = QpCap{attr->cap.max_send_wr, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
+  // A queue of 0 is legal in verbs (a QP that only receives, as qperf's servers make): one slot.
+  init.cap = QpCap{attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
                    attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
                    attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
   init.sq_sig_all = attr->sq_sig_all != 0;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # rdma_cm programs (Debian's rdmacm-utils and perftest), unmodified, between two uroce processes
 # through uroce-run: rping -v (every payload checked on both sides), ucmatose (RC), udaddy (UD
-# over SIDR), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, and rping
-# to a port nobody listens on (rejected, reason 8, as the kernel reports it).
+# over SIDR), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, qperf -cm1,
+# rping over 127.0.0.1 held by another NIC, and rping to a port nobody listens on (rejected,
+# reason 8, as the kernel reports it).
 #   usage: rdmacm.sh BIN_DIR
 BIN=$1
 command -v rping >/dev/null || { echo "SKIP: rping is not installed (Debian: rdmacm-utils)"; exit 77; }
@@ -93,6 +94,30 @@ if command -v ib_send_bw >/dev/null; then
     ok=1; [ $crc = 0 ] && [ $src = 0 ] && ok=0
     report "$name" $ok "perftest $t -R (rdma_cm connection)"
   done
+fi
+
+# qperf (no GRH of its own, so on RoCE it needs -cm1: its RC QPs through rdma_cm). Its server
+# serves test after test, each in a new process, until a client says quit; one test per client.
+if command -v qperf >/dev/null; then
+  QPORT=$(( 20000 + ($$ * 3 + 1) % 12000 ))  # its TCP port, below the ephemeral range
+  UROCE_ADDR=$SADDR timeout 90 $RUN qperf -lp $QPORT > "$TMP/qperf.server" 2>&1 &
+  spid=$!
+  : > "$TMP/qperf.client"
+  crc=0
+  for t in rc_bw rc_rdma_write_bw rc_rdma_read_bw rc_lat; do
+    for try in 1 2 3 4 5; do  # bounded: until the server's TCP port listens
+      timeout 30 $RUN qperf -lp $QPORT -cm1 -t 1 "$SADDR" $t > "$TMP/qperf.one" 2>&1; rc=$?
+      cp "$TMP/qperf.one" "$TMP/qperf.client.$t"
+      grep -q "failed to connect" "$TMP/qperf.one" || break
+      sleep 0.2
+    done
+    cat "$TMP/qperf.one" >> "$TMP/qperf.client"
+    [ $rc = 0 ] || crc=$rc
+  done
+  timeout 10 $RUN qperf -lp $QPORT "$SADDR" quit > /dev/null 2>&1
+  wait $spid; src=$?
+  ok=1; [ $crc = 0 ] && [ $src = 0 ] && [ "$(grep -cE '^ +(bw|latency) += +[0-9.]+ ' "$TMP/qperf.client")" = 4 ] && ok=0
+  report qperf $ok "qperf -cm1 rc_bw, rc_rdma_write_bw, rc_rdma_read_bw, rc_lat: $(awk '/(bw|latency)  =/ {printf "%s %s, ", $3, $4}' "$TMP/qperf.client")"
 fi
 
 # The host's loopback, as the kernel's rdma_cm has it: neither side is given an address, the
