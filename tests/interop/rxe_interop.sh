@@ -257,6 +257,7 @@ rdmacm_attempt() {  # as rdmacm_case; returns 0 when the case passed (and record
   finish "$label" "$role" "$tag" 0
 }
 
+# (cmtime is not in the guest image: it runs between uroce processes, in clients_rdmacm.)
 rdmacm_cases() {  # role: uroce is the rdma_cm client or server
   local role=$1 me=10.99.0.2
   [ "$role" = server ] && me=10.99.0.1
@@ -266,6 +267,8 @@ rdmacm_cases() {  # role: uroce is the rdma_cm client or server
     "udaddy -C 10 over rdma_cm (SIDR, UD datagrams)"
   rdmacm_case "$role" rdma_server:rdma_client 7471 "-s $me" "-s $me" "end 0" "end 0" \
     "rdma_server/rdma_client (synchronous endpoints)"
+  rdmacm_case "$role" ucmatose 7471 "-b $me -c 2 -C 10" "-s $me -c 2 -C 10" "return status 0" "return status 0" \
+    "ucmatose -c 2 -C 10 (two RC connections, messages each way)"
   rdmacm_case "$role" ib_send_bw 18515 "-z -s 8192 -n 100" "-z -s 8192 -n 100 $me" "^ 8192 +100 " "^ 8192 +100 " \
     "perftest ib_send_bw -z (rdma_cm connection for perftest's exchange, 8 KiB x 100)"
   # -R against rxe's server only: in this emulated guest its data listener comes up well after
