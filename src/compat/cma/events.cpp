@@ -125,11 +125,6 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   }
   bool nonblock = fcntl(c->ch.fd, F_GETFL) & O_NONBLOCK;
   for (;;) {
-    if (c->closed) {
-      --c->waiters;
-      g.unlock();
-      for (;;) pause();  // as a read() of an fd closed under it: blocked for good
-    }
     if (!c->queue.empty()) {
       EventBox* e = c->queue.front();
       c->queue.pop_front();
@@ -152,12 +147,15 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     int n = poll(&p, 1, -1);
     int err = errno;
     g.lock();
+    if (c->closed) {  // destroyed meanwhile; the channel stays, this thread keeps waiting
+      g.unlock();
+      for (;;) pause();  // as a read() of an fd closed under it: blocked for good
+    }
     --c->waiters;
     if (n < 0 && err != EINTR) {
       errno = err;
       return -1;
     }
-    if (c->closed) ++c->waiters;  // counted out above
   }
 }
 
