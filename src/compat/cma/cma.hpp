@@ -113,6 +113,8 @@ std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
 // loopback.cpp: the host's directory of listeners bound to loopback or wildcard addresses.
 // announce_listener returns the fd that holds the name (-1: not announced); find_listener the
 // NIC of a listener that a loopback destination (port space, port, address) reaches.
+bool is_loopback(const Gid& g);  // 127/8 or ::1: this host
+bool is_wildcard(const Gid& g);  // 0.0.0.0 or ::
 int announce_listener(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic);
 std::optional<Gid> find_listener(uint16_t ps, uint16_t port, const Gid& dst);
 

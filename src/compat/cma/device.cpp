@@ -98,11 +98,7 @@ bool address_from_env() {
 std::string local_address_for(const sockaddr* dst) {
   auto gid = gid_of(dst);
   if (!gid) return "";
-  if (auto v4 = gid->ipv4()) {
-    if ((*v4 >> 24) == 127) return "";  // loopback: the first free 127.0.0.x
-  } else if (*gid == *Gid::parse("::1")) {
-    return "::1";
-  }
+  if (is_loopback(*gid)) return gid->ipv4() ? "" : "::1";  // 127/8: the first free 127.0.0.x
   // Elsewhere, the source address the kernel's routing table picks for dst.
   int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return "";

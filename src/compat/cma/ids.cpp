@@ -23,12 +23,12 @@ int fail(int e) {
 
 bool is_any(const sockaddr* sa) {
   auto g = gid_of(sa);
-  return !g || *g == Gid{} || (g->ipv4() && *g->ipv4() == 0);
+  return !g || is_wildcard(*g);
 }
 
 bool is_loopback(const sockaddr* sa) {
   auto g = gid_of(sa);
-  return g && ((g->ipv4() && (*g->ipv4() >> 24) == 127) || *g == *Gid::parse("::1"));
+  return g && cma::is_loopback(*g);
 }
 
 // Takes a port of the id's port space (mu held): `want`, or a free ephemeral one for 0.

@@ -17,12 +17,12 @@
 
 namespace uroce::compat::cma {
 
+bool is_loopback(const Gid& g) { return (g.ipv4() && (*g.ipv4() >> 24) == 127) || g == *Gid::parse("::1"); }
+bool is_wildcard(const Gid& g) { return g == Gid{} || (g.ipv4() && *g.ipv4() == 0); }
+
 namespace {
 
 constexpr const char* kPrefix = "uroce-cm/";
-
-bool loopback(const Gid& g) { return (g.ipv4() && (*g.ipv4() >> 24) == 127) || g == *Gid::parse("::1"); }
-bool wildcard(const Gid& g) { return g == Gid{} || (g.ipv4() && *g.ipv4() == 0); }
 
 // "uroce-cm/<port space>/<port>/<bound address>/<NIC address>"
 std::string name_of(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic) {
@@ -32,7 +32,7 @@ std::string name_of(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic
 }  // namespace
 
 int announce_listener(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic) {
-  if (!loopback(bound) && !wildcard(bound)) return -1;
+  if (!is_loopback(bound) && !is_wildcard(bound)) return -1;
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   sockaddr_un a{};
@@ -54,7 +54,7 @@ int announce_listener(uint16_t ps, uint16_t port, const Gid& bound, const Gid& n
 // exactly dst; then a wildcard listener, if only one process has one (with the kernel a second
 // wildcard bind of the port would have failed; here the processes are many NICs).
 std::optional<Gid> find_listener(uint16_t ps, uint16_t port, const Gid& dst) {
-  if (!loopback(dst)) return std::nullopt;
+  if (!is_loopback(dst)) return std::nullopt;
   std::ifstream in("/proc/net/unix");
   std::string line, want = std::string("@") + kPrefix + std::to_string(ps) + "/" + std::to_string(port) + "/";
   std::optional<Gid> exact, any;
@@ -67,9 +67,9 @@ std::optional<Gid> find_listener(uint16_t ps, uint16_t port, const Gid& dst) {
     if (!std::getline(rest, bound_s, '/') || !std::getline(rest, nic_s)) continue;
     auto bound = Gid::parse(bound_s), nic = Gid::parse(nic_s);
     if (!bound || !nic || nic->ipv4().has_value() != dst.ipv4().has_value()) continue;
-    if (*nic == dst && (*bound == dst || wildcard(*bound))) return dst;
+    if (*nic == dst && (*bound == dst || is_wildcard(*bound))) return dst;
     if (*bound == dst) exact = nic;
-    else if (wildcard(*bound) && *nic != any.value_or(Gid{})) {
+    else if (is_wildcard(*bound) && *nic != any.value_or(Gid{})) {
       any = nic;
       ++wildcards;
     }
