@@ -31,6 +31,11 @@ struct DeviceOptions {
   // checked exactly. By default a device not on loopback does so when the process may, and
   // otherwise solves for the IPv4 ID the ICRC covers ($UROCE_RAW_RX=0 forces that).
   bool raw_rx = false;
+  // The device's own thread (the NIC): it sends, receives, retransmits and raises events
+  // while the application does something else. Without it the device progresses only when
+  // the application posts or polls a CQ on its own threads (also $UROCE_PROGRESS_THREAD=0);
+  // CompletionQueue::wait then polls. Posting and polling run the device inline either way.
+  bool progress_thread = true;
 };
 
 struct DeviceAttr {
@@ -111,7 +116,8 @@ class MemoryRegion {
 class CompletionQueue {
  public:
   ~CompletionQueue();
-  // Returns how many completions were written to out (0 if none). Never blocks.
+  // Returns how many completions were written to out (0 if none). Never blocks. A poll that
+  // finds nothing first lets the device receive on this thread (even with an empty out).
   int poll(std::span<Wc> out);
   // Arms the completion event: the next completion (or next solicited/error one) makes fd()
   // readable once.

@@ -1,6 +1,8 @@
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <poll.h>
+
+#include <chrono>
 #include <unistd.h>
 
 #include <cerrno>
@@ -54,7 +56,8 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
   core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link, spin_ns);
-  core->engine->start();
+  const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
+  core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
   return std::unique_ptr<Device>(new Device(std::move(core)));
 }
 
@@ -237,10 +240,15 @@ CompletionQueue::~CompletionQueue() = default;
 
 int CompletionQueue::fd() const { return h_->event_fd; }
 
-int CompletionQueue::poll(std::span<Wc> out) { return h_->cq->poll(out); }
+int CompletionQueue::poll(std::span<Wc> out) {
+  if (int n = h_->cq->poll(out)) return n;
+  h_->core->engine->polled_empty();  // receive on this thread, then look again
+  return h_->cq->poll(out);
+}
 
 Status CompletionQueue::req_notify(bool solicited_only) {
   h_->cq->arm(solicited_only ? core::CqArm::Solicited : core::CqArm::Next);
+  h_->core->engine->cq_armed();
   return {};
 }
 
@@ -253,6 +261,12 @@ bool CompletionQueue::busy() const {
 }
 
 Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
+  if (!h_->core->engine->threaded()) {  // nobody else would make progress: poll until then
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      if (int n = poll(out); n || (timeout_ms >= 0 && std::chrono::steady_clock::now() >= end)) return n;
+    }
+  }
   for (;;) {
     int n = poll(out);
     if (n) return n;
@@ -301,7 +315,14 @@ Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
-  return core_->nic->post_send(*qp_, wrs, bad);
+  engine::Engine& e = *core_->engine;
+  Status s;
+  {
+    engine::Engine::PostScope scope(e);
+    s = core_->nic->post_send(*qp_, wrs, bad);
+  }
+  e.after_post();  // the requester runs and transmits on this thread
+  return s;
 }
 
 Status QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad) {

@@ -5,9 +5,22 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "engine/clock.hpp"
 
 namespace uroce::engine {
+
+namespace {
+// An application is taken to be polling after this many empty polls in a row (since its last
+// post): one poll per iteration, as a program that spins on memory does, is not polling.
+constexpr uint32_t kPollingAfter = 4;
+// How long the link stays with a polling application after its last empty poll.
+constexpr uint64_t kPollWindowNs = 200'000;
+// The engine whose post is being made on this thread: its doorbell need not wake the engine.
+thread_local Engine* t_posting = nullptr;
+}  // namespace
 
 Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
     : nic_(nic), link_(link), spin_ns_(spin_ns) {
@@ -18,6 +31,8 @@ Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  epoll_wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   if (link_.rx_fd() >= 0) {
     ev.data.fd = link_.rx_fd();
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
@@ -31,9 +46,10 @@ Engine::~Engine() {
   close(wake_fd_);
   close(async_fd_);
   close(epoll_fd_);
+  close(epoll_wake_fd_);
 }
 
-void Engine::start() {
+void Engine::start(bool thread) {
   {
     std::lock_guard g(mu_);  // events raised before the engine ran (PORT_ACTIVE)
     if (nic_.take_async_signal()) {
@@ -42,18 +58,25 @@ void Engine::start() {
     }
   }
   if (running_.exchange(true)) return;
-  thread_ = std::thread([this] { run(); });
+  threaded_ = thread;
+  if (thread) thread_ = std::thread([this] { run(); });
 }
 
 void Engine::stop() {
   if (!running_.exchange(false)) return;
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
-  thread_.join();
+  if (threaded_) thread_.join();
 }
 
 void Engine::flush(uint64_t timeout_ns) {
   if (!running_.load()) return;
+  if (!threaded_) {
+    std::lock_guard g(mu_);
+    pass(monotonic_ns());
+    pass(monotonic_ns());
+    return;
+  }
   const uint64_t end = monotonic_ns() + timeout_ns;
   const uint64_t want = passes() + 2;
   while (passes() < want && monotonic_ns() < end) {
@@ -70,12 +93,62 @@ std::unique_lock<std::mutex> Engine::control_lock() {
   return g;
 }
 
+Engine::PostScope::PostScope(Engine& e) : prev_(std::exchange(t_posting, &e)) {}
+Engine::PostScope::~PostScope() { t_posting = prev_; }
+
+bool Engine::run_inline() {
+  if (!running_.load(std::memory_order_relaxed) || control_waiting_.load(std::memory_order_acquire)) return false;
+  std::unique_lock g(mu_, std::try_to_lock);
+  if (!g.owns_lock()) return false;
+  pass(monotonic_ns());
+  return true;
+}
+
+void Engine::after_post() {
+  empty_polls_.store(0, std::memory_order_relaxed);
+  // The engine thread must carry on if the core is busy, or if one pass did not send it all.
+  if (!run_inline() || more_.load(std::memory_order_relaxed)) wake();
+}
+
+void Engine::polled_empty() {
+  if (empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kPollingAfter)
+    app_polling_until_.store(monotonic_ns() + kPollWindowNs, std::memory_order_relaxed);
+  run_inline();
+}
+
+void Engine::cq_armed() {
+  empty_polls_.store(0, std::memory_order_relaxed);
+  if (app_polling_until_.exchange(0, std::memory_order_relaxed)) wake();
+}
+
 void Engine::wake() {
+  if (t_posting == this) return;  // after_post() follows
   // Pairs with the seq_cst store of sleeping_ and the doorbell re-check in run().
   if (sleeping_.load(std::memory_order_seq_cst)) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }
+}
+
+bool Engine::pass(uint64_t now) {
+  bool did = link_.poll_rx(sink_, now, 256) > 0;
+  did |= nic_.progress(now);
+  // Wake waiting applications before sending: their next request is on the critical
+  // path, our ACKs are not.
+  for (core::Cq* cq : nic_.cq_events()) {
+    uint64_t one = 1;
+    if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
+  }
+  nic_.cq_events().clear();
+  if (nic_.take_async_signal()) {
+    uint64_t one = 1;
+    (void)!write(async_fd_, &one, sizeof one);
+  }
+  transmit(nic_, link_, now);
+  bool more = nic_.has_work();
+  more_.store(more, std::memory_order_relaxed);
+  passes_.fetch_add(1, std::memory_order_release);
+  return did || more;
 }
 
 void Engine::run() {
@@ -89,29 +162,16 @@ void Engine::run() {
     {
       std::lock_guard g(mu_);
       now = monotonic_ns();
-      did |= link_.poll_rx(sink_, now, 256) > 0;
-      did |= nic_.progress(now);
-      // Wake waiting applications before sending: their next request is on the critical
-      // path, our ACKs are not.
-      for (core::Cq* cq : nic_.cq_events()) {
-        uint64_t one = 1;
-        if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
-      }
-      nic_.cq_events().clear();
-      if (nic_.take_async_signal()) {
-        uint64_t one = 1;
-        (void)!write(async_fd_, &one, sizeof one);
-      }
-      transmit(nic_, link_, now);
-      did |= nic_.has_work();
+      did = pass(now);
       deadline = nic_.next_deadline();
-      passes_.fetch_add(1, std::memory_order_release);
     }
     if (did) {
       idle_since = now;
       continue;
     }
-    if (now - idle_since < spin_ns_ && deadline > now) {
+    const uint64_t app_until = app_polling_until_.load(std::memory_order_relaxed);
+    const bool app_polls = app_until > now;
+    if (!app_polls && now - idle_since < spin_ns_ && deadline > now) {
       // Spinning, but a runnable application thread (just woken by a completion) gets this
       // core first: on a small machine it is the next step of the critical path.
       sched_yield();
@@ -123,15 +183,17 @@ void Engine::run() {
       sleeping_.store(false, std::memory_order_relaxed);
       continue;
     }
+    // A polling application receives for itself: sleep until a timer or until it stops.
+    const uint64_t until = app_polls ? std::min(deadline, app_until) : deadline;
     timespec ts{}, *tsp = nullptr;
-    if (deadline != UINT64_MAX) {
-      uint64_t d = deadline - now;
+    if (until != UINT64_MAX) {
+      uint64_t d = until - now;
       ts.tv_sec = time_t(d / 1'000'000'000);
       ts.tv_nsec = long(d % 1'000'000'000);
       tsp = &ts;
     }
     epoll_event evs[2];
-    epoll_pwait2(epoll_fd_, evs, 2, tsp, nullptr);
+    epoll_pwait2(app_polls ? epoll_wake_fd_ : epoll_fd_, evs, 2, tsp, nullptr);
     sleeping_.store(false, std::memory_order_seq_cst);
     uint64_t v;
     (void)!read(wake_fd_, &v, sizeof v);

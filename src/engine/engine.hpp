@@ -1,8 +1,13 @@
 // The NIC as a thread: it drives one protocol core (transport::ProtocolCore) with a link and the
 // monotonic clock. Adaptive polling: it spins while there is traffic and for a short while
 // after, then blocks in epoll on the link's socket and a wake-up eventfd, with a timeout at
-// the next protocol timer. Application threads post without syscalls while it spins; only a
-// post that finds it asleep writes the eventfd.
+// the next protocol timer.
+//
+// Run to completion: an application thread that posts, or polls an empty CQ, runs one pass of
+// the same loop itself when the core is free (try-lock), so a message costs no thread hand-off.
+// While an application keeps polling, the engine thread leaves the link to it and sleeps until
+// a timer, a wake-up, or the polling stops; arming a CQ (the prelude to a blocking wait) hands
+// the link back at once.
 //
 // Locking: control_lock() serializes control operations (create/modify/destroy, reg_mr,
 // counters) with the engine loop, which holds the lock for one pass at a time and never while
@@ -24,8 +29,10 @@ class Engine {
  public:
   Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns = 200'000);
   ~Engine();
-  void start();
+  // With thread false the core progresses only on application threads (run_inline).
+  void start(bool thread = true);
   void stop();
+  bool threaded() const { return threaded_; }
   std::unique_lock<std::mutex> control_lock();
   // Passes of the engine loop so far (each one holds the lock once).
   uint64_t passes() const { return passes_.load(std::memory_order_acquire); }
@@ -35,22 +42,45 @@ class Engine {
   // posted, the second sends what that made), or after timeout_ns.
   void flush(uint64_t timeout_ns);
 
+  // Application side of run to completion. post_scope() brackets a post: the doorbell it rings
+  // does not wake the engine; after_post() then runs a pass here, or wakes the engine if the
+  // core is busy. polled_empty() runs a pass for a poll that found nothing; cq_armed() hands
+  // receiving back to the engine thread before the application blocks.
+  class PostScope {
+   public:
+    explicit PostScope(Engine& e);
+    ~PostScope();
+   private:
+    Engine* prev_;
+  };
+  void after_post();
+  void polled_empty();
+  void cq_armed();
+
  private:
   void run();
   void wake();
+  bool pass(uint64_t now);  // one pass of the loop, lock held; true if anything happened
+  bool run_inline();        // a pass on the caller's thread if the core is free
   transport::ProtocolCore& nic_;
   link::Link& link_;
   CoreSink sink_{nic_};
   uint64_t spin_ns_;
   std::mutex mu_;
   std::thread thread_;
-  std::atomic<bool> running_{false};
+  std::atomic<bool> running_{false};  // started, and not stopped
+  bool threaded_ = false;
   std::atomic<bool> sleeping_{false};
   std::atomic<uint32_t> control_waiting_{0};
   std::atomic<uint64_t> passes_{0};
+  // Until when an application polls (monotonic ns): the engine thread leaves the link alone.
+  std::atomic<uint64_t> app_polling_until_{0};
+  std::atomic<uint32_t> empty_polls_{0};  // by applications, in a row since the last post
+  std::atomic<bool> more_{false};         // the last pass left work for the next
   int wake_fd_ = -1;
   int async_fd_ = -1;
-  int epoll_fd_ = -1;
+  int epoll_fd_ = -1;       // wake-up eventfd and the link
+  int epoll_wake_fd_ = -1;  // wake-up eventfd only
 };
 
 }  // namespace uroce::engine
