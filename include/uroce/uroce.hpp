@@ -36,6 +36,9 @@ struct DeviceOptions {
   // the application posts or polls a CQ on its own threads (also $UROCE_PROGRESS_THREAD=0);
   // CompletionQueue::wait then polls. Posting and polling run the device inline either way.
   bool progress_thread = true;
+  // Packets to other uroce devices of the same user on this host go through shared memory
+  // rings instead of UDP (same packets; counters shm_*). Off: false or $UROCE_SHM=0.
+  bool same_host_shm = true;
 };
 
 struct DeviceAttr {

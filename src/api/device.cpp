@@ -55,7 +55,10 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
-  core->engine = std::make_unique<engine::Engine>(*core->nic, *core->link, spin_ns);
+  const char* shm = std::getenv("UROCE_SHM");
+  if (opts.same_host_shm && !(shm && std::string(shm) == "0"))
+    core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());
+  core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
   core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
   return std::unique_ptr<Device>(new Device(std::move(core)));
@@ -103,6 +106,14 @@ std::map<std::string, uint64_t> Device::counters() const {
   std::map<std::string, uint64_t> m;
   auto g = core_->lock();
   core_->nic->counters().for_each([&](const char* n, uint64_t v) { m[n] = v; });
+  if (core_->host) {
+    link::ShmStats s = core_->host->stats();
+    m["shm_channels"] = s.channels;
+    m["shm_tx_packets"] = s.tx_packets;
+    m["shm_rx_packets"] = s.rx_packets;
+    m["shm_tx_full_drops"] = s.tx_full_drops;
+    m["shm_rx_malformed"] = s.rx_malformed;
+  }
   return m;
 }
 

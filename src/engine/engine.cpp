@@ -100,7 +100,7 @@ bool Engine::run_inline() {
   if (!running_.load(std::memory_order_relaxed) || control_waiting_.load(std::memory_order_acquire)) return false;
   std::unique_lock g(mu_, std::try_to_lock);
   if (!g.owns_lock()) return false;
-  pass(monotonic_ns());
+  pass(monotonic_ns(), true);
   return true;
 }
 
@@ -130,8 +130,8 @@ void Engine::wake() {
   }
 }
 
-bool Engine::pass(uint64_t now) {
-  bool did = link_.poll_rx(sink_, now, 256) > 0;
+bool Engine::pass(uint64_t now, bool on_app_thread) {
+  bool did = (on_app_thread ? link_.poll_rx_inline(sink_, now, 256) : link_.poll_rx(sink_, now, 256)) > 0;
   did |= nic_.progress(now);
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
@@ -183,6 +183,17 @@ void Engine::run() {
       sleeping_.store(false, std::memory_order_relaxed);
       continue;
     }
+    if (!app_polls) {
+      bool may_sleep;
+      {
+        std::lock_guard g(mu_);
+        may_sleep = link_.prepare_sleep();
+      }
+      if (!may_sleep) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        continue;
+      }
+    }
     // A polling application receives for itself: sleep until a timer or until it stops.
     const uint64_t until = app_polls ? std::min(deadline, app_until) : deadline;
     timespec ts{}, *tsp = nullptr;
@@ -195,6 +206,10 @@ void Engine::run() {
     epoll_event evs[2];
     epoll_pwait2(app_polls ? epoll_wake_fd_ : epoll_fd_, evs, 2, tsp, nullptr);
     sleeping_.store(false, std::memory_order_seq_cst);
+    if (!app_polls) {
+      std::lock_guard g(mu_);
+      link_.woke();
+    }
     uint64_t v;
     (void)!read(wake_fd_, &v, sizeof v);
     idle_since = monotonic_ns();

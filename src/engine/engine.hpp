@@ -60,7 +60,8 @@ class Engine {
  private:
   void run();
   void wake();
-  bool pass(uint64_t now);  // one pass of the loop, lock held; true if anything happened
+  // One pass of the loop, lock held; true if anything happened. inline: on an application thread.
+  bool pass(uint64_t now, bool on_app_thread = false);
   bool run_inline();        // a pass on the caller's thread if the core is free
   transport::ProtocolCore& nic_;
   link::Link& link_;

@@ -35,6 +35,13 @@ class Link {
   virtual void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) = 0;
   // Hands up to `max` received packets to sink; returns how many.
   virtual int poll_rx(PacketSink& sink, uint64_t now, int max) = 0;
+  // The same for an application thread polling in a loop: a link may leave out what costs a
+  // system call on most calls (the engine thread's poll_rx takes it).
+  virtual int poll_rx_inline(PacketSink& sink, uint64_t now, int max) { return poll_rx(sink, now, max); }
+  // Around the engine's blocking wait on rx_fd(): prepare_sleep() returns false if packets
+  // arrived meanwhile (do not block); woke() follows every prepare_sleep() that returned true.
+  virtual bool prepare_sleep() { return true; }
+  virtual void woke() {}
   // A file descriptor that becomes readable when packets arrive, or -1.
   virtual int rx_fd() const { return -1; }
   // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.

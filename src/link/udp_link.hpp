@@ -32,6 +32,7 @@ class UdpLink final : public Link {
   // interface (those it can bind), which come first in its GID table, link-local first.
   static Result<std::unique_ptr<UdpLink>> open(const Gid& addr, const std::string& pcap_path, Rx rx = Rx::Auto);
   bool raw() const { return raw_fd_ >= 0; }
+  PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();
 
   uint32_t local_ip() const { return ip_; }  // 0 on an IPv6-only device

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/api_side.hpp"
 #include "../common/seed.hpp"
 #include "uroce/uroce.hpp"
 
@@ -15,25 +16,14 @@ using namespace uroce;
 
 namespace {
 
-struct Side {
-  std::unique_ptr<Device> dev;
-  std::unique_ptr<ProtectionDomain> pd;
-  std::unique_ptr<CompletionQueue> cq;
-  std::unique_ptr<QueuePair> qp;
-  std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 20);
-  std::unique_ptr<MemoryRegion> mr;
-
-  explicit Side(bool thread) {
+struct Side : test::ApiSide {
+  explicit Side(bool thread, bool shm = true) : ApiSide(options(thread, shm)) {}
+  static DeviceOptions options(bool thread, bool shm) {
     DeviceOptions o;
     o.progress_thread = thread;
-    dev = std::move(*Device::open("uroce0", o));
-    pd = std::move(*dev->alloc_pd());
-    cq = std::move(*dev->create_cq(256));
-    qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), {}, false, nullptr}));
-    mr = std::move(*pd->reg_mr(buf.data(), buf.size(),
-                               kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead));
+    o.same_host_shm = shm;
+    return o;
   }
-  Endpoint endpoint(uint32_t psn) { return {*dev->query_gid(0), qp->qp_num(), psn, uint64_t(buf.data()), mr->rkey(), 1 << 20}; }
 };
 
 // Polls both CQs from this thread until `want` completions arrived on `on`, at most 5 s.
@@ -51,11 +41,15 @@ std::vector<Wc> until(Side& on, Side& other, size_t want) {
 
 }  // namespace
 
-TEST(RunToCompletion, TwoDevicesWithoutThreadsMoveEveryByte) {
+class RunToCompletionOn : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Link, RunToCompletionOn, ::testing::Values(false, true),
+                         [](const auto& i) { return i.param ? "SharedMemory" : "Udp"; });
+
+TEST_P(RunToCompletionOn, TwoDevicesWithoutThreadsMoveEveryByte) {
   uint64_t seed = test::test_seed(11);
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  Side a(false), b(false);
+  Side a(false, GetParam()), b(false, GetParam());
   ASSERT_TRUE(a.qp->connect(b.endpoint(200), 100));
   ASSERT_TRUE(b.qp->connect(a.endpoint(100), 200));
   for (auto& x : a.buf) x = uint8_t(rng());
@@ -99,9 +93,9 @@ TEST(RunToCompletion, TwoDevicesWithoutThreadsMoveEveryByte) {
   EXPECT_EQ(wc[0].byte_len, 256u << 10);
   ASSERT_EQ(std::memcmp(a.buf.data() + (600 << 10), a.buf.data() + 1000, 256 << 10), 0);
 
-  auto ca = a.dev->counters();
-  EXPECT_EQ(ca["rx_bad_icrc"], 0u);
-  EXPECT_EQ(ca["rx_malformed"], 0u);
+  EXPECT_EQ(a.counter("rx_bad_icrc"), 0u);
+  EXPECT_EQ(a.counter("rx_malformed"), 0u);
+  EXPECT_EQ(a.counter("shm_tx_packets") == a.counter("tx_packets"), GetParam());
 }
 
 // Without a progress thread, wait() polls: it returns what arrives, and 0 after its timeout.

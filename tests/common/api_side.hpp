@@ -1,0 +1,33 @@
+// One end of an RC connection through the public API: a device, a CQ, a QP and a 1 MiB
+// region the peer may write and read.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "uroce/uroce.hpp"
+
+namespace uroce::test {
+
+struct ApiSide {
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 20);
+  std::unique_ptr<MemoryRegion> mr;
+
+  explicit ApiSide(const DeviceOptions& o) {
+    dev = std::move(*Device::open("uroce0", o));
+    pd = std::move(*dev->alloc_pd());
+    cq = std::move(*dev->create_cq(256));
+    new_qp();
+    mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead));
+  }
+  void new_qp() { qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), {}, false, nullptr})); }
+  Endpoint endpoint(uint32_t psn) {
+    return {*dev->query_gid(0), qp->qp_num(), psn, uint64_t(buf.data()), mr->rkey(), buf.size()};
+  }
+  uint64_t counter(const char* name) { return dev->counters()[name]; }
+};
+
+}  // namespace uroce::test

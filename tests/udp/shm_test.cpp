@@ -1,0 +1,194 @@
+// The same-host shared-memory link: two devices of this user agree on rings by themselves, the
+// transport above is unchanged (every byte, every completion), a device with it off still
+// talks UDP to one with it on, a restarted peer gets a new channel, and a peer that writes
+// garbage into the rings is dropped and counted, never trusted.
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <random>
+#include <vector>
+
+#include "../common/api_side.hpp"
+#include "../common/seed.hpp"
+#include "link/fd_passing.hpp"
+#include "link/shm_ring.hpp"
+#include "uroce/uroce.hpp"
+
+using namespace uroce;
+
+namespace {
+
+struct Side : test::ApiSide {
+  explicit Side(bool shm, const std::string& addr = "") : ApiSide(options(shm, addr)) {}
+  static DeviceOptions options(bool shm, const std::string& addr) {
+    DeviceOptions o;
+    o.same_host_shm = shm;
+    o.addr = addr;
+    return o;
+  }
+};
+
+void connect(Side& a, Side& b) {
+  ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7));
+}
+
+std::vector<Wc> wait_for(Side& s, size_t want) {
+  std::vector<Wc> got;
+  Wc wc[16];
+  for (int i = 0; i < 500 && got.size() < want; ++i) {
+    auto r = s.cq->wait(wc, 10);
+    EXPECT_TRUE(r);
+    if (r) got.insert(got.end(), wc, wc + *r);
+  }
+  return got;
+}
+
+// n SENDs of len bytes from a to b and one 256 KiB WRITE, all checked.
+void traffic(Side& a, Side& b, uint64_t seed, int n = 50, uint32_t len = 10'000) {
+  std::mt19937_64 rng(seed);
+  for (auto& x : a.buf) x = uint8_t(rng());
+  for (int i = 0; i < n; ++i) {
+    Sge r = b.mr->sge(uint64_t(i % 8) * len, len);
+    ASSERT_TRUE(b.qp->post_recv({uint64_t(i), {&r, 1}}));
+    Sge s = a.mr->sge(uint64_t(i) * 100, len);
+    ASSERT_TRUE(a.qp->post_send({uint64_t(i), WrOpcode::Send, kSendSignaled, {&s, 1}}));
+    auto rx = wait_for(b, 1);
+    ASSERT_EQ(rx.size(), 1u) << "message " << i;
+    ASSERT_EQ(rx[0].status, WcStatus::Success);
+    ASSERT_EQ(rx[0].byte_len, len);
+    ASSERT_EQ(std::memcmp(b.buf.data() + (i % 8) * len, a.buf.data() + i * 100, len), 0) << "message " << i;
+    auto tx = wait_for(a, 1);
+    ASSERT_EQ(tx.size(), 1u);
+    ASSERT_EQ(tx[0].status, WcStatus::Success);
+  }
+  Sge w = a.mr->sge(4096, 256 << 10);
+  SendWr wr{99, WrOpcode::RdmaWrite, kSendSignaled, {&w, 1}};
+  wr.remote_addr = uint64_t(b.buf.data()) + (512 << 10);
+  wr.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(wr));
+  auto tx = wait_for(a, 1);
+  ASSERT_EQ(tx.size(), 1u);
+  ASSERT_EQ(tx[0].status, WcStatus::Success);
+  ASSERT_EQ(std::memcmp(b.buf.data() + (512 << 10), a.buf.data() + 4096, 256 << 10), 0);
+}
+
+}  // namespace
+
+TEST(SameHost, TwoDevicesUseTheRingsForEveryPacket) {
+  uint64_t seed = test::test_seed(21);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(true), b(true);
+  connect(a, b);
+  traffic(a, b, seed);
+  EXPECT_EQ(a.counter("shm_channels"), 1u);
+  EXPECT_EQ(b.counter("shm_channels"), 1u);
+  // Every packet either way went through shared memory, none was lost or malformed.
+  EXPECT_EQ(a.counter("shm_tx_packets"), a.counter("tx_packets"));
+  EXPECT_EQ(b.counter("shm_tx_packets"), b.counter("tx_packets"));
+  EXPECT_EQ(a.counter("shm_rx_packets"), a.counter("rx_packets"));
+  EXPECT_EQ(b.counter("shm_rx_packets"), a.counter("shm_tx_packets"));
+  EXPECT_EQ(a.counter("rx_bad_icrc") + b.counter("rx_bad_icrc"), 0u);
+  EXPECT_EQ(a.counter("retransmitted_packets") + b.counter("retransmitted_packets"), 0u);
+  EXPECT_GT(a.counter("tx_packets"), 100u);
+}
+
+TEST(SameHost, OffOnEitherSideMeansUdp) {
+  uint64_t seed = test::test_seed(22);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(false), b(true);
+  connect(a, b);
+  traffic(a, b, seed, 10);
+  for (Side* s : {&a, &b}) {
+    EXPECT_EQ(s->counter("shm_tx_packets"), 0u);
+    EXPECT_EQ(s->counter("shm_rx_packets"), 0u);
+  }
+  EXPECT_EQ(b.counter("shm_channels"), 0u);
+  EXPECT_GT(b.counter("rx_packets"), 10u);
+}
+
+TEST(SameHost, ARestartedPeerGetsANewChannel) {
+  uint64_t seed = test::test_seed(23);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(true);
+  std::string addr;
+  {
+    Side b(true);
+    addr = b.dev->query_gid(0)->to_string();
+    connect(a, b);
+    traffic(a, b, seed, 5);
+    EXPECT_EQ(a.counter("shm_channels"), 1u);
+  }
+  // b's process side is gone: its socket hung up. A new device takes the same address.
+  Side b2(true, addr);
+  a.new_qp();
+  connect(a, b2);
+  uint64_t before = a.counter("shm_tx_packets");
+  traffic(a, b2, seed + 1, 5);
+  EXPECT_EQ(a.counter("shm_channels"), 1u);  // the dead one is gone
+  EXPECT_GT(a.counter("shm_tx_packets"), before);
+  EXPECT_EQ(b2.counter("shm_rx_packets"), b2.counter("rx_packets"));
+}
+
+// A peer of the same user that offers a channel and then writes nonsense: first a packet
+// longer than a slot, then indices no producer writes. The device counts the first, drops
+// the channel at the second, and keeps working with everyone else.
+TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
+  Side victim(true), other(true);
+  Gid vgid = *victim.dev->query_gid(0);
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + vgid.to_string();
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+  int memfd = memfd_create("fake", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(memfd, sizeof(link::shm::Area)), 0);
+  void* m = mmap(nullptr, sizeof(link::shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* area = new (m) link::shm::Area;
+  area->magic = link::shm::kMagic;
+  area->slots = link::shm::kSlots;
+  area->slot_bytes = sizeof(link::shm::Slot);
+  int e0 = eventfd(0, EFD_CLOEXEC), e1 = eventfd(0, EFD_CLOEXEC);
+  link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, {Gid::from_ipv4(0x7f0000fe)}};
+  int fds[3] = {memfd, e0, e1};
+  ASSERT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
+  char ok = 0;
+  ASSERT_EQ(recv(s, &ok, 1, 0), 1);
+  ASSERT_EQ(ok, 'Y');
+
+  auto poll_until = [&](const char* counter, uint64_t want) {
+    Wc wc[4];
+    for (int i = 0; i < 2000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
+    return victim.counter(counter);
+  };
+  link::shm::Ring& r = area->ring[0];
+  r.slots[0].len = 1u << 30;  // longer than any slot
+  r.tail.store(1, std::memory_order_release);
+  uint64_t one = 1;
+  ASSERT_EQ(write(e0, &one, sizeof one), 8);
+  EXPECT_EQ(poll_until("shm_rx_malformed", 1), 1u);
+  EXPECT_EQ(victim.counter("shm_channels"), 1u);
+  r.tail.store(0x7000'0000, std::memory_order_release);  // more packets than the ring has slots
+  ASSERT_EQ(write(e0, &one, sizeof one), 8);
+  EXPECT_EQ(poll_until("shm_channels", 0), 0u);
+  EXPECT_EQ(victim.counter("rx_packets"), 0u);  // nothing of it reached the transport
+
+  // Everyone else is unaffected.
+  connect(victim, other);
+  traffic(other, victim, test::test_seed(24), 5);
+  EXPECT_GT(victim.counter("shm_rx_packets"), 0u);
+  munmap(m, sizeof(link::shm::Area));
+  close(s);
+  close(memfd);
+  close(e0);
+  close(e1);
+}
