@@ -76,6 +76,7 @@ interop: build
 	  exit $$(cat $(BUILD)/interop.rc)
 
 bench: build
+	@sh scripts/install-deps.sh bench
 	@sh bench/run.sh $(BUILD)
 
 clean:

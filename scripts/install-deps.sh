@@ -4,6 +4,8 @@ set -e
 PKGS="cmake make g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev \
 zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest \
 ucx-utils libfabric-bin openmpi-bin libopenmpi-dev python3-pyverbs librdmacm-dev rdmacm-utils qperf"
+# `install-deps.sh bench`: also the baselines make bench measures, and its plotter.
+[ "$1" = bench ] && PKGS="$PKGS sockperf iperf3 gnuplot-nox"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

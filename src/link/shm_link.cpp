@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <new>
 #include <string>
@@ -22,7 +23,7 @@ namespace uroce::link {
 namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
-constexpr uint64_t kFullWaitSpins = 20'000;   // a full ring: yields before the packet is dropped
+constexpr size_t kMaxBacklog = 16384;        // packets a channel holds while its ring is full
 
 
 socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
@@ -61,6 +62,7 @@ struct SameHostLink::Channel {
   int sock = -1, tx_efd = -1, rx_efd = -1;
   std::atomic<bool> dead{false};
   bool adopted = false;  // engine side: seen by refresh()
+  std::deque<wire::PacketBuf> backlog;  // engine side: waiting for room in tx
 };
 
 SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
@@ -271,21 +273,38 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
   return c;
 }
 
+// A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
+// waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
-  for (uint64_t spin = 0; spin < kFullWaitSpins; ++spin) {
-    if (c.tx->push(p)) return true;
-    if (c.dead.load(std::memory_order_relaxed)) return false;
-    if (c.tx->consumer_needs_wake()) {
-      uint64_t one = 1;
-      (void)!write(c.tx_efd, &one, sizeof one);
-    }
-    sched_yield();
+  if (c.backlog.empty() && c.tx->push(p)) return true;
+  if (c.backlog.size() >= kMaxBacklog) return false;
+  c.backlog.push_back(p);
+  ++backlogged_;
+  return true;
+}
+
+void SameHostLink::drain_backlogs() {
+  if (!backlogged_) return;
+  for (Channel* c : live_) {
+    size_t n = 0;
+    while (n < c->backlog.size() && c->tx->push(c->backlog[n])) ++n;
+    if (!n) continue;
+    c->backlog.erase(c->backlog.begin(), c->backlog.begin() + ptrdiff_t(n));
+    backlogged_ -= n;
+    wake_peer(*c);
   }
-  return false;
+}
+
+void SameHostLink::wake_peer(Channel& c) {
+  if (c.tx->consumer_needs_wake()) {
+    uint64_t one = 1;
+    (void)!write(c.tx_efd, &one, sizeof one);
+  }
 }
 
 void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   refresh();
+  drain_backlogs();
   rest_.clear();
   touched_.clear();
   for (wire::PacketBuf* p : pkts) {
@@ -302,11 +321,7 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
     if (pcap_) pcap_->write(p->flow, {p->data, p->len}, now);
     if (std::find(touched_.begin(), touched_.end(), c) == touched_.end()) touched_.push_back(c);
   }
-  for (Channel* c : touched_)
-    if (c->tx->consumer_needs_wake()) {
-      uint64_t one = 1;
-      (void)!write(c->tx_efd, &one, sizeof one);
-    }
+  for (Channel* c : touched_) wake_peer(*c);
   if (!rest_.empty()) wire_.send(rest_, now);
 }
 
@@ -336,12 +351,14 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
 
 int SameHostLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   refresh();
+  drain_backlogs();
   int n = poll_rings(sink, now, max);
   return n + wire_.poll_rx(sink, now, max - n);
 }
 
 int SameHostLink::poll_rx_inline(PacketSink& sink, uint64_t now, int max) {
   refresh();
+  drain_backlogs();
   int n = poll_rings(sink, now, max);
   // A system call on every poll would cost more than the rings: the wire every 16th time.
   if (live_.empty() || ++inline_polls_ % 16 == 0) n += wire_.poll_rx(sink, now, max - n);
@@ -350,6 +367,7 @@ int SameHostLink::poll_rx_inline(PacketSink& sink, uint64_t now, int max) {
 
 bool SameHostLink::prepare_sleep() {
   refresh();
+  if (backlogged_) return false;  // the peer is draining: keep pushing
   for (Channel* c : live_)
     if (!c->rx->arm()) {
       for (Channel* d : live_) d->rx->disarm();

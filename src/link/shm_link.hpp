@@ -60,6 +60,8 @@ class SameHostLink final : public Link {
   void refresh();
   int poll_rings(PacketSink& sink, uint64_t now, int max);
   bool push(Channel& c, const wire::PacketBuf& p);
+  void drain_backlogs();
+  void wake_peer(Channel& c);
 
   Link& wire_;
   PcapWriter* pcap_;
@@ -82,7 +84,8 @@ class SameHostLink final : public Link {
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;
   uint32_t inline_polls_ = 0;
-  bool armed_ = false;  // between a successful prepare_sleep() and woke()
+  bool armed_ = false;
+  size_t backlogged_ = 0;  // packets in all backlogs  // between a successful prepare_sleep() and woke()
   ShmStats st_;
 };
 

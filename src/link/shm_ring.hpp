@@ -16,7 +16,7 @@
 namespace uroce::link::shm {
 
 inline constexpr uint32_t kMagic = 0x75726f31;  // "uro1"
-inline constexpr uint32_t kSlots = 512;          // a power of two
+inline constexpr uint32_t kSlots = 1024;         // a power of two
 
 struct alignas(64) Slot {
   uint32_t len;

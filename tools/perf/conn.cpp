@@ -71,8 +71,9 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
   c.dev = must(Device::open(), "open device");
   tool::set_device(c.dev.get());
   c.pd = must(c.dev->alloc_pd(), "alloc_pd");
-  c.scq = must(c.dev->create_cq(4096), "create_cq");
-  c.rcq = must(c.dev->create_cq(4096), "create_cq");
+  c.scq = must(c.dev->create_cq(kMaxOutstanding + 64), "create_cq");
+  // A SEND server keeps kWindow receives posted on every QP.
+  c.rcq = must(c.dev->create_cq(std::max<uint32_t>(4096, std::min<uint32_t>(o.qps * kWindow, 1u << 20))), "create_cq");
   c.slot_bytes = std::max<uint32_t>(8, (o.size + 63) & ~63u);
   c.per_qp = size_t(kWindow) * c.slot_bytes + 64;
   c.region.assign(c.per_qp * o.qps, 0);
@@ -86,7 +87,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
   std::vector<Endpoint> mine;
   Gid gid = must(c.dev->query_gid(int(o.gid)), "query_gid");
   for (uint32_t q = 0; q < o.qps; ++q) {
-    QpInit init{QpType::RC, c.scq.get(), c.rcq.get(), QpCap{256, 256, 1, 1, 64}, false};
+    QpInit init{QpType::RC, c.scq.get(), c.rcq.get(), QpCap{kWindow + 8, kWindow + 8, 1, 1, 64}, false};
     c.qps.push_back(must(c.pd->create_qp(init), "create_qp"));
     mine.push_back({gid, c.qps.back()->qp_num(), uint32_t(std::random_device()() & 0xffffff),
                     uint64_t(c.region.data() + q * c.per_qp), c.mr->rkey(), c.per_qp});

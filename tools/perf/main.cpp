@@ -113,7 +113,7 @@ int run_client(const Opts& o, const std::string& host) {
 void usage() {
   std::printf(
       "usage: uroce-perf [--op send|send_imm|write|write_imm|read|atomic|cas] [--mode lat|bw]\n"
-      "                  [--size BYTES] [--iters N] [--qps K] [--json]\n"
+      "                  [--size BYTES] [--iters N] [--qps K (1..4096)] [--json]\n"
       "                  [--server | --connect HOST] [--port P] [--mtu 256..4096] [--gid INDEX]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n");
@@ -143,8 +143,10 @@ int parse_args(int argc, char** argv, Opts& o) {
       default: usage(); return ch == 'h' ? 0 : 2;
     }
   }
-  if (o.iters == 0 || o.qps == 0 || o.qps > 64) die("--iters must be > 0 and --qps 1..64");
+  if (o.iters == 0 || o.qps == 0 || o.qps > kMaxQps) die("--iters must be > 0 and --qps 1.." + std::to_string(kMaxQps));
   if (o.size > (16u << 20)) die("--size at most 16 MiB");
+  if (uint64_t(o.qps) * kWindow * ((uint64_t(o.size) + 63) & ~63ull) > (1ull << 30))
+    die("--qps x --size: each QP has " + std::to_string(kWindow) + " message slots; at most 1 GiB of them");
   if (is_atomic(o.op)) o.size = 8;
   if (o.mtu && !tool::mtu_from_bytes(o.mtu)) die("--mtu is 256, 512, 1024, 2048 or 4096");
   return -1;

@@ -2,6 +2,7 @@
 // slots per QP, registered once), and the runners, one {server, client} pair per kind of
 // operation and mode (runners.cpp holds the table).
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,12 @@ inline uint64_t quota(const Opts& o, uint32_t q) {
 
 constexpr uint32_t kWindow = 64;      // outstanding sends/writes per QP in bandwidth mode
 constexpr uint32_t kRdWindow = 16;    // outstanding READs/atomics per QP (max_rd_atomic)
+constexpr uint32_t kMaxQps = 4096;
+// All QPs together keep at most this many requests outstanding (the send CQ holds them all).
+constexpr uint32_t kMaxOutstanding = 8192;
+inline uint32_t window_for(uint32_t per_qp, uint32_t qps) {
+  return std::max(1u, std::min(per_qp, kMaxOutstanding / qps));
+}
 // Write ping-pong through memory, as perftest's write_lat: messages go from slot s into the
 // peer's slot kEcho + s, whose last byte the receiver watches. Sources and targets never overlap.
 constexpr uint32_t kEcho = kWindow / 2;

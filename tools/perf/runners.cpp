@@ -122,19 +122,22 @@ template <class Post, class Done>
 void stream(const Opts& o, Conn& c, uint32_t window, Post post, Done done_fn) {
   std::vector<uint64_t> posted(o.qps, 0), done(o.qps, 0);
   auto start = Clock::now(), last = start;
+  for (uint32_t q = 0; q < o.qps; ++q)
+    while (posted[q] < quota(o, q) && posted[q] < window) post(q, posted[q]++);
+  // Each completion makes room for one more on its QP: the work per completion does not grow
+  // with the number of QPs.
   for (uint64_t total = 0; total < o.iters;) {
-    for (uint32_t q = 0; q < o.qps; ++q)
-      while (posted[q] < quota(o, q) && posted[q] - done[q] < window) post(q, posted[q]++);
     Wc w = poll_one(*c.scq);
     uint32_t q = uint32_t(w.wr_id >> 32);
     done_fn(w, done[q]++);
+    if (posted[q] < quota(o, q)) post(q, posted[q]++);
     show_progress(o, start, last, ++total);
   }
 }
 
 void send_stream(Conn& c, const Opts& o, Stats&) {
   stream(
-      o, c, kWindow,
+      o, c, window_for(kWindow, o.qps),
       [&](uint32_t q, uint64_t i) { send_to_peer(c, q, o.op, o.size, uint32_t(i % kWindow), i * o.qps + q, true, uint32_t(i % kWindow)); },
       [](const Wc&, uint64_t) {});
 }
@@ -142,7 +145,7 @@ void send_stream(Conn& c, const Opts& o, Stats&) {
 void rd_atomic_stream(Conn& c, const Opts& o, Stats& st) {
   std::vector<uint64_t> fetched;  // fetch-and-add: the values returned
   stream(
-      o, c, kRdWindow,
+      o, c, window_for(kRdWindow, o.qps),
       [&](uint32_t q, uint64_t i) { post_rd_atomic(c, o.op, o.size, q, uint32_t(i % kWindow), o.op == Op::Cas ? i : 0); },
       [&](const Wc& w, uint64_t k) {
         if (o.op != Op::Faa) return check_rd_atomic(c, o, w, o.op == Op::Cas ? k : 0, st.bad);
