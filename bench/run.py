@@ -1,129 +1,292 @@
 #!/usr/bin/env python3
-"""uroce benchmarks: every uroce number beside kernel TCP over loopback measured in the same run
-on the same machine, as ratios (the machine is shared and noisy; ratios travel, absolute numbers
-do not). Each measurement is the median of REPEAT runs. Writes bench/results/latest.md and .json.
+"""uroce beside what users would pick instead, on this machine, in one run.
 
-usage: bench/run.py BUILD_DIR [--repeat N] [--quick]
+Systems: uroce over shared memory (two processes, the default on one host), uroce over UDP
+(UROCE_SHM=0), sockperf TCP and UDP ping-pong, iperf3, and UCX's ucx_perftest over tcp and over
+shared memory (posix/cma). For every size the systems run one after the other in a round, and
+the round is repeated (ABAB...): each ratio is the median of the per-round ratios, so a machine
+that is busier in one minute than in the next does not favour anyone. Every uroce run checks
+every byte it moves (uroce-perf fails otherwise).
+
+Writes bench/results/latest.md (tables, ratios, targets), latest.json, latency.png and
+bandwidth.png.
+
+usage: bench/run.py BUILD_DIR [--rounds N] [--quick]
 """
-import json, os, statistics, subprocess, sys, time
+import json, os, random, re, shutil, socket, statistics, subprocess, sys, time
 
-build = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith('-') else 'build'
-repeat = 3
-if '--repeat' in sys.argv:
-    repeat = int(sys.argv[sys.argv.index('--repeat') + 1])
-quick = '--quick' in sys.argv
-bindir = os.path.join(build, 'bin')
+args = sys.argv[1:]
+build = args[0] if args and not args[0].startswith('-') else 'build'
+rounds = int(args[args.index('--rounds') + 1]) if '--rounds' in args else 3
+quick = '--quick' in args
+if quick and '--rounds' not in args:
+    rounds = 1
+bindir = os.path.abspath(os.path.join(build, 'bin'))
 here = os.path.dirname(os.path.abspath(__file__))
 results = os.path.join(here, 'results')
 os.makedirs(results, exist_ok=True)
+rng = random.Random(4791)
 
-def run_json(args):
-    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+LAT_SIZES = [64, 1024, 4096, 16384, 65536]
+BW_SIZES = [4096, 65536, 1 << 20, 4 << 20]
+SCALE_QPS = [1, 16, 256, 4096]
+
+
+def free_port():
+    return 20000 + rng.randrange(12000)  # below the ephemeral range
+
+
+def run(cmd, env=None, timeout=180):
+    e = dict(os.environ)
+    e.update(env or {})
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
     if out.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(args)}\n{out.stdout}{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{' '.join(cmd)} exited {out.returncode}\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return out.stdout
 
-def median_of(args, key):
-    vals, last = [], None
-    for _ in range(repeat):
-        last = run_json(args)
-        vals.append(last[key])
-    return statistics.median(vals), last
 
-lat_iters = '3000' if quick else '20000'
-bw_iters = '2000' if quick else '10000'
+def wait_listening(port, udp=False, timeout=5.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        ss = subprocess.run(['ss', '-lnu' if udp else '-lnt'], capture_output=True, text=True).stdout
+        if re.search(rf':{port}\s', ss):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f'nothing listens on port {port}')
 
-rows = []
-# One row: uroce-perf on an operation beside tcp_baseline in the same mode and size.
-MODES = {'lat': ('64', lat_iters, 'lat_p50_us', 'us (p50)', 'lower'),
-         'bw': ('65536', bw_iters, 'bw_gbps', 'Gb/s', 'higher')}
-def row(name, op, mode, target):
-    size, iters, key, unit, better = MODES[mode]
-    u, j = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size, '--iters', iters], key)
+
+def with_server(server_cmd, client_cmd, port, env=None, udp=False):
+    e = dict(os.environ)
+    e.update(env or {})
+    srv = subprocess.Popen(server_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
+    try:
+        wait_listening(port, udp)
+        return run(client_cmd, env)
+    finally:
+        try:
+            srv.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
+# ---------------------------------------------------------------- the systems
+
+def uroce(link, op, mode, size, qps=1):
+    if mode == 'lat':
+        iters = 20000 if size <= 4096 else 5000
+    else:
+        iters = int(max(2000, min(400_000 if size <= 64 else 200_000, 2e9 / size)))
+    if quick:
+        iters = max(500, iters // 4)
+    cmd = [f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', str(size), '--iters', str(iters),
+           '--qps', str(qps)]
+    j = json.loads(run(cmd, {'UROCE_SHM': '0' if link == 'udp' else '1'}).strip().splitlines()[-1])
     if not j['verified']:
-        raise SystemExit(f'{op} {mode}: data not verified')
-    t, _ = median_of([f'{bindir}/tcp_baseline', mode, size, iters], key)
-    rows.append(dict(metric=name, uroce=u, tcp=t, unit=unit, ratio=u / t, target=target, better=better))
+        raise RuntimeError(f'uroce-perf {op} {mode} {size}: data not verified')
+    return j
+
+
+def uroce_lat(link):
+    return lambda size: uroce(link, 'send', 'lat', size)['lat_p50_us']
+
+
+def uroce_bw(link):
+    return lambda size: uroce(link, 'write', 'bw', size)['bw_gbps']
+
+
+def uroce_rate(link, qps):
+    return lambda size: uroce(link, 'write', 'bw', size, qps)['msg_rate_mps']
+
+
+def sockperf_lat(proto):
+    def f(size):
+        size = min(size, 65000)  # a UDP datagram holds at most 65507 bytes
+        port = free_port()
+        t = ['--tcp'] if proto == 'tcp' else []
+        out = with_server(['sockperf', 'server', '-i', '127.0.0.1', '-p', str(port)] + t,
+                          ['sockperf', 'ping-pong', '-i', '127.0.0.1', '-p', str(port), '-m', str(size),
+                           '-t', '1' if quick else '2'] + t, port, udp=proto == 'udp')
+        m = re.search(r'percentile 50\.000 =\s*([\d.]+)', out)
+        if not m:
+            raise RuntimeError('sockperf: no median in\n' + out[-1500:])
+        return float(m.group(1))  # sockperf reports half the round trip
+    return f
+
+
+def sockperf_cleanup():
+    subprocess.run(['pkill', '-f', 'sockperf server'], capture_output=True)
+
+
+def ucx(tls, test, size, n):
+    port = free_port()
+    env = {'UCX_TLS': tls}
+    out = with_server(['ucx_perftest', '-p', str(port)], ['ucx_perftest', '127.0.0.1', '-p', str(port), '-t', test,
+                                                          '-s', str(size), '-n', str(n)], port, env)
+    final = [l for l in out.splitlines() if l.startswith('Final:')]
+    if not final:
+        raise RuntimeError('ucx_perftest: no result\n' + out[-1500:])
+    return [float(x) for x in final[-1].split()[1:]]  # iters, lat50, lat avg, lat overall, MB/s avg, overall, msg/s...
+
+
+def ucx_lat(tls):
+    return lambda size: ucx(tls, 'tag_lat', size, 20000 if size <= 4096 else 5000)[1]  # one way, p50
+
+
+def ucx_bw(tls):
+    return lambda size: ucx(tls, 'ucp_put_bw', size, int(max(1000, min(200_000, 4e9 / size))))[5] * 8 * 1.048576 / 1000
+
+
+def ucx_rate(tls):
+    return lambda size: ucx(tls, 'ucp_put_bw', size, 400_000)[7] / 1e6
+
+
+def iperf3(size):
+    port = free_port()
+    out = with_server(['iperf3', '-s', '-1', '-p', str(port)],
+                      ['iperf3', '-c', '127.0.0.1', '-p', str(port), '-t', '1' if quick else '2', '-l', str(size), '-J'], port)
+    return json.loads(out)['end']['sum_received']['bits_per_second'] / 1e9
+
+
+# ---------------------------------------------------------------- interleaved rounds
+
+def measure(systems, sizes):
+    """{system: {size: [value per round]}}: each round runs every system once, in a rotating order."""
+    vals = {s: {z: [] for z in sizes} for s in systems}
+    for size in sizes:
+        for r in range(rounds):
+            names = list(systems)
+            names = names[r % len(names):] + names[:r % len(names)]
+            for name in names:
+                try:
+                    vals[name][size].append(systems[name](size))
+                except Exception as e:  # a baseline that cannot run is reported, not fatal
+                    print(f'  {name} {size}: {str(e).splitlines()[0]}', file=sys.stderr)
+                    vals[name][size].append(None)
+            print(f'  size {size} round {r + 1}: ' + ', '.join(
+                f'{n} {vals[n][size][-1]:.3g}' for n in systems if vals[n][size][-1] is not None), file=sys.stderr)
+    return vals
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def pair_ratio(a, b):
+    """Median over rounds of a/b (rounds where either is missing are left out)."""
+    rs = [x / y for x, y in zip(a, b) if x is not None and y]
+    return statistics.median(rs) if rs else None
+
+
+def fmt(v, d=2):
+    return '—' if v is None else f'{v:.{d}f}'
+
 
 t0 = time.time()
-row('64 B RC SEND latency (half round trip)', 'send', 'lat', '<= 1.5')
-row('64 B RDMA WRITE latency (half round trip)', 'write', 'lat', None)
-row('64 B RDMA READ latency (whole operation)', 'read', 'lat', None)
-row('64 KiB RC SEND bandwidth', 'send', 'bw', None)
-row('64 KiB RDMA WRITE bandwidth', 'write', 'bw', '>= 0.5')
-row('64 KiB RDMA READ bandwidth', 'read', 'bw', None)
-mem = run_json([f'{bindir}/idle_qp_memory', '1000', '3'])
+sockperf_cleanup()
+print('latency ...', file=sys.stderr)
+LAT = {'uroce shm': uroce_lat('shm'), 'uroce udp': uroce_lat('udp'), 'sockperf tcp': sockperf_lat('tcp'),
+       'sockperf udp': sockperf_lat('udp'), 'ucx tcp': ucx_lat('tcp'), 'ucx posix': ucx_lat('posix,cma')}
+lat = measure(LAT, LAT_SIZES)
+print('bandwidth ...', file=sys.stderr)
+BW = {'uroce shm': uroce_bw('shm'), 'uroce udp': uroce_bw('udp'), 'iperf3': iperf3, 'ucx tcp': ucx_bw('tcp'),
+      'ucx posix/cma': ucx_bw('posix,cma')}
+bw = measure(BW, BW_SIZES)
+print('message rate ...', file=sys.stderr)
+RATE = {'uroce shm 1 QP': uroce_rate('shm', 1), 'uroce shm 16 QPs': uroce_rate('shm', 16),
+        'uroce udp 1 QP': uroce_rate('udp', 1), 'uroce udp 16 QPs': uroce_rate('udp', 16),
+        'ucx posix put': ucx_rate('posix,cma')}
+rate = measure(RATE, [64])
+print('QP scaling ...', file=sys.stderr)
+SCALE = {f'{q} QPs': uroce_rate('shm', q) for q in SCALE_QPS}
+scale = measure(SCALE, [64])
+mem = json.loads(run([f'{bindir}/idle_qp_memory', '1000', '3']).strip().splitlines()[-1])
 
-# Debian's perftest, unmodified, through the libibverbs drop-in, beside uroce-perf (C++ API)
-# doing the same test in the same run.
-def perftest(prog, args, col):
-    import random
-    vals = []
-    for _ in range(repeat):
-        port = str(20000 + random.randrange(20000))
-        base = [f'{bindir}/uroce-run', '--', prog, '-d', 'uroce0', '-x', '0', '-p', port] + args
-        srv = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-        out = subprocess.run(base + ['127.0.0.1'], capture_output=True, text=True, timeout=300)
-        srv.wait(timeout=60)
-        lines = out.stdout.splitlines()
-        for i, l in enumerate(lines):
-            if l.strip().startswith('#bytes') and i + 1 < len(lines):
-                vals.append(float(lines[i + 1].split()[col]))
-                break
-        else:
-            raise SystemExit(f'{prog}: no result table\n{out.stdout}{out.stderr}')
-    return statistics.median(vals)
+# ---------------------------------------------------------------- report
 
-pt_rows = []
-if os.path.exists(f'{bindir}/uroce-run'):
-    def cxx(op, mode, size, key):
-        v, _ = median_of([f'{bindir}/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size,
-                          '--iters', bw_iters if mode == 'bw' else lat_iters], key)
-        return v
-    pt_rows.append(('64 KiB SEND bandwidth (Gb/s)', perftest('ib_send_bw', ['-s', '65536', '-n', bw_iters, '--report_gbits'], 3),
-                    cxx('send', 'bw', '65536', 'bw_gbps')))
-    pt_rows.append(('64 KiB RDMA WRITE bandwidth (Gb/s)', perftest('ib_write_bw', ['-s', '65536', '-n', bw_iters, '--report_gbits'], 3),
-                    cxx('write', 'bw', '65536', 'bw_gbps')))
-    pt_rows.append(('64 B RDMA READ latency, typical / p50 (us)', perftest('ib_read_lat', ['-s', '64', '-n', lat_iters], 4),
-                    cxx('read', 'lat', '64', 'lat_p50_us')))
+def verdict(v, op, limit):
+    if v is None:
+        return 'not measured'
+    return 'met' if (v <= limit if op == '<=' else v >= limit) else 'NOT met'
 
-def verdict(r):
-    if not r['target']:
-        return ''
-    op, v = r['target'].split()
-    ok = r['ratio'] <= float(v) if op == '<=' else r['ratio'] >= float(v)
-    return f"{r['target']} {'met' if ok else 'NOT met'}"
+targets = []
+def target(what, v, op, limit, unit='x'):
+    targets.append((what, v, f'{op} {limit}{unit}', verdict(v, op, limit)))
+
+target('shared memory: 64 B half round trip / UCX posix', pair_ratio(lat['uroce shm'][64], lat['ucx posix'][64]), '<=', 2)
+target('shared memory: 64 KiB WRITE bandwidth / UCX posix/cma put', pair_ratio(bw['uroce shm'][65536], bw['ucx posix/cma'][65536]), '>=', 0.5)
+target('shared memory: 1 MiB WRITE bandwidth / UCX posix/cma put', pair_ratio(bw['uroce shm'][1 << 20], bw['ucx posix/cma'][1 << 20]), '>=', 0.5)
+target('shared memory: 64 B WRITEs per second, one QP pair (millions)', med(rate['uroce shm 1 QP'][64]), '>=', 1, ' M/s')
+target('UDP: 64 B half round trip / sockperf TCP', pair_ratio(lat['uroce udp'][64], lat['sockperf tcp'][64]), '<=', 1.0)
+target('UDP: 64 KiB WRITE bandwidth / iperf3', pair_ratio(bw['uroce udp'][65536], bw['iperf3'][65536]), '>=', 1.0)
+target('4096 QPs aggregate / 1 QP (64 B WRITEs, shared memory)', pair_ratio(scale['4096 QPs'][64], scale['1 QPs'][64]), '>=', 0.9)
+target('idle engine CPU (% of a core)', mem['idle_cpu_percent'], '<', 1, ' %')
+targets[-1] = (targets[-1][0], mem['idle_cpu_percent'], '< 1 %', 'met' if mem['idle_cpu_percent'] < 1 else 'NOT met')
 
 cpu = subprocess.run(['sh', '-c', "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True).stdout.strip()
-lines = [
-    f"# uroce benchmark ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {cpu})",
-    '',
-    f'Command: `make bench` (bench/run.py {build}); median of {repeat} runs each; TCP = kernel TCP over loopback, same run.',
-    '',
-    '| metric | uroce | kernel TCP | unit | ratio uroce/TCP | target |',
-    '|---|---:|---:|---|---:|---|',
-]
-for r in rows:
-    lines.append(f"| {r['metric']} | {r['uroce']:.2f} | {r['tcp']:.2f} | {r['unit']} | {r['ratio']:.2f} | {verdict(r)} |")
-per_qp = mem['bytes_per_qp'] / 1024
-lines += [
-    '',
-    '| resource | measured | target |',
-    '|---|---:|---|',
-    f"| host memory per idle connected RC QP (RSS growth over {mem['qps']} QPs, 128/128 depths) | {per_qp:.1f} KiB | <= 64 KiB {'met' if per_qp <= 64 else 'NOT met'} |",
-    f"| idle engine CPU | {mem['idle_cpu_percent']:.3f} % of a core | < 1 % {'met' if mem['idle_cpu_percent'] < 1 else 'NOT met'} |",
-    '',
-]
-if pt_rows:
-    lines += [
-        'Unmodified perftest through the libibverbs drop-in (`uroce-run`) beside uroce-perf on the C++ API:',
-        '',
-        '| test | perftest on uroce | uroce-perf (C++ API) |',
-        '|---|---:|---:|',
-    ] + [f'| {name} | {a:.2f} | {b:.2f} |' for name, a, b in pt_rows] + ['']
-lines += [f'Took {time.time() - t0:.0f} s.']
-md = '\n'.join(lines) + '\n'
+L = [f"# uroce beside the alternatives ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, {cpu})", '',
+     f'Command: `make bench` (bench/run.py {build}{" --quick" if quick else ""}); {rounds} interleaved round(s): every '
+     'system runs once per round, in rotating order; values are medians over rounds, ratios the median of the '
+     'per-round ratios. uroce runs are two processes through uroce-perf (every byte checked): "shm" is the '
+     'same-host shared-memory link (the default between two devices on one host), "udp" is RoCEv2 over kernel '
+     'UDP on loopback (UROCE_SHM=0).', '', '## Targets', '', '| measure | value | target | |', '|---|---:|---|---|']
+for what, v, tgt, ok in targets:
+    L.append(f'| {what} | {fmt(v)} | {tgt} | {ok} |')
+
+def table(title, unit, data, sizes, ratios):
+    names = list(data)
+    out = ['', f'## {title}', '', '| size | ' + ' | '.join(names) + ' | ' + ' | '.join(r[0] for r in ratios) + ' |',
+           '|---' * (1 + len(names) + len(ratios)) + '|']
+    for z in sizes:
+        row = [human(z)] + [fmt(med(data[n][z])) for n in names]
+        row += [fmt(pair_ratio(data[a][z], data[b][z])) for _, a, b in ratios]
+        out.append('| ' + ' | '.join(row) + ' |')
+    out.append(f'\n({unit}; ratio columns: median of per-round ratios.)')
+    return out
+
+def human(z):
+    return f'{z >> 20} MiB' if z >= 1 << 20 else f'{z >> 10} KiB' if z >= 1024 else f'{z} B'
+
+L += table('Latency: half round trip, p50 (µs); uroce: RC SEND ping-pong', 'µs, lower is better', lat, LAT_SIZES,
+           [('shm / ucx posix', 'uroce shm', 'ucx posix'), ('udp / sockperf tcp', 'uroce udp', 'sockperf tcp'),
+            ('udp / ucx tcp', 'uroce udp', 'ucx tcp')])
+L.append('sockperf UDP at 64 KiB sends 65000 bytes (the largest UDP datagram is 65507).')
+L += table('Bandwidth (Gb/s); uroce: RDMA WRITE stream, 64 in flight; UCX: ucp_put_bw', 'Gb/s, higher is better',
+           bw, BW_SIZES, [('shm / ucx posix/cma', 'uroce shm', 'ucx posix/cma'), ('udp / iperf3', 'uroce udp', 'iperf3'),
+                          ('udp / ucx tcp', 'uroce udp', 'ucx tcp')])
+L += table('Message rate: 64 B WRITEs (millions per second)', 'M msg/s', rate, [64],
+           [('shm 1 QP / ucx posix', 'uroce shm 1 QP', 'ucx posix put')])
+L += table('QP scaling: aggregate 64 B WRITE rate over shared memory (millions per second)', 'M msg/s', scale, [64],
+           [(f'{q} / 1', f'{q} QPs', '1 QPs') for q in SCALE_QPS[1:]])
+L += ['', '## Resources', '', f"- host memory per idle connected RC QP: {mem['bytes_per_qp'] / 1024:.1f} KiB "
+      f"(RSS growth over {mem['qps']} QPs; target <= 64 KiB: {'met' if mem['bytes_per_qp'] <= 65536 else 'NOT met'})",
+      f"- idle engine: {mem['idle_cpu_percent']:.3f} % of a core", '',
+      '![latency](latency.png)', '', '![bandwidth](bandwidth.png)', '', f'Took {time.time() - t0:.0f} s.']
+md = '\n'.join(L) + '\n'
 open(os.path.join(results, 'latest.md'), 'w').write(md)
-json.dump(dict(rows=rows, memory=mem, repeat=repeat), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
+json.dump(dict(rounds=rounds, quick=quick, latency_us=lat, bandwidth_gbps=bw, rate_mps=rate, qp_scaling_mps=scale,
+               memory=mem, targets=targets), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
+
+# ---------------------------------------------------------------- plots (gnuplot, if there)
+
+def plot(name, title, ylabel, data, sizes, logy):
+    if not shutil.which('gnuplot'):
+        return
+    dat = os.path.join(results, f'{name}.dat')
+    names = list(data)
+    with open(dat, 'w') as f:
+        for z in sizes:
+            f.write(f'{z} ' + ' '.join(fmt(med(data[n][z]), 4).replace('—', 'NaN') for n in names) + '\n')
+    plots = ', '.join(f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{n}'" for i, n in enumerate(names))
+    script = (f"set terminal pngcairo size 900,560 font ',11'; set output '{os.path.join(results, name)}.png';"
+              f"set title '{title}'; set xlabel 'message size (bytes)'; set ylabel '{ylabel}'; set logscale x 2;"
+              f"{'set logscale y 10;' if logy else ''} set grid; set key outside right; set datafile missing 'NaN';"
+              f"plot {plots}")
+    subprocess.run(['gnuplot', '-e', script], check=False)
+    os.remove(dat)
+
+plot('latency', f'Half round trip, p50 ({time.strftime("%Y-%m-%d")}, {rounds} rounds)', 'µs (log)', lat, LAT_SIZES, True)
+plot('bandwidth', f'Bandwidth ({time.strftime("%Y-%m-%d")}, {rounds} rounds)', 'Gb/s (log)', bw, BW_SIZES, True)
+sockperf_cleanup()
 print(md)

@@ -52,12 +52,15 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
   link::UdpLink* l = core->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
+  const char* shm = std::getenv("UROCE_SHM");
+  if (opts.same_host_shm && !(shm && std::string(shm) == "0")) {
+    core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());
+    link::SameHostLink* h = core->host.get();
+    cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
+  }
   core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
-  const char* shm = std::getenv("UROCE_SHM");
-  if (opts.same_host_shm && !(shm && std::string(shm) == "0"))
-    core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());
   core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
   core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));

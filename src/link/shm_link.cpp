@@ -1,6 +1,8 @@
 #include "link/shm_link.hpp"
 
 #include "link/fd_passing.hpp"
+#include "wire/headers.hpp"
+#include "wire/icrc.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -302,6 +304,22 @@ void SameHostLink::wake_peer(Channel& c) {
   }
 }
 
+bool SameHostLink::carries(const Gid& dst) const {
+  for (Channel* c : live_)
+    if (!c->dead.load(std::memory_order_relaxed))
+      for (const Gid& g : c->peer)
+        if (g == dst) return true;
+  return false;
+}
+
+// The ICRC a packet built for shared memory lacks, for the wire or a capture.
+static void complete_icrc(wire::PacketBuf& p) {
+  if (!p.icrc_skipped) return;
+  size_t ib_len = p.len - wire::kIcrcLen;
+  wire::icrc_store(p.data + ib_len, wire::icrc_for_flow(p.flow, std::span<const uint8_t>(p.data, ib_len)));
+  p.icrc_skipped = false;
+}
+
 void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   refresh();
   drain_backlogs();
@@ -310,9 +328,11 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   for (wire::PacketBuf* p : pkts) {
     Channel* c = route(p->flow.dst, now);
     if (!c) {
+      complete_icrc(*p);  // the channel it was built for is gone
       rest_.push_back(p);
       continue;
     }
+    if (pcap_) complete_icrc(*p);  // the capture shows the packet a NIC would put on a wire
     if (!push(*c, *p)) {
       ++st_.tx_full_drops;  // lost as on a congested wire: the transport recovers
       continue;
@@ -340,8 +360,13 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
         continue;
       }
       std::span<const uint8_t> pkt(rx_buf_.data, rx_buf_.len);
-      wire::Ipv4Fields ip = sink.deliver(pkt, rx_buf_.flow, now, {});  // what our sender writes
-      if (pcap_) pcap_->write(rx_buf_.flow, pkt, now, ip);
+      wire::Ipv4Fields sent;  // what our sender writes
+      sent.icrc_absent = rx_buf_.icrc_skipped;
+      wire::Ipv4Fields ip = sink.deliver(pkt, rx_buf_.flow, now, sent);
+      if (pcap_) {
+        complete_icrc(rx_buf_);
+        pcap_->write(rx_buf_.flow, pkt, now, ip);
+      }
       ++st_.rx_packets;
       ++n;
     }

@@ -49,6 +49,8 @@ class SameHostLink final : public Link {
   bool prepare_sleep() override;
   void woke() override;
   ShmStats stats() const;  // engine lock held
+  // True if packets to dst go through shared memory now (engine lock held).
+  bool carries(const Gid& dst) const;
 
  private:
   struct Channel;

@@ -18,8 +18,11 @@ namespace uroce::link::shm {
 inline constexpr uint32_t kMagic = 0x75726f31;  // "uro1"
 inline constexpr uint32_t kSlots = 1024;         // a power of two
 
+inline constexpr uint32_t kSlotNoIcrc = 1;  // Slot::flags: the sender left the ICRC out
+
 struct alignas(64) Slot {
   uint32_t len;
+  uint32_t flags;
   uint16_t src_port, dst_port;
   Gid src, dst;
   uint8_t data[wire::kMaxPacket];
@@ -38,6 +41,7 @@ struct Ring {
     if (t - head.load(std::memory_order_acquire) >= kSlots) return false;
     Slot& s = slots[t % kSlots];
     s.len = p.len;
+    s.flags = p.icrc_skipped ? kSlotNoIcrc : 0;
     s.src = p.flow.src;
     s.dst = p.flow.dst;
     s.src_port = p.flow.src_port;
@@ -65,6 +69,7 @@ struct Ring {
     bool ok = len <= wire::kMaxPacket;
     if (ok) {
       out.len = len;
+      out.icrc_skipped = (s.flags & kSlotNoIcrc) != 0;
       out.flow = {s.src, s.dst, s.src_port, s.dst_port};
       std::memcpy(out.data, s.data, len);
     }

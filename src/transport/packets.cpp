@@ -20,7 +20,9 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     ++ctr_.rx_bad_dest;
     return ip;
   }
-  switch (wire::icrc_check(from, buf, ip)) {
+  if (ip.icrc_absent)
+    ++ctr_.rx_icrc_absent;
+  else switch (wire::icrc_check(from, buf, ip)) {
     case wire::IcrcMatch::Bad: ++ctr_.rx_bad_icrc; return ip;
     case wire::IcrcMatch::Seen: ++ctr_.rx_icrc_ip_seen; break;
     case wire::IcrcMatch::Assumed: ++ctr_.rx_icrc_ip_assumed; break;
@@ -91,7 +93,8 @@ TxPacket* ProtocolCore::alloc_tx() {
 }
 
 void ProtocolCore::emit(TxPacket* p, size_t ib_len) {
-  uint32_t crc = wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
+  p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst);
+  uint32_t crc = p->icrc_skipped ? 0 : wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
   wire::icrc_store(p->data + ib_len, crc);
   p->len = uint32_t(ib_len + wire::kIcrcLen);
   ++ctr_.tx_packets;

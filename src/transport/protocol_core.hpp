@@ -60,6 +60,9 @@ struct CoreConfig {
   uint32_t tx_pool = 4096;              // packet buffers
   Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
+  // True if the link carries packets to this address intact (shared memory): their ICRC is
+  // left out (ICRC offload, as a NIC's internal loopback). Unset: every packet has one.
+  std::function<bool(const Gid& dst)> carried_intact;
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };

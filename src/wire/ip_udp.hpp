@@ -48,6 +48,9 @@ struct Ipv4Fields {
   // False when the receiver could not see the header (an ordinary UDP socket): id and DF are
   // then what our own sender writes, and the ICRC check may solve for the sender's real ones.
   bool seen = true;
+  // Not an IP field: the link carried the packet intact from a uroce sender that left its ICRC
+  // out (same-host memory, as a NIC's internal loopback): there is nothing to check.
+  bool icrc_absent = false;
 };
 
 // Length of the IP + UDP headers of a flow: 28 (IPv4) or 48 (IPv6).

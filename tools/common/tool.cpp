@@ -38,8 +38,12 @@ Wc poll_one(CompletionQueue& cq, int timeout_s) {
   Wc wc[1];
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;;) {
+    // Busy-poll for a while, as latency tools do (a poll runs the device on this thread), then
+    // block so that an idle run does not burn a core.
     int n = 0;
-    for (int spin = 0; spin < 200 && (n = cq.poll(wc)) == 0; ++spin) __builtin_ia32_pause();
+    auto spin_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+    for (uint32_t spin = 0; (n = cq.poll(wc)) == 0; ++spin)
+      if ((spin & 63) == 63 && std::chrono::steady_clock::now() > spin_end) break;
     if (n == 0) n = must(cq.wait(wc, 100), "wait");
     if (n == 1) {
       if (wc[0].status != WcStatus::Success)
