@@ -21,6 +21,7 @@
 #include <random>
 #include <utility>
 #include <set>
+#include <unordered_map>
 #include <span>
 #include <vector>
 
@@ -194,7 +195,11 @@ class ProtocolCore {
   std::deque<AsyncEvent> async_;
   bool async_signal_ = false;
   uint32_t next_cq_ = 1;
-  std::map<Qpn, std::unique_ptr<core::Qp>> qps_;
+  // Looked up for every received packet: a hash, not a tree (thousands of QPs).
+  struct QpnHash {
+    size_t operator()(Qpn q) const { return std::hash<uint32_t>()(q.value()); }
+  };
+  std::unordered_map<Qpn, std::unique_ptr<core::Qp>, QpnHash> qps_;
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
