@@ -55,7 +55,7 @@ def wait_listening(port, udp=False, timeout=5.0):
     raise RuntimeError(f'nothing listens on port {port}')
 
 
-def with_server(server_cmd, client_cmd, port, env=None, udp=False):
+def with_server(server_cmd, client_cmd, port, env=None, udp=False, oneshot=True):
     e = dict(os.environ)
     e.update(env or {})
     srv = subprocess.Popen(server_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
@@ -63,6 +63,8 @@ def with_server(server_cmd, client_cmd, port, env=None, udp=False):
         wait_listening(port, udp)
         return run(client_cmd, env)
     finally:
+        if not oneshot:  # a server that runs until told to stop
+            srv.terminate()
         try:
             srv.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -106,7 +108,7 @@ def sockperf_lat(proto):
         t = ['--tcp'] if proto == 'tcp' else []
         out = with_server(['sockperf', 'server', '-i', '127.0.0.1', '-p', str(port)] + t,
                           ['sockperf', 'ping-pong', '-i', '127.0.0.1', '-p', str(port), '-m', str(size),
-                           '-t', '1' if quick else '2'] + t, port, udp=proto == 'udp')
+                           '-t', '1' if quick else '2'] + t, port, udp=proto == 'udp', oneshot=False)
         m = re.search(r'percentile 50\.000 =\s*([\d.]+)', out)
         if not m:
             raise RuntimeError('sockperf: no median in\n' + out[-1500:])

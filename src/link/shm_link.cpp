@@ -5,6 +5,7 @@
 #include "wire/icrc.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
 
 namespace uroce::link {
 
@@ -54,6 +56,10 @@ void close_all(std::initializer_list<int> fds) {
     if (fd >= 0) close(fd);
 }
 
+// Every live link, for the fork handler.
+std::mutex g_links_mu;
+std::vector<SameHostLink*> g_links;
+
 }  // namespace
 
 struct SameHostLink::Channel {
@@ -83,9 +89,26 @@ SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pc
       close(s);
   }
   watcher_ = std::thread([this] { watch(); });
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { for (SameHostLink* l : g_links) l->forked(); }); });
+  std::lock_guard g(g_links_mu);
+  g_links.push_back(this);
+}
+
+// In a child of fork(): the registry entries and channel sockets are the parent's. Kept open
+// here, they would outlive the parent: its name would stay taken and its peers would never
+// see it hang up. (The child has only the forking thread: no lock is taken.)
+void SameHostLink::forked() {
+  for (int& fd : listen_fds_) close(std::exchange(fd, -1));
+  listen_fds_.clear();
+  for (auto& c : all_) close(std::exchange(c->sock, -1));
 }
 
 SameHostLink::~SameHostLink() {
+  {
+    std::lock_guard g(g_links_mu);
+    std::erase(g_links, this);
+  }
   stopping_.store(true);
   uint64_t one = 1;
   (void)!write(stop_fd_, &one, sizeof one);

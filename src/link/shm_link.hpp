@@ -51,6 +51,7 @@ class SameHostLink final : public Link {
   ShmStats stats() const;  // engine lock held
   // True if packets to dst go through shared memory now (engine lock held).
   bool carries(const Gid& dst) const;
+  void forked();  // in a child of fork(): let go of what is the parent's
 
  private:
   struct Channel;

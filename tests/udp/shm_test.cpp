@@ -7,6 +7,9 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+
+#include <csignal>
 #include <unistd.h>
 
 #include <chrono>
@@ -196,4 +199,31 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   close(memfd);
   close(e0);
   close(e1);
+}
+
+// A process that forks keeps its registry entry to itself: once its device is gone, the name
+// is free, even while a child forked from it lives on.
+TEST(SameHost, AForkedChildDoesNotHoldTheRegistry) {
+  std::string name;
+  pid_t child;
+  {
+    Side b(true);
+    name = "uroce-shm/" + std::to_string(getuid()) + "/" + b.dev->query_gid(0)->to_string();
+    child = fork();
+    if (child == 0) {
+      usleep(5'000'000);
+      _exit(0);
+    }
+  }
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  int rc = connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size()));
+  int err = errno;
+  close(s);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(rc, -1) << "the registry name is still taken";
+  EXPECT_EQ(err, ECONNREFUSED);
 }
