@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "api/device_core.hpp"
+#include "engine/clock.hpp"
 #include "api/holds.hpp"
 #include "transport/bringup.hpp"
 #include "wire/mtu.hpp"
@@ -313,14 +314,25 @@ QpAttr QueuePair::query() const {
   return a;
 }
 
+// Once a connected QP has its peer's address (RTR): a peer on this host gets its shared-memory
+// channel now, and posts on the QP then run the device inline (engine lock held).
+static void note_peer(detail::DeviceCore& c, core::Qp& qp) {
+  bool shm = c.host && qp.type() != QpType::UD && c.host->attach_peer(qp.attr().dgid, engine::monotonic_ns());
+  qp.same_host.store(shm, std::memory_order_relaxed);
+}
+
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   auto g = core_->lock();
-  return core_->nic->modify_qp(*qp_, attr, mask);
+  Status s = core_->nic->modify_qp(*qp_, attr, mask);
+  if (s && (mask & kQpAv)) note_peer(*core_, *qp_);
+  return s;
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
   auto g = core_->lock();
-  return transport::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
+  Status s = transport::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
+  if (s) note_peer(*core_, *qp_);
+  return s;
 }
 
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
@@ -335,7 +347,10 @@ Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
     engine::Engine::PostScope scope(e);
     s = core_->nic->post_send(*qp_, wrs, bad);
   }
-  e.after_post();  // the requester runs and transmits on this thread
+  if (qp_->same_host.load(std::memory_order_relaxed))
+    e.after_post();  // the requester runs and transmits on this thread
+  else
+    e.after_post_deferred();
   return s;
 }
 

@@ -147,6 +147,9 @@ class Qp {
 
   // Engine-private scheduling flags.
   std::atomic<bool> doorbell{false};
+  // Its peer is a device on this host reached through shared memory: transmitting costs no
+  // system call, so a post runs the device at once (set by the API at RTR).
+  std::atomic<bool> same_host{false};
   bool active = false;          // on the engine's run list
   bool flush_pending = false;   // entered ERR: flush both queues
   uint64_t timer_queued = 0;    // deadline of this QP's entry in the timer heap, 0 if none

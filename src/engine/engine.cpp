@@ -110,6 +110,11 @@ void Engine::after_post() {
   if (!run_inline() || more_.load(std::memory_order_relaxed)) wake();
 }
 
+void Engine::after_post_deferred() {
+  empty_polls_.store(0, std::memory_order_relaxed);
+  if (app_polling_until_.load(std::memory_order_relaxed) <= monotonic_ns()) wake();
+}
+
 void Engine::polled_empty() {
   if (empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kPollingAfter)
     app_polling_until_.store(monotonic_ns() + kPollWindowNs, std::memory_order_relaxed);

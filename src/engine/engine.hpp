@@ -54,6 +54,9 @@ class Engine {
     Engine* prev_;
   };
   void after_post();
+  // For a post whose packets cost a system call to send (UDP): a polling application's next
+  // poll sends them, batched with whatever else it posts before; otherwise the engine does.
+  void after_post_deferred();
   void polled_empty();
   void cq_armed();
 

@@ -51,7 +51,9 @@ class SameHostLink final : public Link {
   ShmStats stats() const;  // engine lock held
   // True if packets to dst go through shared memory now (engine lock held).
   bool carries(const Gid& dst) const;
-  void forked();  // in a child of fork(): let go of what is the parent's
+  void forked();
+  // A QP is about to talk to dst: its channel now, if dst is a device of ours on this host.
+  bool attach_peer(const Gid& dst, uint64_t now) { return route(dst, now) != nullptr; }  // in a child of fork(): let go of what is the parent's
 
  private:
   struct Channel;
