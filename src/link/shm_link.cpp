@@ -279,6 +279,7 @@ void SameHostLink::refresh() {
 }
 
 SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
+  refresh();  // a channel the peer offered since
   for (Channel* c : live_)
     if (!c->dead.load(std::memory_order_relaxed))
       for (const Gid& g : c->peer)
