@@ -106,6 +106,8 @@ bool Engine::run_inline() {
 
 void Engine::after_post() {
   empty_polls_.store(0, std::memory_order_relaxed);
+  // A polling application's next poll sends this, with whatever it posts before.
+  if (app_polling_until_.load(std::memory_order_relaxed) > monotonic_ns()) return;
   // The engine thread must carry on if the core is busy, or if one pass did not send it all.
   if (!run_inline() || more_.load(std::memory_order_relaxed)) wake();
 }

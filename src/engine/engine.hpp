@@ -42,9 +42,10 @@ class Engine {
   // posted, the second sends what that made), or after timeout_ns.
   void flush(uint64_t timeout_ns);
 
-  // Application side of run to completion. post_scope() brackets a post: the doorbell it rings
-  // does not wake the engine; after_post() then runs a pass here, or wakes the engine if the
-  // core is busy. polled_empty() runs a pass for a poll that found nothing; cq_armed() hands
+  // Application side of run to completion. PostScope brackets a post: the doorbell it rings
+  // does not wake the engine; after_post() then leaves the post to a polling application's
+  // next poll (which batches it with what follows), or runs a pass here, or wakes the engine
+  // if the core is busy. polled_empty() runs a pass for a poll that found nothing; cq_armed() hands
   // receiving back to the engine thread before the application blocks.
   class PostScope {
    public:
