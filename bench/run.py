@@ -8,8 +8,8 @@ the round is repeated (ABAB...): each ratio is the median of the per-round ratio
 that is busier in one minute than in the next does not favour anyone. Every uroce run checks
 every byte it moves (uroce-perf fails otherwise).
 
-Writes bench/results/latest.md (tables, ratios, targets), latest.json, latency.png and
-bandwidth.png.
+Writes bench/results/latest.md (tables, ratios, targets) and latest.json; bench/plot.py then
+draws latency.png and bandwidth.png from the JSON.
 
 usage: bench/run.py BUILD_DIR [--rounds N] [--quick]
 """
@@ -267,28 +267,10 @@ L += ['', '## Resources', '', f"- host memory per idle connected RC QP: {mem['by
       '![latency](latency.png)', '', '![bandwidth](bandwidth.png)', '', f'Took {time.time() - t0:.0f} s.']
 md = '\n'.join(L) + '\n'
 open(os.path.join(results, 'latest.md'), 'w').write(md)
-json.dump(dict(rounds=rounds, quick=quick, latency_us=lat, bandwidth_gbps=bw, rate_mps=rate, qp_scaling_mps=scale,
+json.dump(dict(date=time.strftime('%Y-%m-%d'), rounds=rounds, quick=quick, latency_us=lat, bandwidth_gbps=bw, rate_mps=rate, qp_scaling_mps=scale,
                memory=mem, targets=targets), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
 
-# ---------------------------------------------------------------- plots (gnuplot, if there)
-
-def plot(name, title, ylabel, data, sizes, logy):
-    if not shutil.which('gnuplot'):
-        return
-    dat = os.path.join(results, f'{name}.dat')
-    names = list(data)
-    with open(dat, 'w') as f:
-        for z in sizes:
-            f.write(f'{z} ' + ' '.join(fmt(med(data[n][z]), 4).replace('—', 'NaN') for n in names) + '\n')
-    plots = ', '.join(f"'{dat}' using 1:{i + 2} with linespoints lw 2 title '{n}'" for i, n in enumerate(names))
-    script = (f"set terminal pngcairo size 900,560 font ',11'; set output '{os.path.join(results, name)}.png';"
-              f"set title '{title}'; set xlabel 'message size (bytes)'; set ylabel '{ylabel}'; set logscale x 2;"
-              f"{'set logscale y 10;' if logy else ''} set grid; set key outside right; set datafile missing 'NaN';"
-              f"plot {plots}")
-    subprocess.run(['gnuplot', '-e', script], check=False)
-    os.remove(dat)
-
-plot('latency', f'Half round trip, p50 ({time.strftime("%Y-%m-%d")}, {rounds} rounds)', 'µs (log)', lat, LAT_SIZES, True)
-plot('bandwidth', f'Bandwidth ({time.strftime("%Y-%m-%d")}, {rounds} rounds)', 'Gb/s (log)', bw, BW_SIZES, True)
+# ---------------------------------------------------------------- plots
+subprocess.run([sys.executable, os.path.join(here, 'plot.py')], check=False)
 sockperf_cleanup()
 print(md)
