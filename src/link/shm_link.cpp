@@ -123,7 +123,7 @@ SameHostLink::~SameHostLink() {
 
 ShmStats SameHostLink::stats() const {
   ShmStats s = st_;
-  s.channels = live_.size();
+  s.channels = size_t(std::count_if(live_.begin(), live_.end(), [](Channel* c) { return !c->dead.load(); }));
   return s;
 }
 
@@ -266,7 +266,9 @@ void SameHostLink::refresh() {
   seen_gen_ = gen_.load(std::memory_order_acquire);
   live_.clear();
   for (auto& c : all_) {
-    if (c->dead.load()) continue;
+    // A peer that hung up may have sent its last packets just before (an unreliable QP's last
+    // SEND completes when it is sent): a dead channel is read until its ring is empty.
+    if (c->dead.load() && c->rx->waiting() <= 0) continue;
     if (!c->adopted) {  // armed exactly while the engine thread sleeps on our fd
       c->adopted = true;
       if (armed_)

@@ -38,12 +38,12 @@ struct Side : test::ApiSide {
   }
 };
 
-void connect(Side& a, Side& b) {
+void connect(test::ApiSide& a, test::ApiSide& b) {
   ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5));
   ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7));
 }
 
-std::vector<Wc> wait_for(Side& s, size_t want) {
+std::vector<Wc> wait_for(test::ApiSide& s, size_t want) {
   std::vector<Wc> got;
   Wc wc[16];
   for (int i = 0; i < 500 && got.size() < want; ++i) {
@@ -199,29 +199,66 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   close(e1);
 }
 
-// A process that forks keeps its registry entry to itself: once its device is gone, the name
-// is free, even while a child forked from it lives on.
+// A process that forks keeps its registry entry to itself: the child holds no socket of the
+// registry, so the name dies with the parent's device even while the child lives on.
 TEST(SameHost, AForkedChildDoesNotHoldTheRegistry) {
-  std::string name;
-  pid_t child;
+  Side a(true), b(true);
+  connect(a, b);
+  traffic(a, b, test::test_seed(26), 2);  // a channel, with its sockets, exists
+  pid_t child = fork();
+  if (child == 0) {
+    // Every socket this process holds: none may be a registry listener or channel.
+    int held = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+      sockaddr_un name{};
+      socklen_t len = sizeof name;
+      if (getsockname(fd, reinterpret_cast<sockaddr*>(&name), &len) != 0 || name.sun_family != AF_UNIX) continue;
+      sockaddr_un peer{};
+      socklen_t plen = sizeof peer;
+      bool registry = len > offsetof(sockaddr_un, sun_path) + 1 && std::memcmp(name.sun_path + 1, "uroce-shm/", 10) == 0;
+      bool channel = getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0 &&
+                     plen > offsetof(sockaddr_un, sun_path) + 1 && std::memcmp(peer.sun_path + 1, "uroce-shm/", 10) == 0;
+      held += registry || channel;
+    }
+    _exit(held == 0 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child holds registry or channel sockets";
+}
+
+// An unreliable QP's SEND completes when it is sent, so its sender may be gone before the
+// receiver looks: packets left in the ring of a peer that hung up are still delivered.
+TEST(SameHost, APeerThatLeftRightAfterSendingIsStillHeard) {
+  DeviceOptions quiet;  // the receiver does nothing until it polls
+  quiet.progress_thread = false;
+  test::ApiSide a(quiet);
+  a.qp = std::move(*a.pd->create_qp({QpType::UC, a.cq.get(), a.cq.get(), {}, false, nullptr}));
+  constexpr int kMsgs = 10;
   {
     Side b(true);
-    name = "uroce-shm/" + std::to_string(getuid()) + "/" + b.dev->query_gid(0)->to_string();
-    child = fork();
-    if (child == 0) {
-      usleep(5'000'000);
-      _exit(0);
+    b.qp = std::move(*b.pd->create_qp({QpType::UC, b.cq.get(), b.cq.get(), {}, false, nullptr}));
+    connect(a, b);
+    for (int i = 0; i < kMsgs; ++i) {
+      Sge r = a.mr->sge(uint64_t(i) * 100, 100);
+      ASSERT_TRUE(a.qp->post_recv({uint64_t(i), {&r, 1}}));
     }
+    for (int i = 0; i < kMsgs; ++i) {
+      std::memset(b.buf.data() + i * 100, 'a' + i, 100);
+      Sge s = b.mr->sge(uint64_t(i) * 100, 100);
+      ASSERT_TRUE(b.qp->post_send({uint64_t(i), WrOpcode::Send, kSendSignaled, {&s, 1}}));
+    }
+    ASSERT_EQ(wait_for(b, kMsgs).size(), size_t(kMsgs));  // sent, as far as UC knows
   }
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  int rc = connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size()));
-  int err = errno;
-  close(s);
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  EXPECT_EQ(rc, -1) << "the registry name is still taken";
-  EXPECT_EQ(err, ECONNREFUSED);
+  // b's device is gone; a's registry watcher sees the hang-up.
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (a.counter("shm_channels") != 0 && std::chrono::steady_clock::now() < end) usleep(1000);
+  ASSERT_EQ(a.counter("shm_channels"), 0u);
+  auto rx = wait_for(a, kMsgs);
+  ASSERT_EQ(rx.size(), size_t(kMsgs));
+  for (int i = 0; i < kMsgs; ++i) {
+    EXPECT_EQ(rx[size_t(i)].status, WcStatus::Success);
+    EXPECT_EQ(a.buf[size_t(i) * 100 + 99], uint8_t('a' + i));
+  }
 }
