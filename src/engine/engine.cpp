@@ -104,17 +104,23 @@ bool Engine::run_inline() {
   return true;
 }
 
+bool Engine::may_defer() {
+  if (app_polling_until_.load(std::memory_order_relaxed) <= monotonic_ns()) return false;
+  // An engine about to sleep sees the doorbell (run() checks after setting sleeping_).
+  return !sleeping_.load(std::memory_order_seq_cst) || sleep_bounded_.load(std::memory_order_seq_cst);
+}
+
 void Engine::after_post() {
   empty_polls_.store(0, std::memory_order_relaxed);
   // A polling application's next poll sends this, with whatever it posts before.
-  if (app_polling_until_.load(std::memory_order_relaxed) > monotonic_ns()) return;
+  if (may_defer()) return;
   // The engine thread must carry on if the core is busy, or if one pass did not send it all.
   if (!run_inline() || more_.load(std::memory_order_relaxed)) wake();
 }
 
 void Engine::after_post_deferred() {
   empty_polls_.store(0, std::memory_order_relaxed);
-  if (app_polling_until_.load(std::memory_order_relaxed) <= monotonic_ns()) wake();
+  if (!may_defer()) wake();
 }
 
 void Engine::polled_empty() {
@@ -211,8 +217,10 @@ void Engine::run() {
       tsp = &ts;
     }
     epoll_event evs[2];
+    sleep_bounded_.store(app_polls, std::memory_order_seq_cst);
     epoll_pwait2(app_polls ? epoll_wake_fd_ : epoll_fd_, evs, 2, tsp, nullptr);
     sleeping_.store(false, std::memory_order_seq_cst);
+    sleep_bounded_.store(false, std::memory_order_seq_cst);
     if (!app_polls) {
       std::lock_guard g(mu_);
       link_.woke();

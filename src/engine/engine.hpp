@@ -67,6 +67,9 @@ class Engine {
   // One pass of the loop, lock held; true if anything happened. inline: on an application thread.
   bool pass(uint64_t now, bool on_app_thread = false);
   bool run_inline();        // a pass on the caller's thread if the core is free
+  // True if a post may wait for the polling application's next poll: the application polls,
+  // and the engine thread comes round by itself (awake, or asleep only until polling stops).
+  bool may_defer();
   transport::ProtocolCore& nic_;
   link::Link& link_;
   CoreSink sink_{nic_};
@@ -80,7 +83,8 @@ class Engine {
   std::atomic<uint64_t> passes_{0};
   // Until when an application polls (monotonic ns): the engine thread leaves the link alone.
   std::atomic<uint64_t> app_polling_until_{0};
-  std::atomic<uint32_t> empty_polls_{0};  // by applications, in a row since the last post
+  std::atomic<uint32_t> empty_polls_{0};
+  std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends  // by applications, in a row since the last post
   std::atomic<bool> more_{false};         // the last pass left work for the next
   int wake_fd_ = -1;
   int async_fd_ = -1;

@@ -3,6 +3,8 @@
 // SENDs, WRITEs and READs: nobody else runs their protocol cores.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -117,4 +119,26 @@ TEST(RunToCompletion, WaitWithoutAThreadPolls) {
   ASSERT_EQ(*r, 1);
   EXPECT_EQ(wc[0].wr_id, 5u);
   EXPECT_EQ(std::memcmp(a.buf.data(), "sixty-four", 10), 0);
+}
+
+// A post made while the application polls is left to its next poll; if that poll never comes
+// (the program turns to another device), the engine thread must still send it, also when it
+// was asleep with no timer to wake it.
+TEST_P(RunToCompletionOn, APostLeftForAPollThatNeverComesIsSent) {
+  Side a(true, GetParam()), b(true, GetParam());
+  ASSERT_TRUE(a.qp->connect(b.endpoint(2), 1));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(1), 2));
+  Sge r = b.mr->sge(0, 64);
+  ASSERT_TRUE(b.qp->post_recv({9, {&r, 1}}));
+  usleep(20'000);  // both engines idle: asleep, no timers
+  Wc wc[4];
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(a.cq->poll(wc), 0);  // a's application polls...
+  std::memcpy(a.buf.data(), "left-for-a-poll", 15);
+  Sge s = a.mr->sge(0, 64);
+  ASSERT_TRUE(a.qp->post_send({10, WrOpcode::Send, 0, {&s, 1}}));  // ...posts, and turns away
+  auto got = b.cq->wait(wc, 3000);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(*got, 1) << "the SEND never left a";
+  EXPECT_EQ(wc[0].wr_id, 9u);
+  EXPECT_EQ(std::memcmp(b.buf.data(), "left-for-a-poll", 15), 0);
 }
