@@ -22,6 +22,15 @@ void track(ibv_context* ctx, std::map<uint32_t, T*> UDevice::*m, uint32_t key, T
     (d.*m).erase(key);
 }
 
+// Waits until the program has acked the async events it got about obj (called once obj is no
+// longer tracked, so no new ones name it).
+inline void wait_acks(ibv_context* ctx, const void* obj) {
+  UDevice& d = *uctx(ctx)->shared;
+  std::unique_lock g(d.mu);
+  d.acked.wait(g, [&] { return d.unacked[obj] == 0; });
+  d.unacked.erase(obj);
+}
+
 // libibverbs' way of failing a call that returns a pointer: NULL with errno set.
 template <class T>
 T* fail(const Error& e) {

@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,10 @@ struct UDevice {
   std::mutex mu;
   std::map<uint32_t, ibv_qp*> qps;
   std::map<uint32_t, ibv_srq*> srqs;
+  // Events handed to the program and not yet acked, per QP or SRQ: destroying one waits for
+  // them (as libibverbs' destroy does), so a handler never holds a destroyed object.
+  std::map<const void*, int> unacked;
+  std::condition_variable acked;
 };
 
 struct UContext {

@@ -213,6 +213,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 int ibv_destroy_srq(ibv_srq* srq) {
   if (from<USrq>(srq)->srq->busy()) return EBUSY;
   track<ibv_srq>(srq->context, &UDevice::srqs, srq->handle, nullptr);
+  wait_acks(srq->context, srq);
   delete from<USrq>(srq);
   return 0;
 }
@@ -264,6 +265,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 
 int ibv_destroy_qp(ibv_qp* qp) {
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
+  wait_acks(qp->context, qp);
   delete from<UQp>(qp);
   return 0;
 }
@@ -306,12 +308,20 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
       std::lock_guard g(d.mu);
       switch (e->type) {
         case AsyncEventType::QpFatal:
-        case AsyncEventType::QpLastWqeReached:
-          event->element.qp = d.qps.count(e->qp_num) ? d.qps[e->qp_num] : nullptr;
+        case AsyncEventType::QpLastWqeReached: {
+          auto it = d.qps.find(e->qp_num);
+          if (it == d.qps.end()) continue;  // its QP was destroyed: nobody to tell
+          event->element.qp = it->second;
+          ++d.unacked[it->second];
           break;
-        case AsyncEventType::SrqLimitReached:
-          event->element.srq = d.srqs.count(e->srq_handle) ? d.srqs[e->srq_handle] : nullptr;
+        }
+        case AsyncEventType::SrqLimitReached: {
+          auto it = d.srqs.find(e->srq_handle);
+          if (it == d.srqs.end()) continue;
+          event->element.srq = it->second;
+          ++d.unacked[it->second];
           break;
+        }
         case AsyncEventType::CqErr:
           event->element.cq = nullptr;
           break;
@@ -331,7 +341,18 @@ int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
   }
 }
 
-void ibv_ack_async_event(ibv_async_event*) {}
+void ibv_ack_async_event(ibv_async_event* event) {
+  // The only object events uroce raises (see ibv_get_async_event).
+  bool srq = event->event_type == IBV_EVENT_SRQ_LIMIT_REACHED;
+  bool qp = event->event_type == IBV_EVENT_QP_FATAL || event->event_type == IBV_EVENT_QP_LAST_WQE_REACHED;
+  const void* obj = srq ? static_cast<const void*>(event->element.srq) : qp ? event->element.qp : nullptr;
+  if (!obj) return;
+  UDevice& d = *uctx(srq ? event->element.srq->context : event->element.qp->context)->shared;
+  std::lock_guard g(d.mu);
+  auto it = d.unacked.find(obj);
+  if (it != d.unacked.end() && it->second > 0) --it->second;
+  d.acked.notify_all();
+}
 
 ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
   if (!(wc->wc_flags & IBV_WC_GRH) || port_num != 1) {

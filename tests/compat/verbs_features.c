@@ -6,9 +6,12 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int passed, failed;
 #define CHECK(cond, what)                                                        \
@@ -123,6 +126,12 @@ static void second_context(struct ibv_device* dev, struct ibv_mr* mr, char* buf)
   ibv_destroy_cq(cq1);
 }
 
+static atomic_int qp_destroyed;
+static void* destroy_qp_thread(void* qp) {
+  if (ibv_destroy_qp(qp) == 0) atomic_store(&qp_destroyed, 1);
+  return NULL;
+}
+
 int main(void) {
   int n = 0;
   struct ibv_device** list = ibv_get_device_list(&n);
@@ -208,6 +217,21 @@ int main(void) {
   CHECK(poll(&af, 1, 5000) == 1 && ibv_get_async_event(ctx, &ae) == 0 &&
             ae.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ae.element.srq == srq, "SRQ_LIMIT_REACHED names the SRQ");
   ibv_ack_async_event(&ae);
+
+  /* A QP on an SRQ that enters ERR raises LAST_WQE_REACHED; destroying it waits until that
+     event is acked (a handler must never hold a destroyed QP). */
+  struct ibv_qp* on_srq = make_qp(IBV_QPT_RC, cq3, srq);
+  struct ibv_qp_attr to_err = {.qp_state = IBV_QPS_ERR};
+  CHECK(on_srq && ibv_modify_qp(on_srq, &to_err, IBV_QP_STATE) == 0 && poll(&af, 1, 5000) == 1 &&
+            ibv_get_async_event(ctx, &ae) == 0 && ae.event_type == IBV_EVENT_QP_LAST_WQE_REACHED && ae.element.qp == on_srq,
+        "LAST_WQE_REACHED names the QP");
+  pthread_t destroyer;
+  CHECK(pthread_create(&destroyer, NULL, destroy_qp_thread, on_srq) == 0, "destroy_qp from another thread");
+  usleep(100000);
+  CHECK(atomic_load(&qp_destroyed) == 0, "destroy_qp waits while the QP's event is not acked");
+  ibv_ack_async_event(&ae);
+  pthread_join(destroyer, NULL);
+  CHECK(atomic_load(&qp_destroyed) == 1, "and returns once it is acked");
 
   /* UD: the GRH comes first in the receive, and an AH can be made from it. */
   struct ibv_qp *u1 = make_qp(IBV_QPT_UD, cq3, NULL), *u2 = make_qp(IBV_QPT_UD, cq3, NULL);
