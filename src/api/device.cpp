@@ -347,10 +347,7 @@ Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
     engine::Engine::PostScope scope(e);
     s = core_->nic->post_send(*qp_, wrs, bad);
   }
-  if (qp_->same_host.load(std::memory_order_relaxed))
-    e.after_post();  // the requester runs and transmits on this thread
-  else
-    e.after_post_deferred();
+  e.after_post(qp_->same_host.load(std::memory_order_relaxed));
   return s;
 }
 

@@ -110,17 +110,12 @@ bool Engine::may_defer() {
   return !sleeping_.load(std::memory_order_seq_cst) || sleep_bounded_.load(std::memory_order_seq_cst);
 }
 
-void Engine::after_post() {
+void Engine::after_post(bool send_here) {
   empty_polls_.store(0, std::memory_order_relaxed);
   // A polling application's next poll sends this, with whatever it posts before.
   if (may_defer()) return;
   // The engine thread must carry on if the core is busy, or if one pass did not send it all.
-  if (!run_inline() || more_.load(std::memory_order_relaxed)) wake();
-}
-
-void Engine::after_post_deferred() {
-  empty_polls_.store(0, std::memory_order_relaxed);
-  if (!may_defer()) wake();
+  if (!send_here || !run_inline() || more_.load(std::memory_order_relaxed)) wake();
 }
 
 void Engine::polled_empty() {

@@ -54,10 +54,9 @@ class Engine {
    private:
     Engine* prev_;
   };
-  void after_post();
-  // For a post whose packets cost a system call to send (UDP): a polling application's next
-  // poll sends them, batched with whatever else it posts before; otherwise the engine does.
-  void after_post_deferred();
+  // send_here: sending costs no system call (shared memory), so a post by an application that
+  // is not polling runs a pass at once; otherwise (UDP) the engine thread batches it.
+  void after_post(bool send_here);
   void polled_empty();
   void cq_armed();
 

@@ -280,12 +280,17 @@ void SameHostLink::refresh() {
   }
 }
 
-SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
-  refresh();  // a channel the peer offered since
+SameHostLink::Channel* SameHostLink::find(const Gid& dst) const {
   for (Channel* c : live_)
     if (!c->dead.load(std::memory_order_relaxed))
       for (const Gid& g : c->peer)
         if (g == dst) return c;
+  return nullptr;
+}
+
+SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
+  refresh();  // a channel the peer offered since
+  if (Channel* c = find(dst)) return c;
   if (listen_fds_.empty()) return nullptr;  // not in the registry ourselves: shared memory is off
   for (const Gid& g : own_)
     if (g == dst) return nullptr;  // ourselves: the wire link loops back
@@ -330,13 +335,7 @@ void SameHostLink::wake_peer(Channel& c) {
   }
 }
 
-bool SameHostLink::carries(const Gid& dst) const {
-  for (Channel* c : live_)
-    if (!c->dead.load(std::memory_order_relaxed))
-      for (const Gid& g : c->peer)
-        if (g == dst) return true;
-  return false;
-}
+bool SameHostLink::carries(const Gid& dst) const { return find(dst) != nullptr; }
 
 // The ICRC a packet built for shared memory lacks, for the wire or a capture.
 static void complete_icrc(wire::PacketBuf& p) {
@@ -400,21 +399,19 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   return n;
 }
 
-int SameHostLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
+int SameHostLink::receive(PacketSink& sink, uint64_t now, int max, bool wire) {
   refresh();
   drain_backlogs();
   int n = poll_rings(sink, now, max);
-  return n + wire_.poll_rx(sink, now, max - n);
+  return wire ? n + wire_.poll_rx(sink, now, max - n) : n;
 }
 
+int SameHostLink::poll_rx(PacketSink& sink, uint64_t now, int max) { return receive(sink, now, max, true); }
+
 int SameHostLink::poll_rx_inline(PacketSink& sink, uint64_t now, int max) {
-  refresh();
-  drain_backlogs();
-  int n = poll_rings(sink, now, max);
   // A system call costs more than all the rings: with same-host peers, the wire is looked at
   // every 128th time (a few tens of microseconds of polling).
-  if (live_.empty() || ++inline_polls_ % 128 == 0) n += wire_.poll_rx(sink, now, max - n);
-  return n;
+  return receive(sink, now, max, live_.empty() || ++inline_polls_ % 128 == 0);
 }
 
 bool SameHostLink::prepare_sleep() {

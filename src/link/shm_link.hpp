@@ -57,7 +57,9 @@ class SameHostLink final : public Link {
 
  private:
   struct Channel;
+  Channel* find(const Gid& dst) const;  // a live channel to dst, or null
   Channel* route(const Gid& dst, uint64_t now);
+  int receive(PacketSink& sink, uint64_t now, int max, bool wire);
   Channel* connect_to(const Gid& dst);
   Channel* adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected, std::vector<Gid> peer);
   void accept_one();
