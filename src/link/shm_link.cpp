@@ -28,6 +28,7 @@ namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
 constexpr size_t kMaxBacklog = 16384;        // packets a channel holds while its ring is full
+constexpr size_t kSpare = 1024;              // backlog buffers kept for the next time
 
 
 socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
@@ -70,7 +71,7 @@ struct SameHostLink::Channel {
   int sock = -1, tx_efd = -1, rx_efd = -1;
   std::atomic<bool> dead{false};
   bool adopted = false;  // engine side: seen by refresh()
-  std::deque<wire::PacketBuf> backlog;  // engine side: waiting for room in tx
+  std::deque<std::unique_ptr<wire::PacketBuf>> backlog;  // engine side: waiting for room in tx
 };
 
 SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
@@ -311,7 +312,18 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   if (c.backlog.empty() && c.tx->push(p)) return true;
   if (c.backlog.size() >= kMaxBacklog) return false;
-  c.backlog.push_back(p);
+  std::unique_ptr<wire::PacketBuf> b;
+  if (spare_.empty()) {
+    b = std::make_unique<wire::PacketBuf>();
+  } else {
+    b = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  b->flow = p.flow;
+  b->len = p.len;
+  b->icrc_skipped = p.icrc_skipped;
+  p.copy_to(b->data);  // whole: what a reference points at may change once send() returns
+  c.backlog.push_back(std::move(b));
   ++backlogged_;
   return true;
 }
@@ -320,8 +332,9 @@ void SameHostLink::drain_backlogs() {
   if (!backlogged_) return;
   for (Channel* c : live_) {
     size_t n = 0;
-    while (n < c->backlog.size() && c->tx->push(c->backlog[n])) ++n;
+    while (n < c->backlog.size() && c->tx->push(*c->backlog[n])) ++n;
     if (!n) continue;
+    for (size_t i = 0; i < n && spare_.size() < kSpare; ++i) spare_.push_back(std::move(c->backlog[i]));
     c->backlog.erase(c->backlog.begin(), c->backlog.begin() + ptrdiff_t(n));
     backlogged_ -= n;
     wake_peer(*c);
@@ -339,6 +352,7 @@ bool SameHostLink::carries(const Gid& dst) const { return find(dst) != nullptr; 
 
 // The ICRC a packet built for shared memory lacks, for the wire or a capture.
 static void complete_icrc(wire::PacketBuf& p) {
+  p.materialize();
   if (!p.icrc_skipped) return;
   size_t ib_len = p.len - wire::kIcrcLen;
   wire::icrc_store(p.data + ib_len, wire::icrc_for_flow(p.flow, std::span<const uint8_t>(p.data, ib_len)));
@@ -380,14 +394,20 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       continue;
     }
     for (; waiting > 0 && n < max; --waiting) {
-      if (!c->rx->take(rx_buf_)) {
+      const shm::Slot* s = c->rx->front(rx_buf_);
+      if (!s) {
+        c->rx->pop();
         ++st_.rx_malformed;
         continue;
       }
-      std::span<const uint8_t> pkt(rx_buf_.data, rx_buf_.len);
+      // Delivered from the slot itself; a capture needs a copy it can complete the ICRC of.
+      const uint8_t* bytes = s->data;
+      if (pcap_) bytes = static_cast<const uint8_t*>(std::memcpy(rx_buf_.data, s->data, rx_buf_.len));
+      std::span<const uint8_t> pkt(bytes, rx_buf_.len);
       wire::Ipv4Fields sent;  // what our sender writes
       sent.icrc_absent = rx_buf_.icrc_skipped;
       wire::Ipv4Fields ip = sink.deliver(pkt, rx_buf_.flow, now, sent);
+      c->rx->pop();
       if (pcap_) {
         complete_icrc(rx_buf_);
         pcap_->write(rx_buf_.flow, pkt, now, ip);

@@ -90,6 +90,7 @@ class SameHostLink final : public Link {
   std::vector<wire::PacketBuf*> rest_;
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;
+  std::vector<std::unique_ptr<wire::PacketBuf>> spare_;  // for backlogs
   uint32_t inline_polls_ = 0;
   bool armed_ = false;
   size_t backlogged_ = 0;  // packets in all backlogs  // between a successful prepare_sleep() and woke()

@@ -46,7 +46,7 @@ struct Ring {
     s.dst = p.flow.dst;
     s.src_port = p.flow.src_port;
     s.dst_port = p.flow.dst_port;
-    std::memcpy(s.data, p.data, p.len);
+    p.copy_to(s.data);  // a payload by reference is copied once, from the MR into the slot
     tail.store(t + 1, std::memory_order_release);
     return true;
   }
@@ -61,21 +61,20 @@ struct Ring {
     uint32_t n = tail.load(std::memory_order_acquire) - head.load(std::memory_order_relaxed);
     return n > kSlots ? -1 : int64_t(n);
   }
-  // Copies the oldest packet out (false if it is malformed: it is consumed anyway).
-  bool take(wire::PacketBuf& out) {
-    uint32_t h = head.load(std::memory_order_relaxed);
-    const Slot& s = slots[h % kSlots];
+  // The oldest packet, read where it lies (its slot stays ours until pop()): its length is
+  // read once and checked, so nothing the peer writes meanwhile can take a read out of the
+  // slot; the bytes themselves are the peer's to send, like bytes on a wire. Null if its
+  // length is impossible (pop() it all the same).
+  const Slot* front(wire::PacketBuf& meta) const {
+    const Slot& s = slots[head.load(std::memory_order_relaxed) % kSlots];
     uint32_t len = s.len;
-    bool ok = len <= wire::kMaxPacket;
-    if (ok) {
-      out.len = len;
-      out.icrc_skipped = (s.flags & kSlotNoIcrc) != 0;
-      out.flow = {s.src, s.dst, s.src_port, s.dst_port};
-      std::memcpy(out.data, s.data, len);
-    }
-    head.store(h + 1, std::memory_order_release);
-    return ok;
+    if (len > wire::kMaxPacket) return nullptr;
+    meta.len = len;
+    meta.icrc_skipped = (s.flags & kSlotNoIcrc) != 0;
+    meta.flow = {s.src, s.dst, s.src_port, s.dst_port};
+    return &s;
   }
+  void pop() { head.store(head.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
   // Before blocking: true if the consumer may sleep (nothing arrived in the meantime).
   bool arm() {
     consumer_sleeping.store(1, std::memory_order_seq_cst);

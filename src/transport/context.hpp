@@ -26,6 +26,17 @@ class Context {
   TxPacket* alloc_tx() { return core_.alloc_tx(); }
   void emit(TxPacket* p, size_t ib_len) { core_.emit(p, ib_len); }
   void release(TxPacket* p) { core_.pool_.release(p); }
+  // Payload bytes at `src` (registered memory, checked) go into tx by reference when the link
+  // to the packet's destination copies them itself (shared memory): one copy fewer. False:
+  // the caller copies them into the packet.
+  bool by_reference(TxPacket* tx, uint32_t at, const uint8_t* src, uint32_t len) {
+    if (!len || !src || !core_.cfg_.carried_intact || !core_.cfg_.carried_intact(tx->flow.dst)) return false;
+    tx->ref = src;
+    tx->ref_at = at;
+    tx->ref_len = len;
+    ++core_.ctr_.tx_payload_by_ref;
+    return true;
+  }
 
   // Scheduling: the run list, the QP's timer, and the coalesced ACK at the end of this pass.
   void schedule(core::Qp& qp) { core_.schedule(qp); }

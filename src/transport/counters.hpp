@@ -12,7 +12,8 @@ namespace uroce::transport {
   X(retransmitted_packets) X(rx_read_dup) X(rx_atomic_replays) X(cq_overruns)              \
   X(tx_pool_exhausted) X(rx_uc_dropped) X(rx_bad_qkey) X(rx_ud_no_recv)       \
   X(rx_dup_unmatched) X(resp_queue_full) X(rx_runt) X(rx_bad_dest) X(rx_ud_too_long) \
-  X(rx_icrc_ip_seen) X(rx_icrc_ip_assumed) X(rx_icrc_ip_solved) X(rx_icrc_absent)
+  X(rx_icrc_ip_seen) X(rx_icrc_ip_assumed) X(rx_icrc_ip_solved) X(rx_icrc_absent)     \
+  X(tx_payload_by_ref)
 
 struct Counters {
 #define UROCE_COUNTER_FIELD(name) uint64_t name = 0;

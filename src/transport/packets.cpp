@@ -93,7 +93,7 @@ TxPacket* ProtocolCore::alloc_tx() {
 }
 
 void ProtocolCore::emit(TxPacket* p, size_t ib_len) {
-  p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst);
+  p->icrc_skipped = p->ref || (cfg_.carried_intact && cfg_.carried_intact(p->flow.dst));
   uint32_t crc = p->icrc_skipped ? 0 : wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
   wire::icrc_store(p->data + ib_len, crc);
   p->len = uint32_t(ib_len + wire::kIcrcLen);

@@ -55,7 +55,7 @@ using core::Rkey;
 struct CoreConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
   uint64_t seed = 0;                    // 0: from std::random_device
-  uint32_t max_inflight_pkts = 64;      // requester window per QP
+  uint32_t max_inflight_pkts = 256;     // requester window per QP (a 1 MiB message in flight at MTU 4096)
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
   uint32_t tx_pool = 4096;              // packet buffers

@@ -95,12 +95,15 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
   if (w.is_inline) {
     p.payload = {qp.sq.inline_data(req.next) + offset, len};
   } else {
-    // Gather straight into the packet buffer, after the headers.
-    uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-    if (sgl_gather(cx.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, offset, dst, len) !=
-        core::KeyCheck::Ok)
+    // Gather straight into the packet buffer, after the headers (or leave the bytes where
+    // they are, for a link that copies them itself).
+    const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+    uint8_t* dst = tx->data + at;
+    const Sge* sges = qp.sq.sges(req.next);
+    if (!cx.by_reference(tx, at, sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len), len) &&
+        sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != core::KeyCheck::Ok)
       return false;
-    p.payload = {dst, len};
+    p.payload = {dst, len};  // in place: encoding leaves it alone
   }
   if (req.pkt == 0 && traits(w.opcode).write)
     p.reth = {w.remote_addr, w.rkey, w.length};

@@ -399,8 +399,9 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
         cx.qp_to_error(qp);
         return Step::Done;
       }
-      uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
-      if (len) std::memcpy(dst, src, len);
+      const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+      uint8_t* dst = tx->data + at;
+      if (len && !cx.by_reference(tx, at, src, len)) std::memcpy(dst, src, len);
       p.payload = {dst, len};
       send_packet(cx, tx, p);
       j.sent += len;

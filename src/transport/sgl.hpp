@@ -47,6 +47,23 @@ inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, c
   });
 }
 
+// The address of the len bytes at `offset` of the list if they lie in one SGE and pass its
+// checks; nullptr otherwise (the caller then gathers, which reports what failed).
+inline const uint8_t* sgl_locate(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
+                                 uint64_t offset, uint32_t len) {
+  for (uint32_t i = 0; i < n; ++i) {
+    if (offset >= sges[i].length) {
+      offset -= sges[i].length;
+      continue;
+    }
+    if (sges[i].length - offset < len) return nullptr;
+    uint64_t addr = sges[i].addr + offset;
+    if (mrs.check_local(core::Lkey(sges[i].lkey), pd, addr, len, 0) != core::KeyCheck::Ok) return nullptr;
+    return reinterpret_cast<const uint8_t*>(addr);
+  }
+  return nullptr;
+}
+
 // Checks every SGE of a list up front (for errors that must be found before sending).
 inline core::KeyCheck sgl_check(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint32_t need) {
   for (uint32_t i = 0; i < n; ++i)

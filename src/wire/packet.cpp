@@ -149,7 +149,7 @@ size_t encode(Packet& pk, uint8_t* out) {
   size_t n = pk.payload.size();
   pk.bth.pad = uint8_t((4 - (n & 3)) & 3);
   size_t off = encode_headers(pk, out);
-  if (n) std::memcpy(out + off, pk.payload.data(), n);
+  if (n && pk.payload.data() != out + off) std::memcpy(out + off, pk.payload.data(), n);  // not built in place
   std::memset(out + off + n, 0, pk.bth.pad);
   return off + n + pk.bth.pad;
 }

@@ -3,6 +3,7 @@
 // use them, so they live here, below both.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -18,7 +19,26 @@ struct PacketBuf {
   // The ICRC field holds 0: the packet was built for a link that carries packets intact (same-host
   // memory). A link that sends it anywhere else computes the ICRC first (wire/icrc.hpp).
   bool icrc_skipped = false;
+  // Payload by reference (only with icrc_skipped): bytes [ref_at, ref_at + ref_len) of the
+  // packet are not in data but at `ref`, registered memory of this process that stays put
+  // until the link's send() returns. The same-host link copies them from there straight into
+  // its ring; anything else makes the packet whole first (materialize).
+  const uint8_t* ref = nullptr;
+  uint32_t ref_at = 0, ref_len = 0;
   uint8_t data[kMaxPacket];
+
+  void materialize() {
+    if (!ref) return;
+    std::memcpy(data + ref_at, ref, ref_len);
+    ref = nullptr;
+  }
+  // Copies the packet, whole, into `out` (kMaxPacket bytes).
+  void copy_to(uint8_t* out) const {
+    if (!ref) return (void)std::memcpy(out, data, len);
+    std::memcpy(out, data, ref_at);
+    std::memcpy(out + ref_at, ref, ref_len);
+    std::memcpy(out + ref_at + ref_len, data + ref_at + ref_len, len - ref_at - ref_len);
+  }
 };
 
 // Grows in blocks up to a limit; buffers are reused, never freed before the pool.
@@ -35,7 +55,10 @@ class BufferPool {
     free_.pop_back();
     return p;
   }
-  void release(PacketBuf* p) { free_.push_back(p); }
+  void release(PacketBuf* p) {
+    p->ref = nullptr;
+    free_.push_back(p);
+  }
 
  private:
   static constexpr uint32_t kBlock = 256;

@@ -106,6 +106,60 @@ TEST(SameHost, TwoDevicesUseTheRingsForEveryPacket) {
   EXPECT_GT(a.counter("tx_packets"), 100u);
 }
 
+// On shared memory a payload that lies in one SGE goes by reference: the link copies it from
+// the MR straight into the ring (one copy fewer). A packet whose bytes span SGEs is gathered as
+// before; READ responses go by reference too. Every byte arrives either way.
+TEST(SameHost, PayloadsInOneSgeGoByReference) {
+  uint64_t seed = test::test_seed(27);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (bool shm : {true, false}) {
+    SCOPED_TRACE(shm ? "shared memory" : "udp");
+    Side a(shm), b(shm);
+    QpCap cap;
+    cap.max_send_sge = 3;
+    a.qp = std::move(*a.pd->create_qp({QpType::RC, a.cq.get(), a.cq.get(), cap, false, nullptr}));
+    ConnectOptions o;
+    o.path_mtu = Mtu::Mtu1024;
+    ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5, o));
+    ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7, o));
+    std::mt19937_64 rng(seed);
+    for (auto& x : a.buf) x = uint8_t(rng());
+    for (auto& x : b.buf) x = uint8_t(rng());
+
+    // 10000 bytes in one SGE: 10 packets, each by reference.
+    Sge r1 = b.mr->sge(0, 10000);
+    ASSERT_TRUE(b.qp->post_recv({1, {&r1, 1}}));
+    Sge s1 = a.mr->sge(100, 10000);
+    ASSERT_TRUE(a.qp->post_send({1, WrOpcode::Send, kSendSignaled, {&s1, 1}}));
+    // 4500 bytes in three SGEs of 1500: packets 1 and 2 span two SGEs and are gathered.
+    Sge r2 = b.mr->sge(20000, 4500);
+    ASSERT_TRUE(b.qp->post_recv({2, {&r2, 1}}));
+    Sge s2[3] = {a.mr->sge(30000, 1500), a.mr->sge(40000, 1500), a.mr->sge(50000, 1500)};
+    ASSERT_TRUE(a.qp->post_send({2, WrOpcode::Send, kSendSignaled, {s2, 3}}));
+    // A READ of 100000 bytes: 98 responses from b.
+    Sge d = a.mr->sge(200000, 100000);
+    SendWr rd{3, WrOpcode::RdmaRead, kSendSignaled, {&d, 1}};
+    rd.remote_addr = uint64_t(b.buf.data()) + 300000;
+    rd.rkey = b.mr->rkey();
+    ASSERT_TRUE(a.qp->post_send(rd));
+
+    auto rx = wait_for(b, 2);
+    ASSERT_EQ(rx.size(), 2u);
+    for (const Wc& w : rx) EXPECT_EQ(w.status, WcStatus::Success);
+    auto tx = wait_for(a, 3);
+    ASSERT_EQ(tx.size(), 3u);
+    for (const Wc& w : tx) EXPECT_EQ(w.status, WcStatus::Success);
+    EXPECT_EQ(std::memcmp(b.buf.data(), a.buf.data() + 100, 10000), 0);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_EQ(std::memcmp(b.buf.data() + 20000 + i * 1500, a.buf.data() + 30000 + i * 10000, 1500), 0) << i;
+    EXPECT_EQ(std::memcmp(a.buf.data() + 200000, b.buf.data() + 300000, 100000), 0);
+
+    EXPECT_EQ(a.counter("tx_payload_by_ref"), shm ? 10u + 3u : 0u);
+    EXPECT_EQ(b.counter("tx_payload_by_ref"), shm ? 98u : 0u);
+    EXPECT_EQ(a.counter("retransmitted_packets") + b.counter("retransmitted_packets"), 0u);
+  }
+}
+
 TEST(SameHost, OffOnEitherSideMeansUdp) {
   uint64_t seed = test::test_seed(22);
   SCOPED_TRACE("seed " + std::to_string(seed));

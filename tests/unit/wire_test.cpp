@@ -12,6 +12,7 @@
 #include "wire/crc32.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
+#include "wire/packet_buf.hpp"
 #include "wire/psn.hpp"
 
 using namespace uroce::wire;
@@ -287,4 +288,35 @@ TEST(Icrc, SolvedCheckCatchesCorruption) {
   }
   std::printf("%d of %d corrupted packets passed\n", passed, kTrials);
   EXPECT_LE(passed, 15);  // expectation 200000 * 2^-16 = 3.1
+}
+
+// A payload by reference: the bytes around the hole are the buffer's, the hole's are the
+// referenced memory's; copying or materializing gives the same whole packet.
+TEST(PacketBuf, PayloadByReferenceCopiesAndMaterializesWhole) {
+  std::mt19937 rng(5);
+  std::vector<uint8_t> payload(3000), whole(3100);
+  for (auto& x : payload) x = uint8_t(rng());
+  PacketBuf p;
+  p.len = 3100;
+  for (uint32_t i = 0; i < p.len; ++i) p.data[i] = uint8_t(i * 7);
+  std::memcpy(whole.data(), p.data, p.len);
+  std::memcpy(whole.data() + 40, payload.data(), payload.size());
+  p.ref = payload.data();
+  p.ref_at = 40;
+  p.ref_len = 3000;
+  std::vector<uint8_t> out(kMaxPacket);
+  p.copy_to(out.data());
+  EXPECT_EQ(std::memcmp(out.data(), whole.data(), whole.size()), 0);
+  p.materialize();
+  EXPECT_EQ(p.ref, nullptr);
+  EXPECT_EQ(std::memcmp(p.data, whole.data(), whole.size()), 0);
+  std::fill(out.begin(), out.end(), 0);
+  p.copy_to(out.data());
+  EXPECT_EQ(std::memcmp(out.data(), whole.data(), whole.size()), 0);
+  // A pooled buffer comes back without a reference.
+  BufferPool pool(256);
+  PacketBuf* b = pool.alloc();
+  b->ref = payload.data();
+  pool.release(b);
+  EXPECT_EQ(pool.alloc()->ref, nullptr);
 }
