@@ -53,6 +53,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
   link::UdpLink* l = core->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
+  cfg.link_gathers = true;  // both links send payloads from where they lie
   const char* shm = std::getenv("UROCE_SHM");
   if (opts.same_host_shm && !(shm && std::string(shm) == "0")) {
     core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());

@@ -71,7 +71,10 @@ class LossyPort final : public Link {
   std::vector<Gid> gids() const override { return {ip_}; }
   uint16_t src_port_for(uint32_t qpn) const override { return wire::entropy_port(qpn); }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override {
-    for (const wire::PacketBuf* p : pkts) m_.send(p->data, p->len, p->flow, now);
+    for (wire::PacketBuf* p : pkts) {
+      p->materialize();
+      m_.send(p->data, p->len, p->flow, now);
+    }
   }
   int poll_rx(PacketSink& sink, uint64_t now, int max) override {
     int n = 0;

@@ -256,12 +256,13 @@ constexpr size_t kMaxGsoBytes = 65000;
 void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
   constexpr unsigned kMsgs = kBatch;
   mmsghdr msgs[kMsgs];
-  iovec iov[kMsgs * kMaxGsoSegs];
+  iovec iov[kMsgs * kMaxGsoSegs * 3];  // a packet whose payload is by reference takes three
   sockaddr_in dst[kMsgs];
   alignas(cmsghdr) char ctrl[kMsgs][CMSG_SPACE(sizeof(uint16_t))];
   size_t i = 0;
   while (i < q.size()) {
     if (!q[i]->flow.v4()) {
+      q[i]->materialize();  // one packet a send: whole
       send_v6(*q[i++], now);
       continue;
     }
@@ -285,18 +286,30 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
           if (nx->len < p->len) break;
         }
       }
+      const unsigned first_io = nio;
       for (unsigned k = 0; k < segs; ++k) {
         wire::PacketBuf* s = q[i + k];
-        if (pcap_) pcap_->write(s->flow, {s->data, s->len}, now);
-        iov[nio + k] = {s->data, s->len};
+        if (pcap_) {  // the capture needs the packet whole
+          s->materialize();
+          pcap_->write(s->flow, {s->data, s->len}, now);
+        }
+        if (!s->ref) {
+          iov[nio++] = {s->data, s->len};
+          continue;
+        }
+        // Headers, the payload straight from registered memory, pad and ICRC: no staging copy.
+        const uint32_t tail = s->ref_at + s->ref_len;
+        iov[nio++] = {s->data, s->ref_at};
+        iov[nio++] = {const_cast<uint8_t*>(s->ref), s->ref_len};
+        iov[nio++] = {s->data + tail, s->len - tail};
       }
       dst[n] = {};
       dst[n].sin_family = AF_INET;
       dst[n].sin_addr.s_addr = htonl(wire::v4_of(p->flow.dst));
       dst[n].sin_port = htons(p->flow.dst_port);
       msgs[n] = {};
-      msgs[n].msg_hdr.msg_iov = &iov[nio];
-      msgs[n].msg_hdr.msg_iovlen = segs;
+      msgs[n].msg_hdr.msg_iov = &iov[first_io];
+      msgs[n].msg_hdr.msg_iovlen = nio - first_io;
       msgs[n].msg_hdr.msg_name = &dst[n];
       msgs[n].msg_hdr.msg_namelen = sizeof dst[n];
       if (segs > 1) {
@@ -310,7 +323,6 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
         uint16_t gso_size = uint16_t(p->len);
         std::memcpy(CMSG_DATA(cm), &gso_size, sizeof gso_size);
       }
-      nio += segs;
       i += segs;
       ++n;
     }

@@ -27,10 +27,11 @@ class Context {
   void emit(TxPacket* p, size_t ib_len) { core_.emit(p, ib_len); }
   void release(TxPacket* p) { core_.pool_.release(p); }
   // Payload bytes at `src` (registered memory, checked) go into tx by reference when the link
-  // to the packet's destination copies them itself (shared memory): one copy fewer. False:
-  // the caller copies them into the packet.
+  // takes them from there itself (CoreConfig::link_gathers): one copy fewer. The memory stays
+  // put until the link has sent the packet (the end of this pass, under the engine lock).
+  // False: the caller copies them into the packet.
   bool by_reference(TxPacket* tx, uint32_t at, const uint8_t* src, uint32_t len) {
-    if (!len || !src || !core_.cfg_.carried_intact || !core_.cfg_.carried_intact(tx->flow.dst)) return false;
+    if (!len || !src || !core_.cfg_.link_gathers) return false;
     tx->ref = src;
     tx->ref_at = at;
     tx->ref_len = len;

@@ -64,6 +64,9 @@ struct CoreConfig {
   // True if the link carries packets to this address intact (shared memory): their ICRC is
   // left out (ICRC offload, as a NIC's internal loopback). Unset: every packet has one.
   std::function<bool(const Gid& dst)> carried_intact;
+  // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
+  // are not copied into packets. Unset: every packet is whole in its buffer.
+  bool link_gathers = false;
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };

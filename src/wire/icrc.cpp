@@ -8,7 +8,11 @@
 
 namespace uroce::wire {
 
-uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
+namespace {
+
+// The CRC of the masked pseudo-header and the start of the IB packet (first; up to the BTH's
+// end), and how many bytes of `first` it took.
+uint32_t icrc_start(const uint8_t* ip_udp, std::span<const uint8_t> first, size_t& took) {
   uint8_t pre[8 + kIpv6Len + kUdpLen + kBthLen];
   std::memset(pre, 0xff, 8);  // the masked LRH of InfiniBand
   const bool v6 = (ip_udp[0] >> 4) == 6;
@@ -25,12 +29,30 @@ uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
     ip[10] = ip[11] = 0xff;     // header checksum
   }
   ip[ip_len + 6] = ip[ip_len + 7] = 0xff;  // UDP checksum
-  size_t bth = ib.size() < kBthLen ? ib.size() : kBthLen;
-  std::memcpy(pre + hdr, ib.data(), bth);
+  size_t bth = first.size() < kBthLen ? first.size() : kBthLen;
+  std::memcpy(pre + hdr, first.data(), bth);
   if (bth > 4) pre[hdr + 4] = 0xff;  // BTH resv8a
-  uint32_t crc = crc32_update(0, pre, hdr + bth);
+  took = bth;
+  return crc32_update(0, pre, hdr + bth);
+}
+
+}  // namespace
+
+uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
+  size_t bth = 0;
+  uint32_t crc = icrc_start(ip_udp, ib, bth);
   if (ib.size() > bth) crc = crc32_update(crc, ib.data() + bth, ib.size() - bth);
   return crc;
+}
+
+uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3], const Ipv4Fields& ip) {
+  uint8_t hdr[kIpv6Len + kUdpLen];
+  write_ip_udp(hdr, f, ib[0].size() + ib[1].size() + ib[2].size() + kIcrcLen, ip, /*with_checksum=*/false);
+  size_t bth = 0;
+  uint32_t crc = icrc_start(hdr, ib[0], bth);
+  crc = crc32_update(crc, ib[0].data() + bth, ib[0].size() - bth);
+  crc = crc32_update(crc, ib[1].data(), ib[1].size());
+  return crc32_update(crc, ib[2].data(), ib[2].size());
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {

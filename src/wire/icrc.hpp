@@ -17,6 +17,9 @@ uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib);
 // For our own flows: builds the predictable IP/UDP header, then computes.
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip = {});
 
+// The same over a packet in three pieces (headers, payload, pad), the first holding the BTH.
+uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3], const Ipv4Fields& ip = {});
+
 void icrc_store(uint8_t* at, uint32_t icrc);
 uint32_t icrc_load(const uint8_t* at);
 
