@@ -204,6 +204,8 @@ print('QP scaling ...', file=sys.stderr)
 SCALE = {f'{q} QPs': uroce_rate('shm', q) for q in SCALE_QPS}
 scale = measure(SCALE, [64])
 mem = json.loads(run([f'{bindir}/idle_qp_memory', '1000', '3']).strip().splitlines()[-1])
+print('copy paths ...', file=sys.stderr)
+copies = json.loads(run([f'{bindir}/copy_paths', '500' if quick else '2000']).strip().splitlines()[-1])
 
 # ---------------------------------------------------------------- report
 
@@ -261,6 +263,15 @@ L += table('Message rate: 64 B WRITEs (millions per second)', 'M msg/s', rate, [
            [('shm 1 QP / ucx posix', 'uroce shm 1 QP', 'ucx posix put')])
 L += table('QP scaling: aggregate 64 B WRITE rate over shared memory (millions per second)', 'M msg/s', scale, [64],
            [(f'{q} / 1', f'{q} QPs', '1 QPs') for q in SCALE_QPS[1:]])
+L += ['', '## Copy paths for large payloads on the same-host link', '',
+      'The receiver\'s cost per message: reading it straight out of the sender\'s memory (process_vm_readv, one '
+      'copy) or copying it out of the ring (one memcpy; the sender\'s copy into the ring runs in parallel on the '
+      'other core). bench/copy_paths; the link carries payloads through the ring unless the single copy is faster.',
+      '', '| size | process_vm_readv (µs) | memcpy (µs) | faster |', '|---|---:|---:|---|']
+for r in copies['rows']:
+    pvm = r['process_vm_readv_us']
+    faster = 'not permitted' if pvm < 0 else 'process_vm_readv' if pvm < r['memcpy_us'] else 'ring (memcpy)'
+    L.append(f"| {human(r['size'])} | {fmt(pvm) if pvm >= 0 else '-'} | {fmt(r['memcpy_us'])} | {faster} |")
 L += ['', '## Resources', '', f"- host memory per idle connected RC QP: {mem['bytes_per_qp'] / 1024:.1f} KiB "
       f"(RSS growth over {mem['qps']} QPs; target <= 64 KiB: {'met' if mem['bytes_per_qp'] <= 65536 else 'NOT met'})",
       f"- idle engine: {mem['idle_cpu_percent']:.3f} % of a core", '',
@@ -268,7 +279,7 @@ L += ['', '## Resources', '', f"- host memory per idle connected RC QP: {mem['by
 md = '\n'.join(L) + '\n'
 open(os.path.join(results, 'latest.md'), 'w').write(md)
 json.dump(dict(date=time.strftime('%Y-%m-%d'), rounds=rounds, quick=quick, latency_us=lat, bandwidth_gbps=bw, rate_mps=rate, qp_scaling_mps=scale,
-               memory=mem, targets=targets), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
+               memory=mem, copy_paths=copies, targets=targets), open(os.path.join(results, 'latest.json'), 'w'), indent=1)
 
 # ---------------------------------------------------------------- plots
 subprocess.run([sys.executable, os.path.join(here, 'plot.py')], check=False)
