@@ -28,6 +28,7 @@
 #include "core/cq.hpp"
 #include "core/mr.hpp"
 #include "core/qp.hpp"
+#include "core/qpn_index.hpp"
 #include "core/spinlock.hpp"
 #include "core/srq.hpp"
 #include <deque>
@@ -198,11 +199,11 @@ class ProtocolCore {
   std::deque<AsyncEvent> async_;
   bool async_signal_ = false;
   uint32_t next_cq_ = 1;
-  // Looked up for every received packet: a hash, not a tree (thousands of QPs).
   struct QpnHash {
     size_t operator()(Qpn q) const { return std::hash<uint32_t>()(q.value()); }
   };
-  std::unordered_map<Qpn, std::unique_ptr<core::Qp>, QpnHash> qps_;
+  std::unordered_map<Qpn, std::unique_ptr<core::Qp>, QpnHash> qps_;  // owns them
+  core::QpnIndex<core::Qp> qp_index_;  // looked up for every received packet and doorbell
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;

@@ -136,6 +136,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   qp->set_sig_all(sig_all);
   Qp* p = qp.get();
   qps_[qpn] = std::move(qp);
+  qp_index_.insert(qpn.value(), p);
   ++pit->second;
   ++cq_users_[scq];
   ++cq_users_[rcq];
@@ -189,6 +190,7 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   --cq_users_[qp->send_cq];
   --cq_users_[qp->recv_cq];
   if (qp->srq) --srq_users_[qp->srq];
+  qp_index_.erase(qp->qpn().value());
   qps_.erase(it);
   return {};
 }
@@ -236,8 +238,7 @@ Result<AsyncEvent> ProtocolCore::get_async_event() {
 }
 
 Qp* ProtocolCore::qp(Qpn qpn) {
-  auto it = qps_.find(qpn);
-  return it == qps_.end() ? nullptr : it->second.get();
+  return qp_index_.find(qpn.value());
 }
 
 }  // namespace uroce::transport
