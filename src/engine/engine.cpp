@@ -33,6 +33,10 @@ Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   epoll_wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  if (link_.inline_skips_fd() >= 0) {  // what a polling application leaves to this thread
+    ev.data.fd = link_.inline_skips_fd();
+    epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, link_.inline_skips_fd(), &ev);
+  }
   if (link_.rx_fd() >= 0) {
     ev.data.fd = link_.rx_fd();
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
@@ -96,32 +100,36 @@ std::unique_lock<std::mutex> Engine::control_lock() {
 Engine::PostScope::PostScope(Engine& e) : prev_(std::exchange(t_posting, &e)) {}
 Engine::PostScope::~PostScope() { t_posting = prev_; }
 
-bool Engine::run_inline() {
+bool Engine::run_inline(uint64_t now) {
   if (!running_.load(std::memory_order_relaxed) || control_waiting_.load(std::memory_order_acquire)) return false;
   std::unique_lock g(mu_, std::try_to_lock);
   if (!g.owns_lock()) return false;
-  pass(monotonic_ns(), true);
+  pass(now, true);
   return true;
 }
 
-bool Engine::may_defer() {
-  if (app_polling_until_.load(std::memory_order_relaxed) <= monotonic_ns()) return false;
+bool Engine::may_defer(uint64_t now) {
+  if (app_polling_until_.load(std::memory_order_relaxed) <= now) return false;
   // An engine about to sleep sees the doorbell (run() checks after setting sleeping_).
   return !sleeping_.load(std::memory_order_seq_cst) || sleep_bounded_.load(std::memory_order_seq_cst);
 }
 
 void Engine::after_post(bool send_here) {
-  empty_polls_.store(0, std::memory_order_relaxed);
-  // A polling application's next poll sends this, with whatever it posts before.
-  if (may_defer()) return;
+  // On shared memory the first post after an empty poll (a reply, a request after waiting) is
+  // sent at once: someone waits for it, and sending costs no system call. Other posts wait
+  // for the polling application's next poll, which sends them together.
+  const bool first = empty_polls_.exchange(0, std::memory_order_relaxed) != 0;
+  const uint64_t now = monotonic_ns();
+  if (!(first && send_here) && may_defer(now)) return;
   // The engine thread must carry on if the core is busy, or if one pass did not send it all.
-  if (!send_here || !run_inline() || more_.load(std::memory_order_relaxed)) wake();
+  if (!send_here || !run_inline(now) || more_.load(std::memory_order_relaxed)) wake();
 }
 
 void Engine::polled_empty() {
+  const uint64_t now = monotonic_ns();  // one clock read a poll: it costs as much as the rings
   if (empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kPollingAfter)
-    app_polling_until_.store(monotonic_ns() + kPollWindowNs, std::memory_order_relaxed);
-  run_inline();
+    app_polling_until_.store(now + kPollWindowNs, std::memory_order_relaxed);
+  run_inline(now);
 }
 
 void Engine::cq_armed() {
@@ -139,7 +147,10 @@ void Engine::wake() {
 }
 
 bool Engine::pass(uint64_t now, bool on_app_thread) {
-  bool did = (on_app_thread ? link_.poll_rx_inline(sink_, now, 256) : link_.poll_rx(sink_, now, 256)) > 0;
+  // On the application's thread the link may skip what costs a system call (the engine thread
+  // watches it); with no engine thread, the application's polls take it every 128th time.
+  const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
+  bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
   did |= nic_.progress(now);
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
@@ -202,7 +213,8 @@ void Engine::run() {
         continue;
       }
     }
-    // A polling application receives for itself: sleep until a timer or until it stops.
+    // A polling application receives for itself: sleep until a timer, until it stops, or
+    // until what its polls leave out (the wire, beside same-host rings) has packets.
     const uint64_t until = app_polls ? std::min(deadline, app_until) : deadline;
     timespec ts{}, *tsp = nullptr;
     if (until != UINT64_MAX) {

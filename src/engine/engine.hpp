@@ -65,10 +65,10 @@ class Engine {
   void wake();
   // One pass of the loop, lock held; true if anything happened. inline: on an application thread.
   bool pass(uint64_t now, bool on_app_thread = false);
-  bool run_inline();        // a pass on the caller's thread if the core is free
+  bool run_inline(uint64_t now);  // a pass on the caller's thread if the core is free
   // True if a post may wait for the polling application's next poll: the application polls,
   // and the engine thread comes round by itself (awake, or asleep only until polling stops).
-  bool may_defer();
+  bool may_defer(uint64_t now);
   transport::ProtocolCore& nic_;
   link::Link& link_;
   CoreSink sink_{nic_};
@@ -77,6 +77,7 @@ class Engine {
   std::thread thread_;
   std::atomic<bool> running_{false};  // started, and not stopped
   bool threaded_ = false;
+  uint32_t inline_passes_ = 0;  // under mu_
   std::atomic<bool> sleeping_{false};
   std::atomic<uint32_t> control_waiting_{0};
   std::atomic<uint64_t> passes_{0};

@@ -36,8 +36,10 @@ class Link {
   // Hands up to `max` received packets to sink; returns how many.
   virtual int poll_rx(PacketSink& sink, uint64_t now, int max) = 0;
   // The same for an application thread polling in a loop: a link may leave out what costs a
-  // system call on most calls (the engine thread's poll_rx takes it).
+  // system call; it then names, in inline_skips_fd(), what the engine thread must watch
+  // meanwhile (readable when packets that poll_rx_inline leaves out arrive), or -1.
   virtual int poll_rx_inline(PacketSink& sink, uint64_t now, int max) { return poll_rx(sink, now, max); }
+  virtual int inline_skips_fd() const { return -1; }
   // Around the engine's blocking wait on rx_fd(): prepare_sleep() returns false if packets
   // arrived meanwhile (do not block); woke() follows every prepare_sleep() that returned true.
   virtual bool prepare_sleep() { return true; }

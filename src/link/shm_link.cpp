@@ -72,10 +72,12 @@ struct SameHostLink::Channel {
   std::atomic<bool> dead{false};
   bool adopted = false;  // engine side: seen by refresh()
   std::deque<std::unique_ptr<wire::PacketBuf>> backlog;  // engine side: waiting for room in tx
+  uint32_t tx_head_seen = 0;  // engine side: see shm::Ring::push
 };
 
 SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  skips_fd_ = epoll_create1(EPOLL_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -119,7 +121,7 @@ SameHostLink::~SameHostLink() {
     munmap(c->area, sizeof(shm::Area));
     close_all({c->sock, c->tx_efd, c->rx_efd});
   }
-  close_all({epoll_fd_, stop_fd_});
+  close_all({epoll_fd_, skips_fd_, stop_fd_});
 }
 
 ShmStats SameHostLink::stats() const {
@@ -266,6 +268,7 @@ void SameHostLink::refresh() {
   std::lock_guard g(mu_);
   seen_gen_ = gen_.load(std::memory_order_acquire);
   live_.clear();
+  const bool had_channels = wire_in_skips_;
   for (auto& c : all_) {
     // A peer that hung up may have sent its last packets just before (an unreliable QP's last
     // SEND completes when it is sent): a dead channel is read until its ring is empty.
@@ -278,6 +281,13 @@ void SameHostLink::refresh() {
         c->rx->disarm();
     }
     live_.push_back(c.get());
+  }
+  // While channels exist, a polling thread leaves the wire to the engine thread.
+  if (had_channels != !live_.empty() && wire_.rx_fd() >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    epoll_ctl(skips_fd_, live_.empty() ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, wire_.rx_fd(), &ev);
+    wire_in_skips_ = !live_.empty();
   }
 }
 
@@ -310,7 +320,7 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
-  if (c.backlog.empty() && c.tx->push(p)) return true;
+  if (c.backlog.empty() && c.tx->push(p, c.tx_head_seen)) return true;
   if (c.backlog.size() >= kMaxBacklog) return false;
   std::unique_ptr<wire::PacketBuf> b;
   if (spare_.empty()) {
@@ -332,7 +342,7 @@ void SameHostLink::drain_backlogs() {
   if (!backlogged_) return;
   for (Channel* c : live_) {
     size_t n = 0;
-    while (n < c->backlog.size() && c->tx->push(*c->backlog[n])) ++n;
+    while (n < c->backlog.size() && c->tx->push(*c->backlog[n], c->tx_head_seen)) ++n;
     if (!n) continue;
     for (size_t i = 0; i < n && spare_.size() < kSpare; ++i) spare_.push_back(std::move(c->backlog[i]));
     c->backlog.erase(c->backlog.begin(), c->backlog.begin() + ptrdiff_t(n));
@@ -429,9 +439,9 @@ int SameHostLink::receive(PacketSink& sink, uint64_t now, int max, bool wire) {
 int SameHostLink::poll_rx(PacketSink& sink, uint64_t now, int max) { return receive(sink, now, max, true); }
 
 int SameHostLink::poll_rx_inline(PacketSink& sink, uint64_t now, int max) {
-  // A system call costs more than all the rings: with same-host peers, the wire is looked at
-  // every 128th time (a few tens of microseconds of polling).
-  return receive(sink, now, max, live_.empty() || ++inline_polls_ % 128 == 0);
+  // A system call costs more than all the rings: with same-host peers a polling thread reads
+  // only the rings, and the engine thread, asleep on inline_skips_fd(), reads the wire.
+  return receive(sink, now, max, live_.empty());
 }
 
 bool SameHostLink::prepare_sleep() {

@@ -43,6 +43,7 @@ class SameHostLink final : public Link {
   uint16_t src_port_for(uint32_t qpn) const override { return wire_.src_port_for(qpn); }
   uint32_t ip_mtu() const override { return wire_.ip_mtu(); }
   int rx_fd() const override { return epoll_fd_; }
+  int inline_skips_fd() const override { return skips_fd_; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
   int poll_rx(PacketSink& sink, uint64_t now, int max) override;
   int poll_rx_inline(PacketSink& sink, uint64_t now, int max) override;
@@ -74,6 +75,7 @@ class SameHostLink final : public Link {
   PcapWriter* pcap_;
   std::vector<Gid> own_;
   int epoll_fd_ = -1;
+  int skips_fd_ = -1;  // holds the wire's fd while channels exist (polling threads skip it)
   int stop_fd_ = -1;
   std::vector<int> listen_fds_;
   std::thread watcher_;
@@ -91,7 +93,7 @@ class SameHostLink final : public Link {
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;
   std::vector<std::unique_ptr<wire::PacketBuf>> spare_;  // for backlogs
-  uint32_t inline_polls_ = 0;
+  bool wire_in_skips_ = false;
   bool armed_ = false;
   size_t backlogged_ = 0;  // packets in all backlogs  // between a successful prepare_sleep() and woke()
   ShmStats st_;

@@ -35,10 +35,12 @@ struct Ring {
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   Slot slots[kSlots];
 
-  // Producer side. False if the ring is full.
-  bool push(const wire::PacketBuf& p) {
+  // Producer side. False if the ring is full. head_seen is the producer's last look at head
+  // (0 for a new ring): head is read again only when that look says full, so the consumer's
+  // cache line is not pulled over on every packet.
+  bool push(const wire::PacketBuf& p, uint32_t& head_seen) {
     uint32_t t = tail.load(std::memory_order_relaxed);
-    if (t - head.load(std::memory_order_acquire) >= kSlots) return false;
+    if (t - head_seen >= kSlots && t - (head_seen = head.load(std::memory_order_acquire)) >= kSlots) return false;
     Slot& s = slots[t % kSlots];
     s.len = p.len;
     s.flags = p.icrc_skipped ? kSlotNoIcrc : 0;
