@@ -163,6 +163,34 @@ TEST(SameHost, PayloadsInOneSgeGoByReference) {
   }
 }
 
+// A polling thread reads only the rings while same-host channels exist; what comes over UDP
+// meanwhile (here from a device with shared memory off) is the engine thread's, which sleeps
+// on the socket: a busy-polling application still gets it.
+TEST(SameHost, APollingThreadStillGetsWhatComesOverUdp) {
+  Side a(true), b(true), c(false);
+  connect(a, b);
+  traffic(b, a, test::test_seed(28), 2);  // a channel between a and b exists
+  ASSERT_EQ(a.counter("shm_channels"), 1u);
+  auto qp2 = std::move(*a.pd->create_qp({QpType::RC, a.cq.get(), a.cq.get(), {}, false, nullptr}));
+  Endpoint a2{*a.dev->query_gid(0), qp2->qp_num(), 9, uint64_t(a.buf.data()), a.mr->rkey(), a.buf.size()};
+  ASSERT_TRUE(qp2->connect(c.endpoint(8), 9));
+  ASSERT_TRUE(c.qp->connect(a2, 8));
+  Sge r = a.mr->sge(0, 100);
+  ASSERT_TRUE(qp2->post_recv({77, {&r, 1}}));
+  std::memcpy(c.buf.data(), "over-udp", 8);
+  Sge s = c.mr->sge(0, 100);
+  ASSERT_TRUE(c.qp->post_send({1, WrOpcode::Send, 0, {&s, 1}}));
+  Wc wc[4];
+  int got = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!got && std::chrono::steady_clock::now() < end) got = a.cq->poll(wc);  // busy polling
+  ASSERT_EQ(got, 1);
+  EXPECT_EQ(wc[0].wr_id, 77u);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(a.buf.data(), "over-udp", 8), 0);
+  EXPECT_EQ(c.counter("shm_tx_packets"), 0u);
+}
+
 TEST(SameHost, OffOnEitherSideMeansUdp) {
   uint64_t seed = test::test_seed(22);
   SCOPED_TRACE("seed " + std::to_string(seed));
