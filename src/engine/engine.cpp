@@ -120,9 +120,11 @@ void Engine::after_post(bool send_here) {
   // for the polling application's next poll, which sends them together.
   const bool first = empty_polls_.exchange(0, std::memory_order_relaxed) != 0;
   const uint64_t now = monotonic_ns();
-  if (!(first && send_here) && may_defer(now)) return;
-  // The engine thread must carry on if the core is busy, or if one pass did not send it all.
-  if (!send_here || !run_inline(now) || more_.load(std::memory_order_relaxed)) wake();
+  const bool polling = may_defer(now);
+  if (polling && !(first && send_here)) return;
+  // The engine thread must carry on if the core is busy, or if one pass did not send it all
+  // (unless the application's next poll will).
+  if (!send_here || !run_inline(now) || (more_.load(std::memory_order_relaxed) && !polling)) wake();
 }
 
 void Engine::polled_empty() {
