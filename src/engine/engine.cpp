@@ -118,7 +118,8 @@ void Engine::after_post(bool send_here) {
   // On shared memory the first post after an empty poll (a reply, a request after waiting) is
   // sent at once: someone waits for it, and sending costs no system call. Other posts wait
   // for the polling application's next poll, which sends them together.
-  const bool first = empty_polls_.exchange(0, std::memory_order_relaxed) != 0;
+  const bool first = empty_polls_.load(std::memory_order_relaxed) != 0;
+  if (first) empty_polls_.store(0, std::memory_order_relaxed);
   const uint64_t now = monotonic_ns();
   const bool polling = may_defer(now);
   if (polling && !(first && send_here)) return;
@@ -129,7 +130,10 @@ void Engine::after_post(bool send_here) {
 
 void Engine::polled_empty() {
   const uint64_t now = monotonic_ns();  // one clock read a poll: it costs as much as the rings
-  if (empty_polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kPollingAfter)
+  // A hint, not a count that must be exact: no locked instruction on every poll.
+  const uint32_t empty = empty_polls_.load(std::memory_order_relaxed) + 1;
+  empty_polls_.store(empty, std::memory_order_relaxed);
+  if (empty >= kPollingAfter)
     app_polling_until_.store(now + kPollWindowNs, std::memory_order_relaxed);
   run_inline(now);
 }
@@ -168,7 +172,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   transmit(nic_, link_, now);
   bool more = nic_.has_work();
   more_.store(more, std::memory_order_relaxed);
-  passes_.fetch_add(1, std::memory_order_release);
+  passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // only under mu_
   return did || more;
 }
 
