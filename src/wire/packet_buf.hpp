@@ -19,10 +19,11 @@ struct PacketBuf {
   // The ICRC field holds 0: the packet was built for a link that carries packets intact (same-host
   // memory). A link that sends it anywhere else computes the ICRC first (wire/icrc.hpp).
   bool icrc_skipped = false;
-  // Payload by reference (only with icrc_skipped): bytes [ref_at, ref_at + ref_len) of the
-  // packet are not in data but at `ref`, registered memory of this process that stays put
-  // until the link's send() returns. The same-host link copies them from there straight into
-  // its ring; anything else makes the packet whole first (materialize).
+  // Payload by reference: bytes [ref_at, ref_at + ref_len) of the packet are not in data but
+  // at `ref`, registered memory of this process that stays put until the link's send()
+  // returns (data holds the rest at its place, the ICRC included). The same-host link copies
+  // them from there straight into its ring, UDP hands them to the kernel in an iovec;
+  // anything else (a capture, IPv6, a test link) makes the packet whole first (materialize).
   const uint8_t* ref = nullptr;
   uint32_t ref_at = 0, ref_len = 0;
   uint8_t data[kMaxPacket];
