@@ -362,10 +362,8 @@ bool SameHostLink::carries(const Gid& dst) const { return find(dst) != nullptr; 
 
 // The ICRC a packet built for shared memory lacks, for the wire or a capture.
 static void complete_icrc(wire::PacketBuf& p) {
-  p.materialize();
   if (!p.icrc_skipped) return;
-  size_t ib_len = p.len - wire::kIcrcLen;
-  wire::icrc_store(p.data + ib_len, wire::icrc_for_flow(p.flow, std::span<const uint8_t>(p.data, ib_len)));
+  wire::icrc_fill(p, p.len - wire::kIcrcLen);
   p.icrc_skipped = false;
 }
 
@@ -381,7 +379,10 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
       rest_.push_back(p);
       continue;
     }
-    if (pcap_) complete_icrc(*p);  // the capture shows the packet a NIC would put on a wire
+    if (pcap_) {  // the capture shows the packet a NIC would put on a wire
+      p->materialize();
+      complete_icrc(*p);
+    }
     if (!push(*c, *p)) {
       ++st_.tx_full_drops;  // lost as on a congested wire: the transport recovers
       continue;

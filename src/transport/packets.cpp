@@ -94,15 +94,10 @@ TxPacket* ProtocolCore::alloc_tx() {
 
 void ProtocolCore::emit(TxPacket* p, size_t ib_len) {
   p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst);
-  uint32_t crc = 0;
-  if (p->icrc_skipped) {
-  } else if (p->ref) {  // over the headers, the payload where it lies, and the pad
-    const uint32_t tail = p->ref_at + p->ref_len;
-    crc = wire::icrc_for_flow(p->flow, {{p->data, p->ref_at}, {p->ref, p->ref_len}, {p->data + tail, ib_len - tail}});
-  } else {
-    crc = wire::icrc_for_flow(p->flow, std::span<const uint8_t>(p->data, ib_len));
-  }
-  wire::icrc_store(p->data + ib_len, crc);
+  if (p->icrc_skipped)
+    wire::icrc_store(p->data + ib_len, 0);
+  else
+    wire::icrc_fill(*p, ib_len);
   p->len = uint32_t(ib_len + wire::kIcrcLen);
   ++ctr_.tx_packets;
   ctr_.tx_bytes += p->len;

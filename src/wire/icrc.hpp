@@ -20,6 +20,11 @@ uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv
 // The same over a packet in three pieces (headers, payload, pad), the first holding the BTH.
 uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3], const Ipv4Fields& ip = {});
 
+struct PacketBuf;
+// Computes and stores the ICRC of a packet buffer built for our own flow (its first ib_len
+// bytes are BTH .. pad; a payload by reference is read where it lies).
+void icrc_fill(PacketBuf& p, size_t ib_len);
+
 void icrc_store(uint8_t* at, uint32_t icrc);
 uint32_t icrc_load(const uint8_t* at);
 
