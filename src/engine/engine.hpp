@@ -83,8 +83,8 @@ class Engine {
   std::atomic<uint64_t> passes_{0};
   // Until when an application polls (monotonic ns): the engine thread leaves the link alone.
   std::atomic<uint64_t> app_polling_until_{0};
-  std::atomic<uint32_t> empty_polls_{0};
-  std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends  // by applications, in a row since the last post
+  std::atomic<uint32_t> empty_polls_{0};     // by applications, in a row since the last post
+  std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends
   std::atomic<bool> more_{false};         // the last pass left work for the next
   int wake_fd_ = -1;
   int async_fd_ = -1;

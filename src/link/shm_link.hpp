@@ -52,9 +52,9 @@ class SameHostLink final : public Link {
   ShmStats stats() const;  // engine lock held
   // True if packets to dst go through shared memory now (engine lock held).
   bool carries(const Gid& dst) const;
-  void forked();
+  void forked();  // in a child of fork(): let go of what is the parent's
   // A QP is about to talk to dst: its channel now, if dst is a device of ours on this host.
-  bool attach_peer(const Gid& dst, uint64_t now) { return route(dst, now) != nullptr; }  // in a child of fork(): let go of what is the parent's
+  bool attach_peer(const Gid& dst, uint64_t now) { return route(dst, now) != nullptr; }
 
  private:
   struct Channel;
@@ -94,8 +94,8 @@ class SameHostLink final : public Link {
   wire::PacketBuf rx_buf_;
   std::vector<std::unique_ptr<wire::PacketBuf>> spare_;  // for backlogs
   bool wire_in_skips_ = false;
-  bool armed_ = false;
-  size_t backlogged_ = 0;  // packets in all backlogs  // between a successful prepare_sleep() and woke()
+  bool armed_ = false;     // between a successful prepare_sleep() and woke()
+  size_t backlogged_ = 0;  // packets in all backlogs
   ShmStats st_;
 };
 

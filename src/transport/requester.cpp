@@ -100,7 +100,8 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
     const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
     uint8_t* dst = tx->data + at;
     const Sge* sges = qp.sq.sges(req.next);
-    if (!cx.by_reference(tx, at, sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len), len) &&
+    const uint8_t* src = cx.config().link_gathers ? sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len) : nullptr;
+    if (!cx.by_reference(tx, at, src, len) &&
         sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != core::KeyCheck::Ok)
       return false;
     p.payload = {dst, len};  // in place: encoding leaves it alone

@@ -51,17 +51,13 @@ inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, c
 // checks; nullptr otherwise (the caller then gathers, which reports what failed).
 inline const uint8_t* sgl_locate(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
                                  uint64_t offset, uint32_t len) {
-  for (uint32_t i = 0; i < n; ++i) {
-    if (offset >= sges[i].length) {
-      offset -= sges[i].length;
-      continue;
-    }
-    if (sges[i].length - offset < len) return nullptr;
-    uint64_t addr = sges[i].addr + offset;
-    if (mrs.check_local(core::Lkey(sges[i].lkey), pd, addr, len, 0) != core::KeyCheck::Ok) return nullptr;
-    return reinterpret_cast<const uint8_t*>(addr);
-  }
-  return nullptr;
+  const uint8_t* at = nullptr;
+  bool whole = false;
+  auto first = [&](uint64_t addr, uint32_t, uint32_t k) {
+    if (!at) at = reinterpret_cast<const uint8_t*>(addr);
+    whole = whole || k == len;
+  };
+  return sgl_walk(mrs, pd, sges, n, offset, len, 0, first) == core::KeyCheck::Ok && whole ? at : nullptr;
 }
 
 // Checks every SGE of a list up front (for errors that must be found before sending).

@@ -57,20 +57,12 @@ uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {
-  uint8_t hdr[kIpv6Len + kUdpLen];
-  write_ip_udp(hdr, f, ib.size() + kIcrcLen, ip, /*with_checksum=*/false);
-  return icrc_compute(hdr, ib);
+  return icrc_for_flow(f, {ib, {}, {}}, ip);
 }
 
 void icrc_fill(PacketBuf& p, size_t ib_len) {
-  uint32_t crc;
-  if (p.ref) {
-    const size_t tail = p.ref_at + p.ref_len;
-    crc = icrc_for_flow(p.flow, {{p.data, p.ref_at}, {p.ref, p.ref_len}, {p.data + tail, ib_len - tail}});
-  } else {
-    crc = icrc_for_flow(p.flow, std::span<const uint8_t>(p.data, ib_len));
-  }
-  icrc_store(p.data + ib_len, crc);
+  const size_t head = p.ref ? p.ref_at : ib_len, tail = p.ref ? p.ref_at + p.ref_len : ib_len;
+  icrc_store(p.data + ib_len, icrc_for_flow(p.flow, {{p.data, head}, {p.ref, p.ref ? p.ref_len : 0}, {p.data + tail, ib_len - tail}}));
 }
 
 void icrc_store(uint8_t* at, uint32_t v) {
