@@ -23,9 +23,9 @@ while argv:
 if len(args) != 2:
     raise SystemExit(__doc__)
 a_dir, b_dir = args
-lat_iters, bw_iters = ('3000', '2000') if quick else ('20000', '10000')
+lat_iters, bw_iters, rate_iters = ('3000', '2000', '50000') if quick else ('20000', '10000', '400000')
 
-# (label, op, mode, size, iterations, key, better)
+# (label, op, mode, size, iterations, key, better[, QPs])
 ROWS = [
     ('64 B SEND latency p50 (us)', 'send', 'lat', '64', lat_iters, 'lat_p50_us', 'lower'),
     ('64 B WRITE latency p50 (us)', 'write', 'lat', '64', lat_iters, 'lat_p50_us', 'lower'),
@@ -34,11 +34,14 @@ ROWS = [
     ('64 KiB SEND bandwidth (Gb/s)', 'send', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
     ('64 KiB WRITE bandwidth (Gb/s)', 'write', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
     ('64 KiB READ bandwidth (Gb/s)', 'read', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
+    ('64 B WRITE rate, 1 QP (M/s)', 'write', 'bw', '64', rate_iters, 'msg_rate_mps', 'higher', 1),
+    ('64 B WRITE rate, 4096 QPs (M/s)', 'write', 'bw', '64', rate_iters, 'msg_rate_mps', 'higher', 4096),
 ]
 
 
-def measure(build, op, mode, size, iters, key):
-    cmd = [f'{build}/bin/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size, '--iters', iters]
+def measure(build, op, mode, size, iters, key, qps=1):
+    cmd = [f'{build}/bin/uroce-perf', '--json', '--op', op, '--mode', mode, '--size', size, '--iters', iters,
+           '--qps', str(qps)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
@@ -51,11 +54,11 @@ def measure(build, op, mode, size, iters, key):
 print(f'A = {a_dir}, B = {b_dir}, {pairs} pairs per row, ratio = B/A per pair, median')
 print(f"| measure | A median | B median | B/A (median of pairs) | better |")
 print('|---|---:|---:|---:|---|')
-for label, op, mode, size, iters, key, better in ROWS:
+for label, op, mode, size, iters, key, better, *qps in ROWS:
     av, bv, ratios = [], [], []
     for _ in range(pairs):
-        a = measure(a_dir, op, mode, size, iters, key)
-        b = measure(b_dir, op, mode, size, iters, key)
+        a = measure(a_dir, op, mode, size, iters, key, *qps)
+        b = measure(b_dir, op, mode, size, iters, key, *qps)
         av.append(a)
         bv.append(b)
         ratios.append(b / a if a else float('nan'))

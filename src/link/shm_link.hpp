@@ -96,6 +96,7 @@ class SameHostLink final : public Link {
   bool wire_in_skips_ = false;
   bool armed_ = false;     // between a successful prepare_sleep() and woke()
   size_t backlogged_ = 0;  // packets in all backlogs
+  uint32_t busy_passes_ = 0;  // receives that found ring packets, for reading the wire less often
   ShmStats st_;
 };
 
