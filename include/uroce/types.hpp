@@ -4,6 +4,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -94,7 +95,13 @@ struct Gid {
   std::optional<uint32_t> ipv4() const;  // host order
   std::string to_string() const;
   static std::optional<Gid> parse(const std::string& s);
-  bool operator==(const Gid&) const = default;
+  // Two word compares, not a call to memcmp: GIDs are compared on every packet.
+  bool operator==(const Gid& o) const {
+    uint64_t a[2], b[2];
+    std::memcpy(a, raw.data(), 16);
+    std::memcpy(b, o.raw.data(), 16);
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+  }
   auto operator<=>(const Gid&) const = default;
 };
 
