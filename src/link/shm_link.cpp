@@ -72,7 +72,7 @@ struct SameHostLink::Channel {
   std::atomic<bool> dead{false};
   bool adopted = false;  // engine side: seen by refresh()
   std::deque<std::unique_ptr<wire::PacketBuf>> backlog;  // engine side: waiting for room in tx
-  uint32_t tx_head_seen = 0;  // engine side: see shm::Ring::push
+  uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
 };
 
 SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
@@ -272,7 +272,7 @@ void SameHostLink::refresh() {
   for (auto& c : all_) {
     // A peer that hung up may have sent its last packets just before (an unreliable QP's last
     // SEND completes when it is sent): a dead channel is read until its ring is empty.
-    if (c->dead.load() && c->rx->waiting() <= 0) continue;
+    if (c->dead.load() && c->rx->ready() <= 0) continue;
     if (!c->adopted) {  // armed exactly while the engine thread sleeps on our fd
       c->adopted = true;
       if (armed_)
@@ -320,7 +320,7 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
-  if (c.backlog.empty() && c.tx->push(p, c.tx_head_seen)) return true;
+  if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.size() >= kMaxBacklog) return false;
   std::unique_ptr<wire::PacketBuf> b;
   if (spare_.empty()) {
@@ -342,7 +342,7 @@ void SameHostLink::drain_backlogs() {
   if (!backlogged_) return;
   for (Channel* c : live_) {
     size_t n = 0;
-    while (n < c->backlog.size() && c->tx->push(*c->backlog[n], c->tx_head_seen)) ++n;
+    while (n < c->backlog.size() && c->tx->push(*c->backlog[n], c->tx_tail, c->tx_head_seen)) ++n;
     if (!n) continue;
     for (size_t i = 0; i < n && spare_.size() < kSpare; ++i) spare_.push_back(std::move(c->backlog[i]));
     c->backlog.erase(c->backlog.begin(), c->backlog.begin() + ptrdiff_t(n));
@@ -398,13 +398,8 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
 int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   int n = 0;
   for (Channel* c : live_) {
-    int64_t waiting = c->rx->waiting();
-    if (waiting < 0) {  // indices no correct peer writes: stop listening to it
-      c->dead.store(true);
-      gen_.fetch_add(1, std::memory_order_release);
-      continue;
-    }
-    for (; waiting > 0 && n < max; --waiting) {
+    int ready = 0;
+    while (n < max && (ready = c->rx->ready()) > 0) {
       const shm::Slot* s = c->rx->front(rx_buf_);
       if (!s) {
         c->rx->pop();
@@ -425,6 +420,10 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       }
       ++st_.rx_packets;
       ++n;
+    }
+    if (ready < 0) {  // a slot no correct peer writes: stop listening to it
+      c->dead.store(true);
+      gen_.fetch_add(1, std::memory_order_release);
     }
   }
   return n;

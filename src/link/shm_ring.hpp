@@ -3,10 +3,16 @@
 // Indices are free-running; a slot holds one RoCEv2 packet (UDP payload, BTH .. ICRC) and its
 // flow. The producer never waits on the consumer: a full ring is the sender's to handle.
 //
-// Everything in it is written by the other process too: the consumer bounds-checks the
-// indices and lengths it reads and copies a packet out before parsing it.
+// A slot says itself when its packet is complete (its seq), so the consumer polls the slot it
+// reads next and nothing else: one cache line comes over per small packet, not a shared tail
+// index as well, and the producer's lines stay its own until the consumer reads the packet.
+//
+// Everything in it is written by the other process too: the consumer bounds-checks what it
+// reads, and a packet's bytes are the peer's to send, like bytes on a wire.
 #pragma once
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -15,41 +21,51 @@
 
 namespace uroce::link::shm {
 
-inline constexpr uint32_t kMagic = 0x75726f31;  // "uro1"
+inline constexpr uint32_t kMagic = 0x75726f32;  // "uro2"
 inline constexpr uint32_t kSlots = 1024;         // a power of two
 
-inline constexpr uint32_t kSlotNoIcrc = 1;  // Slot::flags: the sender left the ICRC out
+inline constexpr uint32_t kSlotNoIcrc = 1u << 31;  // in Slot::len: the sender left the ICRC out
 
 struct alignas(64) Slot {
-  uint32_t len;
-  uint32_t flags;
+  // Index + 1 of the packet it holds, written last: the slot is ready when it equals the
+  // consumer's head + 1 (before that it holds the previous lap's, or 0 if never written).
+  std::atomic<uint32_t> seq;
+  uint32_t len;  // with kSlotNoIcrc
   uint16_t src_port, dst_port;
   Gid src, dst;
   uint8_t data[wire::kMaxPacket];
 };
 
+// Packet bytes that share a slot's first cache line with its header.
+inline constexpr uint32_t kFirstLineData = 64 - offsetof(Slot, data);
+
 struct Ring {
-  alignas(64) std::atomic<uint32_t> tail;       // next slot the producer fills
-  alignas(64) std::atomic<uint32_t> head;       // next slot the consumer takes
+  alignas(64) std::atomic<uint32_t> head;  // next slot the consumer takes
   // Set by a consumer about to block: a producer that sees it writes the consumer's eventfd.
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
   Slot slots[kSlots];
 
-  // Producer side. False if the ring is full. head_seen is the producer's last look at head
-  // (0 for a new ring): head is read again only when that look says full, so the consumer's
-  // cache line is not pulled over on every packet.
-  bool push(const wire::PacketBuf& p, uint32_t& head_seen) {
-    uint32_t t = tail.load(std::memory_order_relaxed);
+  // Producer side, with its own state out of shared memory (both 0 for a new ring): tail, the
+  // next slot it fills, and head_seen, its last look at head (read again only when that look
+  // says full, so the consumer's cache line is not pulled over on every packet). False if the
+  // ring is full.
+  bool push(const wire::PacketBuf& p, uint32_t& tail, uint32_t& head_seen) {
+    const uint32_t t = tail;
     if (t - head_seen >= kSlots && t - (head_seen = head.load(std::memory_order_acquire)) >= kSlots) return false;
     Slot& s = slots[t % kSlots];
-    s.len = p.len;
-    s.flags = p.icrc_skipped ? kSlotNoIcrc : 0;
+    // The slot's first cache line, which a waiting consumer reads over and over, is written
+    // last and at once: the rest of a large packet is not slowed by the consumer's polls.
+    // (A payload by reference is copied once, from the MR into the slot.)
+    const uint32_t head_bytes = std::min(p.len, kFirstLineData);
+    p.copy_range(s.data, head_bytes, p.len);
+    s.len = p.len | (p.icrc_skipped ? kSlotNoIcrc : 0);
     s.src = p.flow.src;
     s.dst = p.flow.dst;
     s.src_port = p.flow.src_port;
     s.dst_port = p.flow.dst_port;
-    p.copy_to(s.data);  // a payload by reference is copied once, from the MR into the slot
-    tail.store(t + 1, std::memory_order_release);
+    p.copy_range(s.data, 0, head_bytes);
+    s.seq.store(t + 1, std::memory_order_release);
+    tail = t + 1;
     return true;
   }
   // After a batch of pushes: true if the consumer is asleep and must be woken.
@@ -58,21 +74,23 @@ struct Ring {
     return consumer_sleeping.load(std::memory_order_relaxed) != 0;
   }
 
-  // Consumer side: packets waiting, or -1 if the indices cannot be right (a broken peer).
-  int64_t waiting() const {
-    uint32_t n = tail.load(std::memory_order_acquire) - head.load(std::memory_order_relaxed);
-    return n > kSlots ? -1 : int64_t(n);
+  // Consumer side: 1 if the next packet is ready, 0 if not yet, -1 if its slot says what no
+  // correct producer writes (a broken peer).
+  int ready() const {
+    const uint32_t h = head.load(std::memory_order_relaxed);
+    const uint32_t seq = slots[h % kSlots].seq.load(std::memory_order_acquire);
+    if (seq == h + 1) return 1;
+    return seq == h + 1 - kSlots || seq == 0 ? 0 : -1;
   }
-  // The oldest packet, read where it lies (its slot stays ours until pop()): its length is
-  // read once and checked, so nothing the peer writes meanwhile can take a read out of the
-  // slot; the bytes themselves are the peer's to send, like bytes on a wire. Null if its
-  // length is impossible (pop() it all the same).
+  // The next packet (ready() said so), read where it lies (its slot stays ours until pop()):
+  // its length is read once and checked, so nothing the peer writes meanwhile can take a read
+  // out of the slot. Null if its length is impossible (pop() it all the same).
   const Slot* front(wire::PacketBuf& meta) const {
     const Slot& s = slots[head.load(std::memory_order_relaxed) % kSlots];
-    uint32_t len = s.len;
+    const uint32_t len = s.len & ~kSlotNoIcrc;
     if (len > wire::kMaxPacket) return nullptr;
     meta.len = len;
-    meta.icrc_skipped = (s.flags & kSlotNoIcrc) != 0;
+    meta.icrc_skipped = (s.len & kSlotNoIcrc) != 0;
     meta.flow = {s.src, s.dst, s.src_port, s.dst_port};
     return &s;
   }
@@ -80,7 +98,8 @@ struct Ring {
   // Before blocking: true if the consumer may sleep (nothing arrived in the meantime).
   bool arm() {
     consumer_sleeping.store(1, std::memory_order_seq_cst);
-    return waiting() == 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return ready() == 0;
   }
   void disarm() { consumer_sleeping.store(0, std::memory_order_relaxed); }
 };

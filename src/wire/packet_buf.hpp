@@ -2,6 +2,7 @@
 // and the pool they come from. The protocol core fills them, links carry them; both layers
 // use them, so they live here, below both.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -34,11 +35,17 @@ struct PacketBuf {
     ref = nullptr;
   }
   // Copies the packet, whole, into `out` (kMaxPacket bytes).
-  void copy_to(uint8_t* out) const {
-    if (!ref) return (void)std::memcpy(out, data, len);
-    std::memcpy(out, data, ref_at);
-    std::memcpy(out + ref_at, ref, ref_len);
-    std::memcpy(out + ref_at + ref_len, data + ref_at + ref_len, len - ref_at - ref_len);
+  void copy_to(uint8_t* out) const { copy_range(out, 0, len); }
+  // Copies bytes [lo, hi) of the packet to the same offsets of `out`.
+  void copy_range(uint8_t* out, uint32_t lo, uint32_t hi) const {
+    const uint32_t ref_end = ref ? ref_at + ref_len : hi;
+    const uint32_t a = ref ? std::min(hi, ref_at) : hi;  // [lo, a) and [b, hi) from data
+    if (lo < a) std::memcpy(out + lo, data + lo, a - lo);
+    if (!ref) return;
+    const uint32_t r0 = std::max(lo, ref_at), r1 = std::min(hi, ref_end);
+    if (r0 < r1) std::memcpy(out + r0, ref + (r0 - ref_at), r1 - r0);
+    const uint32_t b = std::max(lo, ref_end);
+    if (b < hi) std::memcpy(out + b, data + b, hi - b);
   }
 };
 

@@ -229,8 +229,8 @@ TEST(SameHost, ARestartedPeerGetsANewChannel) {
 }
 
 // A peer of the same user that offers a channel and then writes nonsense: first a packet
-// longer than a slot, then indices no producer writes. The device counts the first, drops
-// the channel at the second, and keeps working with everyone else.
+// longer than a slot, then a slot sequence no producer writes. The device counts the first,
+// drops the channel at the second, and keeps working with everyone else.
 TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   Side victim(true), other(true);
   Gid vgid = *victim.dev->query_gid(0);
@@ -263,12 +263,12 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   };
   link::shm::Ring& r = area->ring[0];
   r.slots[0].len = 1u << 30;  // longer than any slot
-  r.tail.store(1, std::memory_order_release);
+  r.slots[0].seq.store(1, std::memory_order_release);
   uint64_t one = 1;
   ASSERT_EQ(write(e0, &one, sizeof one), 8);
   EXPECT_EQ(poll_until("shm_rx_malformed", 1), 1u);
   EXPECT_EQ(victim.counter("shm_channels"), 1u);
-  r.tail.store(0x7000'0000, std::memory_order_release);  // more packets than the ring has slots
+  r.slots[1].seq.store(0x7000'0000, std::memory_order_release);  // no lap of the ring is there yet
   ASSERT_EQ(write(e0, &one, sizeof one), 8);
   EXPECT_EQ(poll_until("shm_channels", 0), 0u);
   EXPECT_EQ(victim.counter("rx_packets"), 0u);  // nothing of it reached the transport

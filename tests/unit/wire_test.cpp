@@ -340,3 +340,34 @@ TEST(PacketBuf, PayloadByReferenceCopiesAndMaterializesWhole) {
   pool.release(b);
   EXPECT_EQ(pool.alloc()->ref, nullptr);
 }
+
+// Any range of a packet by reference copies to the same offsets as the whole would: ranges
+// before, across and after the referenced hole, and empty ones; nothing outside [lo, hi) is
+// written.
+TEST(PacketBuf, ARangeCopiesWhatTheWholeWouldThere) {
+  std::mt19937 rng(6);
+  std::vector<uint8_t> payload(1000);
+  for (auto& x : payload) x = uint8_t(rng());
+  PacketBuf p;
+  p.len = 1100;
+  for (uint32_t i = 0; i < p.len; ++i) p.data[i] = uint8_t(i * 13 + 1);
+  p.ref = payload.data();
+  p.ref_at = 60;
+  p.ref_len = 1000;
+  std::vector<uint8_t> whole(kMaxPacket, 0xee);
+  p.copy_to(whole.data());
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint32_t lo = rng() % (p.len + 1), hi = rng() % (p.len + 1);
+    if (lo > hi) std::swap(lo, hi);
+    std::vector<uint8_t> out(kMaxPacket, 0xee);
+    p.copy_range(out.data(), lo, hi);
+    for (uint32_t i = 0; i < p.len; ++i)
+      ASSERT_EQ(out[i], i >= lo && i < hi ? whole[i] : 0xee) << "byte " << i << " of [" << lo << ", " << hi << ")";
+  }
+  PacketBuf q;  // no reference
+  q.len = 100;
+  for (uint32_t i = 0; i < q.len; ++i) q.data[i] = uint8_t(i);
+  std::vector<uint8_t> out(kMaxPacket, 0xee);
+  q.copy_range(out.data(), 10, 20);
+  for (uint32_t i = 0; i < q.len; ++i) ASSERT_EQ(out[i], i >= 10 && i < 20 ? uint8_t(i) : 0xee) << i;
+}
