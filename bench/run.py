@@ -163,7 +163,10 @@ def measure(systems, sizes):
                 try:
                     vals[name][size].append(systems[name](size))
                 except Exception as e:  # a baseline that cannot run is reported, not fatal
-                    print(f'  {name} {size}: {str(e).splitlines()[0]}', file=sys.stderr)
+                    # The command and the last lines it wrote: enough to tell why.
+                    lines = str(e).splitlines()
+                    print(f'  {name} {size}: ' + '\n    '.join(lines[:1] + lines[-4:] if len(lines) > 1 else lines),
+                          file=sys.stderr)
                     vals[name][size].append(None)
             print(f'  size {size} round {r + 1}: ' + ', '.join(
                 f'{n} {vals[n][size][-1]:.3g}' for n in systems if vals[n][size][-1] is not None), file=sys.stderr)

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "uroce/result.hpp"
@@ -16,6 +17,9 @@ class OobChannel {
   static Result<OobChannel> accept(const std::string& host, uint16_t port, int timeout_ms = -1);
   // Client: connects, retrying until timeout_ms while the server is not up yet.
   static Result<OobChannel> connect(const std::string& host, uint16_t port, int timeout_ms = 10'000);
+  // Two connected ends, for two processes of one program (one end each after fork): no port
+  // to agree on, none another program can hold.
+  static Result<std::pair<OobChannel, OobChannel>> pair();
   OobChannel(OobChannel&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   OobChannel& operator=(OobChannel&& o) noexcept;
   ~OobChannel();

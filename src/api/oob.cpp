@@ -51,6 +51,12 @@ OobChannel::~OobChannel() {
   if (fd_ >= 0) close(fd_);
 }
 
+Result<std::pair<OobChannel, OobChannel>> OobChannel::pair() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return make_error(errno, sys_error("socketpair"));
+  return std::pair<OobChannel, OobChannel>(OobChannel(fds[0]), OobChannel(fds[1]));
+}
+
 Result<OobChannel> OobChannel::accept(const std::string& host, uint16_t port, int timeout_ms) {
   auto a = resolve(host, port);
   if (!a) return a.error();

@@ -59,8 +59,7 @@ Stats drive(Conn& c, const Opts& o, OobChannel& ch) {
   return st;
 }
 
-int run_server(const Opts& base, uint16_t port, const char* listen_on) {
-  auto ch = must(OobChannel::accept(listen_on, port, base.server ? -1 : 30'000), "out-of-band accept");
+int serve_on(const Opts& base, OobChannel& ch) {
   auto line = must(ch.recv_line(), "read options");
   Opts o = base;
   char op[32], mode[8];
@@ -75,6 +74,11 @@ int run_server(const Opts& base, uint16_t port, const char* listen_on) {
   std::string bad = serve(c, o, ch);
   must(ch.send_line(bad.empty() ? "verified" : "FAILED " + bad), "send result");
   return bad.empty() ? 0 : 1;
+}
+
+int run_server(const Opts& base, uint16_t port, const char* listen_on) {
+  auto ch = must(OobChannel::accept(listen_on, port, base.server ? -1 : 30'000), "out-of-band accept");
+  return serve_on(base, ch);
 }
 
 void report(const Opts& o, Stats& st, bool verified) {
@@ -92,8 +96,7 @@ void report(const Opts& o, Stats& st, bool verified) {
                 op_name(o.op), mode_name(o.mode), o.size, iters, o.qps, verified ? "yes" : "NO", p50, p99, bw, rate);
 }
 
-int run_client(const Opts& o, const std::string& host) {
-  auto ch = must(OobChannel::connect(host, o.port, 30'000), "out-of-band connect");
+int drive_on(const Opts& o, OobChannel& ch) {
   char line[128];
   std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u", op_name(o.op), mode_name(o.mode), o.size,
                 (unsigned long long)o.iters, o.qps, o.mtu);
@@ -108,6 +111,11 @@ int run_client(const Opts& o, const std::string& host) {
   report(o, st, verified);
   if (!verified) std::fprintf(stderr, "uroce-perf: verification failed: %s %s\n", st.bad.c_str(), verdict.c_str());
   return verified ? 0 : 1;
+}
+
+int run_client(const Opts& o, const std::string& host) {
+  auto ch = must(OobChannel::connect(host, o.port, 30'000), "out-of-band connect");
+  return drive_on(o, ch);
 }
 
 void usage() {
@@ -160,12 +168,15 @@ int main(int argc, char** argv) {
   if (int rc = parse_args(argc, argv, o); rc >= 0) return rc;
   if (o.server) return run_server(o, o.port, "0.0.0.0");
   if (!o.connect.empty()) return run_client(o, o.connect);
-  // Both sides here: the server in a child process.
-  Opts local = o;
-  local.port = uint16_t(20000 + getpid() % 20000);
+  // Both sides here: the server in a child process, the two talking over a socket pair.
+  auto [server_end, client_end] = must(OobChannel::pair(), "out-of-band channel");
   pid_t pid = fork();
-  if (pid == 0) _exit(run_server(local, local.port, "127.0.0.1"));
-  int rc = run_client(local, "127.0.0.1");
+  if (pid == 0) {
+    { OobChannel mine = std::move(client_end); }  // the child holds only its own end
+    _exit(serve_on(o, server_end));
+  }
+  { OobChannel theirs = std::move(server_end); }
+  int rc = drive_on(o, client_end);
   int st = 0;
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = rc ? rc : 1;
