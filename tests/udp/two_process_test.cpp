@@ -228,3 +228,36 @@ TEST(TwoProcesses, CaptureDecodesInTshark) {
   unlink(pcap.c_str());
   unlink(out.c_str());
 }
+
+// Two ends of one out-of-band channel across a fork: lines and endpoints go both ways, and
+// the parent sees the child's end close when it exits.
+TEST(TwoProcesses, AChannelPairCrossesAFork) {
+  auto p = OobChannel::pair();
+  ASSERT_TRUE(p);
+  auto& [parent_end, child_end] = *p;
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto line = child_end.recv_line();
+    bool ok = line && *line == "hello child" && child_end.send_line("hello parent");
+    Endpoint mine{Gid::from_ipv4(0x7f000002), 0x1234, 77, 0x1000, 0x55, 4096};
+    auto theirs = child_end.exchange(mine);
+    ok = ok && theirs && theirs->qpn == 0x4321 && theirs->psn == 88;
+    _exit(ok ? 0 : 1);
+  }
+  { OobChannel gone = std::move(child_end); }  // the parent holds only its own end
+  ASSERT_TRUE(parent_end.send_line("hello child"));
+  auto line = parent_end.recv_line();
+  ASSERT_TRUE(line);
+  EXPECT_EQ(*line, "hello parent");
+  Endpoint mine{Gid::from_ipv4(0x7f000001), 0x4321, 88, 0x2000, 0x66, 8192};
+  auto theirs = parent_end.exchange(mine);
+  ASSERT_TRUE(theirs);
+  EXPECT_EQ(theirs->qpn, 0x1234u);
+  EXPECT_EQ(theirs->psn, 77u);
+  EXPECT_EQ(theirs->rkey, 0x55u);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_FALSE(parent_end.recv_line());  // the child's end is closed
+}
