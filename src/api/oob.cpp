@@ -100,12 +100,23 @@ Result<OobChannel> OobChannel::connect(const std::string& host, uint16_t port, i
 }
 
 Status OobChannel::send_bytes(const void* p, size_t n) {
+  // Both ends of an exchange send first and read after: while our send waits for room, take
+  // in what the peer sends, or two large sends (thousands of endpoints) would wait on each
+  // other forever once both sockets' buffers are full.
   auto* b = static_cast<const char*>(p);
   while (n) {
-    ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL);
-    if (k <= 0) return make_error(errno ? errno : EPIPE, sys_error("out-of-band send"));
-    b += k;
-    n -= size_t(k);
+    ssize_t k = ::send(fd_, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      b += k;
+      n -= size_t(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return make_error(errno, sys_error("out-of-band send"));
+    pollfd pf{fd_, POLLOUT | POLLIN, 0};
+    if (poll(&pf, 1, -1) < 0 && errno != EINTR) return make_error(errno, sys_error("out-of-band poll"));
+    if ((pf.revents & POLLIN) && !(pf.revents & POLLOUT))
+      if (Status s = fill_buffer(); !s) return s;
   }
   return {};
 }

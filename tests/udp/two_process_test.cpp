@@ -261,3 +261,33 @@ TEST(TwoProcesses, AChannelPairCrossesAFork) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   EXPECT_FALSE(parent_end.recv_line());  // the child's end is closed
 }
+
+// Both ends send their endpoints before reading the other's: 20000 each way is more than a
+// socket pair buffers, and neither may wait on the other for ever. (The child gives up after
+// 30 s; the parent then sees the channel close.)
+TEST(TwoProcesses, ThousandsOfEndpointsGoBothWaysAtOnce) {
+  auto p = OobChannel::pair();
+  ASSERT_TRUE(p);
+  auto& [parent_end, child_end] = *p;
+  auto list = [](uint32_t base) {
+    std::vector<Endpoint> v;
+    for (uint32_t i = 0; i < 20000; ++i) v.push_back({Gid::from_ipv4(0x7f000001), base + i, i, 0, 7, 0});
+    return v;
+  };
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(30);
+    auto got = child_end.exchange(list(100000));
+    bool ok = got && got->size() == 20000 && (*got)[19999].qpn == 219999;
+    _exit(ok ? 0 : 1);
+  }
+  { OobChannel gone = std::move(child_end); }
+  auto got = parent_end.exchange(list(200000));
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->size(), 20000u);
+  for (uint32_t i = 0; i < 20000; ++i) ASSERT_EQ((*got)[i].qpn, 100000 + i);
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
