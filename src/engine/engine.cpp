@@ -154,7 +154,8 @@ void Engine::wake() {
 
 bool Engine::pass(uint64_t now, bool on_app_thread) {
   // On the application's thread the link may skip what costs a system call (the engine thread
-  // watches it); with no engine thread, the application's polls take it every 128th time.
+  // watches it); with no engine thread, the application's polls take it every 128th time
+  // (and the link itself then reads the wire on every 16th of those while its rings are busy).
   const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
   did |= nic_.progress(now);

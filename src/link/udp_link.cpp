@@ -293,15 +293,9 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
           s->materialize();
           pcap_->write(s->flow, {s->data, s->len}, now);
         }
-        if (!s->ref) {
-          iov[nio++] = {s->data, s->len};
-          continue;
-        }
         // Headers, the payload straight from registered memory, pad and ICRC: no staging copy.
-        const uint32_t tail = s->ref_at + s->ref_len;
-        iov[nio++] = {s->data, s->ref_at};
-        iov[nio++] = {const_cast<uint8_t*>(s->ref), s->ref_len};
-        iov[nio++] = {s->data + tail, s->len - tail};
+        for (std::span<const uint8_t> piece : s->pieces(s->len))
+          if (!piece.empty()) iov[nio++] = {const_cast<uint8_t*>(piece.data()), piece.size()};
       }
       dst[n] = {};
       dst[n].sin_family = AF_INET;

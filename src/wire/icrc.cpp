@@ -46,23 +46,24 @@ uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
   return crc;
 }
 
-uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3], const Ipv4Fields& ip) {
+uint32_t icrc_for_flow(const FlowAddr& f, std::span<const std::span<const uint8_t>> ib, const Ipv4Fields& ip) {
+  size_t len = 0;
+  for (std::span<const uint8_t> piece : ib) len += piece.size();
   uint8_t hdr[kIpv6Len + kUdpLen];
-  write_ip_udp(hdr, f, ib[0].size() + ib[1].size() + ib[2].size() + kIcrcLen, ip, /*with_checksum=*/false);
+  write_ip_udp(hdr, f, len + kIcrcLen, ip, /*with_checksum=*/false);
   size_t bth = 0;
   uint32_t crc = icrc_start(hdr, ib[0], bth);
   crc = crc32_update(crc, ib[0].data() + bth, ib[0].size() - bth);
-  crc = crc32_update(crc, ib[1].data(), ib[1].size());
-  return crc32_update(crc, ib[2].data(), ib[2].size());
+  for (std::span<const uint8_t> piece : ib.subspan(1)) crc = crc32_update(crc, piece.data(), piece.size());
+  return crc;
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {
-  return icrc_for_flow(f, {ib, {}, {}}, ip);
+  return icrc_for_flow(f, std::span<const std::span<const uint8_t>>(&ib, 1), ip);
 }
 
 void icrc_fill(PacketBuf& p, size_t ib_len) {
-  const size_t head = p.ref ? p.ref_at : ib_len, tail = p.ref ? p.ref_at + p.ref_len : ib_len;
-  icrc_store(p.data + ib_len, icrc_for_flow(p.flow, {{p.data, head}, {p.ref, p.ref ? p.ref_len : 0}, {p.data + tail, ib_len - tail}}));
+  icrc_store(p.data + ib_len, icrc_for_flow(p.flow, p.pieces(uint32_t(ib_len))));
 }
 
 void icrc_store(uint8_t* at, uint32_t v) {

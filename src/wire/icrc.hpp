@@ -17,8 +17,8 @@ uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib);
 // For our own flows: builds the predictable IP/UDP header, then computes.
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip = {});
 
-// The same over a packet in three pieces (headers, payload, pad), the first holding the BTH.
-uint32_t icrc_for_flow(const FlowAddr& f, const std::span<const uint8_t> (&ib)[3], const Ipv4Fields& ip = {});
+// The same over a packet in pieces (headers, payload, pad), the first holding the BTH.
+uint32_t icrc_for_flow(const FlowAddr& f, std::span<const std::span<const uint8_t>> ib, const Ipv4Fields& ip = {});
 
 struct PacketBuf;
 // Computes and stores the ICRC of a packet buffer built for our own flow (its first ib_len

@@ -3,9 +3,11 @@
 // use them, so they live here, below both.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "wire/ip_udp.hpp"
@@ -34,18 +36,25 @@ struct PacketBuf {
     std::memcpy(data + ref_at, ref, ref_len);
     ref = nullptr;
   }
+  // Bytes [0, end) of the packet in order, as three pieces: those in data before the
+  // reference, the referenced payload, those in data after it (without a reference, all in the
+  // first). end covers the reference whole (it is the packet's length or reaches its pad).
+  std::array<std::span<const uint8_t>, 3> pieces(uint32_t end) const {
+    if (!ref) return {std::span<const uint8_t>(data, end), {}, {}};
+    const uint32_t after = ref_at + ref_len;
+    return {std::span<const uint8_t>(data, ref_at), std::span<const uint8_t>(ref, ref_len),
+            std::span<const uint8_t>(data + after, end - after)};
+  }
   // Copies the packet, whole, into `out` (kMaxPacket bytes).
   void copy_to(uint8_t* out) const { copy_range(out, 0, len); }
   // Copies bytes [lo, hi) of the packet to the same offsets of `out`.
   void copy_range(uint8_t* out, uint32_t lo, uint32_t hi) const {
-    const uint32_t ref_end = ref ? ref_at + ref_len : hi;
-    const uint32_t a = ref ? std::min(hi, ref_at) : hi;  // [lo, a) and [b, hi) from data
-    if (lo < a) std::memcpy(out + lo, data + lo, a - lo);
-    if (!ref) return;
-    const uint32_t r0 = std::max(lo, ref_at), r1 = std::min(hi, ref_end);
-    if (r0 < r1) std::memcpy(out + r0, ref + (r0 - ref_at), r1 - r0);
-    const uint32_t b = std::max(lo, ref_end);
-    if (b < hi) std::memcpy(out + b, data + b, hi - b);
+    uint32_t at = 0;  // where the piece starts in the packet
+    for (std::span<const uint8_t> piece : pieces(len)) {
+      const uint32_t from = std::max(lo, at), to = std::min<uint32_t>(hi, at + uint32_t(piece.size()));
+      if (from < to) std::memcpy(out + from, piece.data() + (from - at), to - from);
+      at += uint32_t(piece.size());
+    }
   }
 };
 
