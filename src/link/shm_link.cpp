@@ -1,6 +1,7 @@
 #include "link/shm_link.hpp"
 
 #include "link/fd_passing.hpp"
+#include "link/shm_backlog.hpp"
 #include "wire/headers.hpp"
 #include "wire/icrc.hpp"
 
@@ -16,7 +17,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <cstring>
 #include <new>
 #include <string>
@@ -28,7 +28,6 @@ namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
 constexpr size_t kMaxBacklog = 16384;        // packets a channel holds while its ring is full
-constexpr size_t kSpare = 1024;              // backlog buffers kept for the next time
 
 
 socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
@@ -71,7 +70,7 @@ struct SameHostLink::Channel {
   int sock = -1, tx_efd = -1, rx_efd = -1;
   std::atomic<bool> dead{false};
   bool adopted = false;  // engine side: seen by refresh()
-  std::deque<std::unique_ptr<wire::PacketBuf>> backlog;  // engine side: waiting for room in tx
+  shm::Backlog backlog;  // engine side: waiting for room in tx
   uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
 };
 
@@ -272,7 +271,11 @@ void SameHostLink::refresh() {
   for (auto& c : all_) {
     // A peer that hung up may have sent its last packets just before (an unreliable QP's last
     // SEND completes when it is sent): a dead channel is read until its ring is empty.
-    if (c->dead.load() && c->rx->ready() <= 0) continue;
+    if (c->dead.load() && c->rx->ready() <= 0) {
+      backlogged_ -= c->backlog.size();  // nobody will take it
+      c->backlog.clear();
+      continue;
+    }
     if (!c->adopted) {  // armed exactly while the engine thread sleeps on our fd
       c->adopted = true;
       if (armed_)
@@ -322,18 +325,7 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.size() >= kMaxBacklog) return false;
-  std::unique_ptr<wire::PacketBuf> b;
-  if (spare_.empty()) {
-    b = std::make_unique<wire::PacketBuf>();
-  } else {
-    b = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  b->flow = p.flow;
-  b->len = p.len;
-  b->icrc_skipped = p.icrc_skipped;
-  p.copy_to(b->data);  // whole: what a reference points at may change once send() returns
-  c.backlog.push_back(std::move(b));
+  c.backlog.push(p);
   ++backlogged_;
   return true;
 }
@@ -341,11 +333,17 @@ bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
 void SameHostLink::drain_backlogs() {
   if (!backlogged_) return;
   for (Channel* c : live_) {
+    if (c->dead.load(std::memory_order_relaxed)) {  // nobody will take it
+      backlogged_ -= c->backlog.size();
+      c->backlog.clear();
+      continue;
+    }
     size_t n = 0;
-    while (n < c->backlog.size() && c->tx->push(*c->backlog[n], c->tx_tail, c->tx_head_seen)) ++n;
+    for (; !c->backlog.empty(); c->backlog.pop(), ++n) {
+      const shm::Backlog::Entry& e = c->backlog.front();
+      if (!c->tx->push(c->backlog.front_bytes(), e.icrc_skipped, e.flow, c->tx_tail, c->tx_head_seen)) break;
+    }
     if (!n) continue;
-    for (size_t i = 0; i < n && spare_.size() < kSpare; ++i) spare_.push_back(std::move(c->backlog[i]));
-    c->backlog.erase(c->backlog.begin(), c->backlog.begin() + ptrdiff_t(n));
     backlogged_ -= n;
     wake_peer(*c);
   }

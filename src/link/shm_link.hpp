@@ -92,7 +92,6 @@ class SameHostLink final : public Link {
   std::vector<wire::PacketBuf*> rest_;
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;
-  std::vector<std::unique_ptr<wire::PacketBuf>> spare_;  // for backlogs
   bool wire_in_skips_ = false;
   bool armed_ = false;     // between a successful prepare_sleep() and woke()
   size_t backlogged_ = 0;  // packets in all backlogs

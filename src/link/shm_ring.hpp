@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "wire/ip_udp.hpp"
 #include "wire/packet_buf.hpp"
@@ -50,20 +51,33 @@ struct Ring {
   // says full, so the consumer's cache line is not pulled over on every packet). False if the
   // ring is full.
   bool push(const wire::PacketBuf& p, uint32_t& tail, uint32_t& head_seen) {
+    return push(p.len, p.icrc_skipped, p.flow, tail, head_seen,
+                [&p](uint8_t* out, uint32_t lo, uint32_t hi) { p.copy_range(out, lo, hi); });
+  }
+  // The same for a packet held whole in `bytes` (a sender's backlog).
+  bool push(std::span<const uint8_t> bytes, bool icrc_skipped, const wire::FlowAddr& flow, uint32_t& tail,
+            uint32_t& head_seen) {
+    return push(uint32_t(bytes.size()), icrc_skipped, flow, tail, head_seen,
+                [&bytes](uint8_t* out, uint32_t lo, uint32_t hi) { std::memcpy(out + lo, bytes.data() + lo, hi - lo); });
+  }
+  // copy(out, lo, hi) puts bytes [lo, hi) of the packet at out + lo.
+  template <class Copy>
+  bool push(uint32_t len, bool icrc_skipped, const wire::FlowAddr& flow, uint32_t& tail, uint32_t& head_seen,
+            Copy copy) {
     const uint32_t t = tail;
     if (t - head_seen >= kSlots && t - (head_seen = head.load(std::memory_order_acquire)) >= kSlots) return false;
     Slot& s = slots[t % kSlots];
     // The slot's first cache line, which a waiting consumer reads over and over, is written
     // last and at once: the rest of a large packet is not slowed by the consumer's polls.
     // (A payload by reference is copied once, from the MR into the slot.)
-    const uint32_t head_bytes = std::min(p.len, kFirstLineData);
-    p.copy_range(s.data, head_bytes, p.len);
-    s.len = p.len | (p.icrc_skipped ? kSlotNoIcrc : 0);
-    s.src = p.flow.src;
-    s.dst = p.flow.dst;
-    s.src_port = p.flow.src_port;
-    s.dst_port = p.flow.dst_port;
-    p.copy_range(s.data, 0, head_bytes);
+    const uint32_t head_bytes = std::min(len, kFirstLineData);
+    copy(s.data, head_bytes, len);
+    s.len = len | (icrc_skipped ? kSlotNoIcrc : 0);
+    s.src = flow.src;
+    s.dst = flow.dst;
+    s.src_port = flow.src_port;
+    s.dst_port = flow.dst_port;
+    copy(s.data, 0, head_bytes);
     s.seq.store(t + 1, std::memory_order_release);
     tail = t + 1;
     return true;
