@@ -59,6 +59,9 @@ struct CoreConfig {
   uint32_t max_inflight_pkts = 256;     // requester window per QP (a 1 MiB message in flight at MTU 4096)
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
+  // Packets all QPs together may send per pass: a pass stays short however many QPs have work
+  // (the rest wait, in order, for the next one), so the time it stamps on its packets is true.
+  uint32_t budget_per_pass = 1024;
   uint32_t tx_pool = 4096;              // packet buffers
   Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)

@@ -94,7 +94,15 @@ bool ProtocolCore::progress(uint64_t now) {
     run_list_swap_.clear();
     run_list_swap_.swap(run_list_);  // both keep their capacity: no allocation per pass
     for (Qp* q : run_list_swap_) q->active = false;
-    for (Qp* q : run_list_swap_) {
+    const size_t tx_at_start = tx_.size();
+    for (size_t i = 0; i < run_list_swap_.size(); ++i) {
+      Qp* q = run_list_swap_[i];
+      if (tx_.size() - tx_at_start >= cfg_.budget_per_pass) {
+        // The QPs not reached go first next time, before those that ran and have more.
+        for (size_t j = i; j < run_list_swap_.size(); ++j) run_list_swap_[j]->active = true;
+        run_list_.insert(run_list_.begin(), run_list_swap_.begin() + ptrdiff_t(i), run_list_swap_.end());
+        break;
+      }
       if (q->flush_pending) {
         flush(*q);
         continue;

@@ -1,0 +1,99 @@
+// One progress pass over many QPs with work: it sends at most its budget (give or take the
+// last QP's share), and the QPs it did not reach go first in the next pass.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "../common/core_pair.hpp"
+
+using namespace uroce;
+using namespace uroce::test;
+
+namespace {
+
+struct ManyQps {
+  static constexpr uint32_t kQps = 6, kWrites = 3;
+
+  explicit ManyQps(uint32_t budget_per_pass) : sim(7, {}) {
+    transport::CoreConfig ca;
+    ca.budget_per_pass = budget_per_pass;
+    a = &sim.add_nic(kIpA, ca);
+    b = &sim.add_nic(kIpB);
+    buf.assign(4096, 0x5a);
+    for (transport::ProtocolCore* n : {a, b}) {
+      Side s;
+      s.nic = n;
+      s.pd = *n->alloc_pd();
+      s.scq = *n->create_cq(256);
+      s.rcq = *n->create_cq(256);
+      sides.push_back(s);
+    }
+    auto mr_a = a->reg_mr(sides[0].pd, buf.data(), buf.size(), kAccessLocalWrite);
+    auto mr_b = b->reg_mr(sides[1].pd, buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite);
+    EXPECT_TRUE(mr_a.ok() && mr_b.ok());
+    lkey = mr_a->lkey.value();
+    rkey = mr_b->rkey.value();
+    for (uint32_t i = 0; i < kQps; ++i) {
+      core::Qp* qa = *a->create_qp(sides[0].pd, QpType::RC, sides[0].scq, sides[0].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      core::Qp* qb = *b->create_qp(sides[1].pd, QpType::RC, sides[1].scq, sides[1].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      ConnectOptions c;
+      c.path_mtu = Mtu::Mtu1024;
+      EXPECT_TRUE(transport::connect_rc(*a, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
+      EXPECT_TRUE(transport::connect_rc(*b, *qb, {Gid::from_ipv4(kIpA), qa->qpn().value(), 0x10}, 0x10, c));
+      qps.push_back(qa);
+    }
+  }
+
+  // Each QP posts kWrites one-packet WRITEs, QP 0 first.
+  void post_all() {
+    for (core::Qp* q : qps)
+      for (uint32_t k = 0; k < kWrites; ++k) {
+        Sge s{uint64_t(buf.data()), 64, lkey};
+        SendWr w{k, WrOpcode::RdmaWrite, 0, {&s, 1}};
+        w.remote_addr = uint64_t(buf.data());
+        w.rkey = rkey;
+        ASSERT_TRUE(a->post_send(*q, std::span<const SendWr>(&w, 1)));
+      }
+  }
+
+  // One pass of a: the index in qps of the QP each packet it sends comes from.
+  std::vector<uint32_t> pass() {
+    a->progress(sim.now());
+    std::vector<uint32_t> from;
+    for (const transport::TxPacket* p : a->tx_queue()) {
+      wire::Packet pkt;
+      EXPECT_EQ(wire::decode(std::span<const uint8_t>(p->data, p->len), pkt), wire::ParseError::None);
+      for (uint32_t i = 0; i < kQps; ++i)
+        if (qps[i]->attr().dest_qp_num == pkt.bth.dest_qp) from.push_back(i);
+    }
+    a->release_tx();
+    return from;
+  }
+
+  sim::Sim sim;
+  transport::ProtocolCore *a, *b;
+  std::vector<Side> sides;
+  std::vector<core::Qp*> qps;
+  std::vector<uint8_t> buf;
+  uint32_t lkey = 0, rkey = 0;
+};
+
+}  // namespace
+
+TEST(Schedule, APassStopsAtItsBudgetAndTheQpsNotReachedGoFirstNext) {
+  ManyQps f(/*budget_per_pass=*/5);
+  f.post_all();
+  // QPs 0 and 1 send 6 packets; 6 >= 5, so QP 2 waits for the next pass.
+  EXPECT_EQ(f.pass(), (std::vector<uint32_t>{0, 0, 0, 1, 1, 1}));
+  EXPECT_TRUE(f.a->has_work());
+  EXPECT_EQ(f.pass(), (std::vector<uint32_t>{2, 2, 2, 3, 3, 3}));
+  EXPECT_EQ(f.pass(), (std::vector<uint32_t>{4, 4, 4, 5, 5, 5}));
+  EXPECT_TRUE(f.pass().empty());
+}
+
+TEST(Schedule, WithinItsBudgetOnePassSendsEveryQpsWork) {
+  ManyQps f(/*budget_per_pass=*/1024);
+  f.post_all();
+  EXPECT_EQ(f.pass(), (std::vector<uint32_t>{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5}));
+  EXPECT_TRUE(f.pass().empty());
+}
