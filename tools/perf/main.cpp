@@ -72,6 +72,8 @@ int serve_on(const Opts& base, OobChannel& ch) {
   Conn c;
   setup(c, o, ch);
   std::string bad = serve(c, o, ch);
+  if (std::getenv("UROCE_PERF_COUNTERS"))
+    std::fprintf(stderr, "server counters:%s\n", tool::nonzero_counters(*c.dev).c_str());
   must(ch.send_line(bad.empty() ? "verified" : "FAILED " + bad), "send result");
   return bad.empty() ? 0 : 1;
 }
