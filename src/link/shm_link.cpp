@@ -272,8 +272,7 @@ void SameHostLink::refresh() {
     // A peer that hung up may have sent its last packets just before (an unreliable QP's last
     // SEND completes when it is sent): a dead channel is read until its ring is empty.
     if (c->dead.load() && c->rx->ready() <= 0) {
-      backlogged_ -= c->backlog.size();  // nobody will take it
-      c->backlog.clear();
+      drop_backlog(*c);
       continue;
     }
     if (!c->adopted) {  // armed exactly while the engine thread sleeps on our fd
@@ -330,12 +329,17 @@ bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   return true;
 }
 
+// A peer that left takes nothing more: what waited for it must not keep the engine awake.
+void SameHostLink::drop_backlog(Channel& c) {
+  backlogged_ -= c.backlog.size();
+  c.backlog.clear();
+}
+
 void SameHostLink::drain_backlogs() {
   if (!backlogged_) return;
   for (Channel* c : live_) {
-    if (c->dead.load(std::memory_order_relaxed)) {  // nobody will take it
-      backlogged_ -= c->backlog.size();
-      c->backlog.clear();
+    if (c->dead.load(std::memory_order_relaxed)) {
+      drop_backlog(*c);
       continue;
     }
     size_t n = 0;

@@ -69,6 +69,7 @@ class SameHostLink final : public Link {
   int poll_rings(PacketSink& sink, uint64_t now, int max);
   bool push(Channel& c, const wire::PacketBuf& p);
   void drain_backlogs();
+  void drop_backlog(Channel& c);
   void wake_peer(Channel& c);
 
   Link& wire_;
