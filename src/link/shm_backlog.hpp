@@ -35,18 +35,16 @@ class Backlog {
   const Entry& front() const { return entries_[first_]; }
   std::span<const uint8_t> front_bytes() const { return {bytes_.get() + entries_[first_].at, entries_[first_].len}; }
   void pop() {
-    if (++first_ < entries_.size()) return;
-    first_ = end_ = 0;  // drained: start again at the front of the same memory
+    if (++first_ == entries_.size()) clear();
+  }
+  // Drops what waits (its channel is gone), and starts again at the front of the same memory.
+  void clear() {
+    first_ = end_ = 0;
     entries_.clear();
     if (cap_ > kKeepBytes) {  // after a rare huge burst, give the memory back
       bytes_.reset();
       cap_ = 0;
     }
-  }
-  // Drops what waits (its channel is gone).
-  void clear() {
-    first_ = entries_.size();
-    if (!entries_.empty()) pop();
   }
 
  private:

@@ -98,9 +98,15 @@ bool ProtocolCore::progress(uint64_t now) {
     for (size_t i = 0; i < run_list_swap_.size(); ++i) {
       Qp* q = run_list_swap_[i];
       if (tx_.size() - tx_at_start >= cfg_.budget_per_pass) {
-        // The QPs not reached go first next time, before those that ran and have more.
-        for (size_t j = i; j < run_list_swap_.size(); ++j) run_list_swap_[j]->active = true;
-        run_list_.insert(run_list_.begin(), run_list_swap_.begin() + ptrdiff_t(i), run_list_swap_.end());
+        // The QPs not reached go first next time, before those that ran and have more (each
+        // once: one the pass scheduled again is listed already).
+        size_t keep = i;
+        for (size_t j = i; j < run_list_swap_.size(); ++j)
+          if (!run_list_swap_[j]->active) {
+            run_list_swap_[j]->active = true;
+            run_list_swap_[keep++] = run_list_swap_[j];
+          }
+        run_list_.insert(run_list_.begin(), run_list_swap_.begin() + ptrdiff_t(i), run_list_swap_.begin() + ptrdiff_t(keep));
         break;
       }
       if (q->flush_pending) {
