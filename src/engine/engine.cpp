@@ -18,6 +18,8 @@ namespace {
 constexpr uint32_t kPollingAfter = 4;
 // How long the link stays with a polling application after its last empty poll.
 constexpr uint64_t kPollWindowNs = 200'000;
+// How many times in a row the engine thread steps aside for a lock holder before it waits.
+constexpr uint32_t kLockTriesBeforeWait = 64;
 // The engine whose post is being made on this thread: its doorbell need not wake the engine.
 thread_local Engine* t_posting = nullptr;
 }  // namespace
@@ -179,6 +181,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
 
 void Engine::run() {
   uint64_t idle_since = monotonic_ns();
+  uint32_t busy_tries = 0;  // passes in a row the lock was taken
   while (running_.load(std::memory_order_relaxed)) {
     bool did = false;
     uint64_t now, deadline;
@@ -186,7 +189,18 @@ void Engine::run() {
     // call for as long as traffic lasts. Step aside until the waiter has it.
     while (control_waiting_.load(std::memory_order_acquire)) sched_yield();
     {
-      std::lock_guard g(mu_);
+      // A polling application's thread holds the lock for short passes of its own. Waiting for
+      // it in the kernel would make that thread pay a futex wake at each unlock, so step aside
+      // instead, and wait for the lock only if it stays taken (a control operation).
+      std::unique_lock g(mu_, std::try_to_lock);
+      if (!g.owns_lock()) {
+        if (++busy_tries < kLockTriesBeforeWait) {
+          sched_yield();
+          continue;
+        }
+        g.lock();
+      }
+      busy_tries = 0;
       now = monotonic_ns();
       did = pass(now);
       deadline = nic_.next_deadline();
