@@ -145,8 +145,7 @@ class Qp {
   ResponderState resp;
   wire::FlowAddr flow;          // our address to the peer's, ports included
 
-  // Engine-private scheduling flags.
-  std::atomic<bool> doorbell{false};
+  // Engine-private scheduling flags (the doorbell is sq.doorbell).
   // Its peer is a device on this host reached through shared memory: transmitting costs no
   // system call, so a post runs the device at once (set by the API at RTR).
   std::atomic<bool> same_host{false};

@@ -46,6 +46,9 @@ struct RecvWqe {
   uint16_t num_sge;
 };
 
+// Layout: with thousands of QPs a post finds its queue cold, so the producer's first line holds
+// all it reads and writes of its own (lock, private index, sizes, array pointers, a copy of
+// `done`); `prod` and `done` have a line each, as the engine reads one and writes the other.
 template <class Wqe>
 class WorkQueue {
  public:
@@ -62,22 +65,38 @@ class WorkQueue {
   Sge* sges(uint32_t idx) { return &sges_[size_t(idx & mask_) * max_sge_]; }
   uint8_t* inline_data(uint32_t idx) { return inline_.get() + size_t(idx & mask_) * max_inline_; }
 
-  // Producer side (under producer_lock).
-  uint32_t free_slots() const { return capacity() - (prod_local - done.load(std::memory_order_acquire)); }
+  // Producer side (under producer_lock). `done` is read only when the copy says the queue is
+  // full: the engine's line is not pulled over on every post.
+  uint32_t free_slots() {
+    if (prod_local - done_seen_ == capacity()) done_seen_ = done.load(std::memory_order_acquire);
+    return capacity() - (prod_local - done_seen_);
+  }
   void publish() { prod.store(prod_local, std::memory_order_release); }
+  // Back to empty (QP to RESET; under producer_lock, engine lock held).
+  void reset() {
+    prod_local = done_seen_ = 0;
+    prod.store(0);
+    done.store(0);
+  }
 
   SpinLock producer_lock;
   uint32_t prod_local = 0;                 // producer's private copy
-  alignas(64) std::atomic<uint32_t> prod{0};
-  alignas(64) std::atomic<uint32_t> done{0};  // slots before this index are free again
 
  private:
+  uint32_t done_seen_ = 0;                 // producer's last look at `done`
   uint32_t mask_;
   uint32_t max_sge_;
   uint32_t max_inline_;
   std::unique_ptr<Wqe[]> slots_;
   std::unique_ptr<Sge[]> sges_;
   std::unique_ptr<uint8_t[]> inline_;
+
+ public:
+  alignas(64) std::atomic<uint32_t> prod{0};
+  // The QP's doorbell, on the send queue: set by a post beside the index it just published,
+  // so a post makes one line travel to the engine, not two.
+  std::atomic<bool> doorbell{false};
+  alignas(64) std::atomic<uint32_t> done{0};  // slots before this index are free again
 };
 
 }  // namespace uroce::core

@@ -98,15 +98,11 @@ void ProtocolCore::flush(Qp& qp) {
 void ProtocolCore::reset_qp(Qp& qp) {
   {
     std::lock_guard g(qp.sq.producer_lock);
-    qp.sq.prod_local = 0;
-    qp.sq.prod.store(0);
-    qp.sq.done.store(0);
+    qp.sq.reset();
   }
   {
     std::lock_guard g(qp.rq.producer_lock);
-    qp.rq.prod_local = 0;
-    qp.rq.prod.store(0);
-    qp.rq.done.store(0);
+    qp.rq.reset();
   }
   qp.req = core::RequesterState{};
   qp.comp = core::CompleterState{};

@@ -74,15 +74,21 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       }
       uint32_t idx = sq.prod_local;
       core::SendWqe& w = sq.slot(idx);
-      w = core::SendWqe{};
+      // Field by field (no memset of the slot): UD fields are written only for UD.
       w.wr_id = wr.wr_id;
-      w.opcode = wr.opcode;
-      w.flags = wr.send_flags;
-      w.imm = wr.imm_data;
       w.remote_addr = wr.remote_addr;
-      w.rkey = wr.rkey;
       w.compare_add = wr.compare_add;
       w.swap = wr.swap;
+      w.rkey = wr.rkey;
+      w.imm = wr.imm_data;
+      w.flags = wr.send_flags;
+      w.opcode = wr.opcode;
+      w.is_inline = false;
+      w.num_sge = 0;
+      w.assigned = w.failed = false;
+      w.error = WcStatus::Success;
+      w.first_psn = w.last_psn = wire::Psn{};
+      w.npkts = w.resp_pkts = 0;
       if (wr.ah) {
         w.ud_dgid = wr.ah->dgid;
         w.ud_sgid_index = wr.ah->sgid_index;
@@ -159,7 +165,7 @@ Status ProtocolCore::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, 
 }
 
 void ProtocolCore::ring_doorbell(Qp& qp) {
-  if (!qp.doorbell.exchange(true, std::memory_order_acq_rel)) {
+  if (!qp.sq.doorbell.exchange(true, std::memory_order_acq_rel)) {
     {
       std::lock_guard g(doorbell_lock_);
       doorbells_.push_back(qp.qpn());

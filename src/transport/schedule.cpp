@@ -21,7 +21,7 @@ void ProtocolCore::drain_doorbells() {
   for (Qpn qpn : doorbells_swap_) {
     Qp* q = qp(qpn);
     if (!q) continue;
-    q->doorbell.store(false, std::memory_order_release);
+    q->sq.doorbell.store(false, std::memory_order_release);
     if (q->state() == QpState::Err) q->flush_pending = true;
     schedule(*q);
   }
