@@ -86,10 +86,11 @@ void setup(Conn& c, const Opts& o, OobChannel& ch) {
               "reg_mr");
   std::vector<Endpoint> mine;
   Gid gid = must(c.dev->query_gid(int(o.gid)), "query_gid");
+  std::mt19937 psns(std::random_device{}());  // one device read, not one per QP
   for (uint32_t q = 0; q < o.qps; ++q) {
     QpInit init{QpType::RC, c.scq.get(), c.rcq.get(), QpCap{kWindow + 8, kWindow + 8, 1, 1, 64}, false};
     c.qps.push_back(must(c.pd->create_qp(init), "create_qp"));
-    mine.push_back({gid, c.qps.back()->qp_num(), uint32_t(std::random_device()() & 0xffffff),
+    mine.push_back({gid, c.qps.back()->qp_num(), uint32_t(psns() & 0xffffff),
                     uint64_t(c.region.data() + q * c.per_qp), c.mr->rkey(), c.per_qp});
   }
   c.peer = must(ch.exchange(mine), "exchange endpoints");
