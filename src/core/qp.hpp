@@ -134,7 +134,7 @@ class Qp {
   Status modify(const QpAttr& a, uint32_t mask);
   void set_state(QpState s) { state_.store(s, std::memory_order_release); }
 
-  WorkQueue<SendWqe> sq;
+  WorkQueue<SendWqe, SendWqeExt> sq;
   WorkQueue<RecvWqe> rq;     // unused when the QP draws from an SRQ
   Cq* send_cq;
   Cq* recv_cq;

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "core/spinlock.hpp"
 #include "uroce/types.hpp"
@@ -14,31 +15,40 @@
 
 namespace uroce::core {
 
-struct SendWqe {
+// One cache line: with thousands of QPs every post writes a cold slot, which the engine then
+// reads from the other core. What only CAS and UD need lives beside it (SendWqeExt).
+struct alignas(64) SendWqe {
   uint64_t wr_id;
   uint64_t remote_addr;
   uint64_t compare_add;
-  uint64_t swap;
   uint32_t rkey;
   uint32_t imm;
   uint32_t length;      // total bytes of the message
   uint32_t flags;       // SendFlags
-  Gid ud_dgid;          // UD destination and source GID index, from the address handle when posted
-  uint8_t ud_sgid_index;
-  uint32_t ud_qpn;
-  uint32_t ud_qkey;
+  uint16_t num_sge;
   WrOpcode opcode;
   bool is_inline;
-  uint16_t num_sge;
   // Requester/completer bookkeeping, engine thread only.
   bool assigned;        // PSNs allocated
   bool failed;          // requester found a local error; completes with `error`
   WcStatus error;
   wire::Psn first_psn;
-  wire::Psn last_psn;
   uint32_t npkts;
   uint32_t resp_pkts;   // READ response packets received so far
+
+  wire::Psn last_psn() const { return first_psn + (npkts - 1); }  // once assigned
 };
+static_assert(sizeof(SendWqe) == 64, "a send WQE is one cache line");
+
+struct SendWqeExt {
+  uint64_t swap;        // CAS
+  Gid ud_dgid;          // UD destination and source GID index, from the address handle when posted
+  uint32_t ud_qpn;
+  uint32_t ud_qkey;
+  uint8_t ud_sgid_index;
+};
+
+struct NoExt {};
 
 struct RecvWqe {
   uint64_t wr_id;
@@ -49,20 +59,22 @@ struct RecvWqe {
 // Layout: with thousands of QPs a post finds its queue cold, so the producer's first line holds
 // all it reads and writes of its own (lock, private index, sizes, array pointers, a copy of
 // `done`); `prod` and `done` have a line each, as the engine reads one and writes the other.
-template <class Wqe>
+template <class Wqe, class Ext = NoExt>
 class WorkQueue {
  public:
   WorkQueue(uint32_t depth, uint32_t max_sge, uint32_t max_inline)
       : mask_(std::bit_ceil(depth < 1 ? 1u : depth) - 1), max_sge_(max_sge ? max_sge : 1),
         max_inline_(max_inline), slots_(new Wqe[mask_ + 1]()),
         sges_(new Sge[size_t(mask_ + 1) * max_sge_]()),
-        inline_(max_inline ? new uint8_t[size_t(mask_ + 1) * max_inline]() : nullptr) {}
+        inline_(max_inline ? new uint8_t[size_t(mask_ + 1) * max_inline]() : nullptr),
+        ext_(std::is_empty_v<Ext> ? nullptr : new Ext[mask_ + 1]()) {}
 
   uint32_t capacity() const { return mask_ + 1; }
   uint32_t max_sge() const { return max_sge_; }
   uint32_t max_inline() const { return max_inline_; }
   Wqe& slot(uint32_t idx) { return slots_[idx & mask_]; }
   Sge* sges(uint32_t idx) { return &sges_[size_t(idx & mask_) * max_sge_]; }
+  Ext& ext(uint32_t idx) { return ext_[idx & mask_]; }
   uint8_t* inline_data(uint32_t idx) { return inline_.get() + size_t(idx & mask_) * max_inline_; }
 
   // Producer side (under producer_lock). `done` is read only when the copy says the queue is
@@ -90,6 +102,7 @@ class WorkQueue {
   std::unique_ptr<Wqe[]> slots_;
   std::unique_ptr<Sge[]> sges_;
   std::unique_ptr<uint8_t[]> inline_;
+  std::unique_ptr<Ext[]> ext_;
 
  public:
   alignas(64) std::atomic<uint32_t> prod{0};

@@ -71,8 +71,8 @@ bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = t
       }
       break;
     }
-    if (w->last_psn <= acked) {
-      c.una = w->last_psn + 1;
+    if (w->last_psn() <= acked) {
+      c.una = w->last_psn() + 1;
       progress = true;
       cx.complete_send(qp, *w, WcStatus::Success);
       continue;
@@ -102,7 +102,7 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
   Psn psn = p.bth.psn;
   if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
-  if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn) {
+  if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn()) {
     ++cx.ctr().rx_duplicate;
     return Verdict::Stale;
   }

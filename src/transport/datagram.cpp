@@ -16,15 +16,16 @@ using wire::Opcode;
 bool requester_send_datagram(Context& cx, Qp& qp, core::SendWqe& w, uint32_t idx) {
   TxPacket* tx = start_packet(cx, qp);
   if (!tx) return false;
-  tx->flow.src = cx.config().gids[w.ud_sgid_index];
-  tx->flow.dst = w.ud_dgid;
+  const core::SendWqeExt& x = qp.sq.ext(idx);
+  tx->flow.src = cx.config().gids[x.ud_sgid_index];
+  tx->flow.dst = x.ud_dgid;
   wire::Packet p;
   p.bth.opcode = w.opcode == WrOpcode::SendWithImm ? Opcode::UD_SEND_ONLY_IMM : Opcode::UD_SEND_ONLY;
-  p.bth.dest_qp = w.ud_qpn;
+  p.bth.dest_qp = x.ud_qpn;
   p.bth.psn = qp.req.psn;
   p.bth.solicited = (w.flags & kSendSolicited) != 0;
   // IBA 10.2.5: a Q_Key with the top bit set means "use the QP's own".
-  p.deth = {(w.ud_qkey & 0x80000000u) ? qp.attr().qkey : w.ud_qkey, qp.qpn().value()};
+  p.deth = {(x.ud_qkey & 0x80000000u) ? qp.attr().qkey : x.ud_qkey, qp.qpn().value()};
   p.imm = w.imm;
   auto& sq = qp.sq;
   if (w.is_inline) {

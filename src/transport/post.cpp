@@ -74,11 +74,10 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       }
       uint32_t idx = sq.prod_local;
       core::SendWqe& w = sq.slot(idx);
-      // Field by field (no memset of the slot): UD fields are written only for UD.
+      // Field by field (no memset of the slot): the side entry is written only for CAS and UD.
       w.wr_id = wr.wr_id;
       w.remote_addr = wr.remote_addr;
       w.compare_add = wr.compare_add;
-      w.swap = wr.swap;
       w.rkey = wr.rkey;
       w.imm = wr.imm_data;
       w.flags = wr.send_flags;
@@ -87,13 +86,15 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       w.num_sge = 0;
       w.assigned = w.failed = false;
       w.error = WcStatus::Success;
-      w.first_psn = w.last_psn = wire::Psn{};
+      w.first_psn = wire::Psn{};
       w.npkts = w.resp_pkts = 0;
+      if (wr.opcode == WrOpcode::AtomicCmpSwp) sq.ext(idx).swap = wr.swap;
       if (wr.ah) {
-        w.ud_dgid = wr.ah->dgid;
-        w.ud_sgid_index = wr.ah->sgid_index;
-        w.ud_qpn = wr.remote_qpn;
-        w.ud_qkey = wr.remote_qkey;
+        core::SendWqeExt& x = sq.ext(idx);
+        x.ud_dgid = wr.ah->dgid;
+        x.ud_sgid_index = wr.ah->sgid_index;
+        x.ud_qpn = wr.remote_qpn;
+        x.ud_qkey = wr.remote_qkey;
       }
       if (wr.send_flags & kSendInline) {
         uint8_t* dst = sq.inline_data(idx);

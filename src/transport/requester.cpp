@@ -62,7 +62,6 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   }
   w.npkts = wqe_packets(w, qp.mtu());
   w.first_psn = req.psn;
-  w.last_psn = req.psn + (w.npkts - 1);
   w.resp_pkts = 0;
   w.assigned = true;
   req.psn += w.npkts;
@@ -86,7 +85,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
   if (traits(w.opcode).atomic) {
     bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
     p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
-    p.atomic = {w.remote_addr, w.rkey, cas ? w.swap : w.compare_add, cas ? w.compare_add : 0};
+    p.atomic = {w.remote_addr, w.rkey, cas ? qp.sq.ext(req.next).swap : w.compare_add, cas ? w.compare_add : 0};
     return true;
   }
   p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, qp.type() == QpType::UC);
@@ -211,7 +210,7 @@ void requester_go_back(Context& cx, Qp& qp, Psn psn) {
   // Assigned WQEs are contiguous from the oldest uncompleted one.
   for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
     SendWqe& w = sq.slot(i);
-    if (psn >= w.first_psn && psn <= w.last_psn) {
+    if (psn >= w.first_psn && psn <= w.last_psn()) {
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
       auto& c = qp.comp;
