@@ -1,5 +1,6 @@
 // Work queue storage shared by the application (producer) and the engine (consumer).
-// Slots, their scatter/gather entries and inline bytes live in flat arrays sized at creation.
+// Slots, their scatter/gather entries, inline bytes and (send queues) the slots' side entries
+// live in flat arrays sized at creation.
 // Concurrency: producers take `producer_lock`; index `prod` is published with release and read
 // by the engine with acquire; `done` is published by the engine when a slot may be reused.
 #pragma once

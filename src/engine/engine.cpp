@@ -181,7 +181,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
 
 void Engine::run() {
   uint64_t idle_since = monotonic_ns();
-  uint32_t busy_tries = 0;  // passes in a row the lock was taken
+  uint32_t busy_tries = 0;  // tries in a row that found the lock taken
   while (running_.load(std::memory_order_relaxed)) {
     bool did = false;
     uint64_t now, deadline;

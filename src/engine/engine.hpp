@@ -12,7 +12,9 @@
 // Locking: control_lock() serializes control operations (create/modify/destroy, reg_mr,
 // counters) with the engine loop, which holds the lock for one pass at a time and never while
 // blocking. A waiting control call gets the lock before the next pass: under full load it
-// waits for one pass, not for the load to end.
+// waits for one pass, not for the load to end. The engine thread finding the lock taken by an
+// application's pass yields and tries again rather than sleep on it (the application would pay
+// a futex wake at every unlock); it sleeps on it only when it stays taken.
 #pragma once
 #include <atomic>
 #include <cstdint>
