@@ -29,15 +29,6 @@ class BusyLink final : public link::Link {
   }
 };
 
-// Every pass "receives a packet" at once: the engine thread never runs out of work.
-class AlwaysWorkLink final : public link::Link {
- public:
-  std::vector<Gid> gids() const override { return {Gid::from_ipv4(0x7f000001)}; }
-  uint16_t src_port_for(uint32_t) const override { return 0xc000; }
-  void send(std::span<wire::PacketBuf* const>, uint64_t) override {}
-  int poll_rx(link::PacketSink&, uint64_t, int) override { return 1; }
-};
-
 uint64_t process_cpu_ns() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -50,7 +41,7 @@ uint64_t process_cpu_ns() {
 // lock stays taken it must wait for it asleep, not spin for as long as it is held.
 TEST(Engine, ALockHeldForLongIsWaitedForAsleep) {
   transport::ProtocolCore nic({});
-  AlwaysWorkLink link;
+  BusyLink link;
   engine::Engine e(nic, link, 0);
   e.start();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
