@@ -35,6 +35,7 @@ struct Opts {
   bool json = false;
   uint32_t mtu = 0;  // path MTU in bytes; 0: the port's active MTU
   uint32_t gid = 0;  // our GID index (each side names its own)
+  uint32_t window = 0;  // bandwidth mode: requests in flight per QP (0: the most allowed, below)
 };
 
 const char* op_name(Op o);
@@ -49,13 +50,17 @@ inline uint64_t quota(const Opts& o, uint32_t q) {
   return o.iters / o.qps + (q < o.iters % o.qps ? 1 : 0);
 }
 
-constexpr uint32_t kWindow = 64;      // outstanding sends/writes per QP in bandwidth mode
-constexpr uint32_t kRdWindow = 16;    // outstanding READs/atomics per QP (max_rd_atomic)
+constexpr uint32_t kWindow = 64;      // outstanding sends/writes per QP in bandwidth mode, at most
+constexpr uint32_t kRdWindow = 16;    // outstanding READs/atomics per QP (max_rd_atomic), at most
 constexpr uint32_t kMaxQps = 4096;
-// All QPs together keep at most this many requests outstanding (the send CQ holds them all).
-constexpr uint32_t kMaxOutstanding = 8192;
-inline uint32_t window_for(uint32_t per_qp, uint32_t qps) {
-  return std::max(1u, std::min(per_qp, kMaxOutstanding / qps));
+// All QPs together keep at most this many requests outstanding (the send CQ holds them all):
+// 64 on each of up to 512 QPs, 8 on each of 4096. perftest keeps its tx depth (128) on every QP.
+constexpr uint32_t kMaxOutstanding = 32768;
+// Requests in flight on each QP in bandwidth mode: --window if given, within those limits.
+inline uint32_t window_for(const Opts& o) {
+  const uint32_t per_qp = kind_of(o.op) == Kind::RdAtomic ? kRdWindow : kWindow;
+  const uint32_t w = o.window ? std::min(o.window, per_qp) : per_qp;
+  return std::max(1u, std::min(w, kMaxOutstanding / o.qps));
 }
 // Write ping-pong through memory, as perftest's write_lat: messages go from slot s into the
 // peer's slot kEcho + s, whose last byte the receiver watches. Sources and targets never overlap.

@@ -137,7 +137,7 @@ void stream(const Opts& o, Conn& c, uint32_t window, Post post, Done done_fn) {
 
 void send_stream(Conn& c, const Opts& o, Stats&) {
   stream(
-      o, c, window_for(kWindow, o.qps),
+      o, c, window_for(o),
       [&](uint32_t q, uint64_t i) { send_to_peer(c, q, o.op, o.size, uint32_t(i % kWindow), i * o.qps + q, true, uint32_t(i % kWindow)); },
       [](const Wc&, uint64_t) {});
 }
@@ -145,7 +145,7 @@ void send_stream(Conn& c, const Opts& o, Stats&) {
 void rd_atomic_stream(Conn& c, const Opts& o, Stats& st) {
   std::vector<uint64_t> fetched;  // fetch-and-add: the values returned
   stream(
-      o, c, window_for(kRdWindow, o.qps),
+      o, c, window_for(o),
       [&](uint32_t q, uint64_t i) { post_rd_atomic(c, o.op, o.size, q, uint32_t(i % kWindow), o.op == Op::Cas ? i : 0); },
       [&](const Wc& w, uint64_t k) {
         if (o.op != Op::Faa) return check_rd_atomic(c, o, w, o.op == Op::Cas ? k : 0, st.bad);
