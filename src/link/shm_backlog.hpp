@@ -13,6 +13,11 @@
 
 namespace uroce::link::shm {
 
+// What a channel holds while its ring is full: 16384 packets of a whole MTU, or more small ones
+// (a burst of 8 WRITEs on each of 4096 QPs is 32768 packets of about 100 bytes).
+inline constexpr size_t kMaxBacklogBytes = size_t(64) << 20;
+inline constexpr size_t kMaxBacklogPackets = 65536;
+
 class Backlog {
  public:
   struct Entry {
@@ -24,6 +29,8 @@ class Backlog {
 
   size_t size() const { return entries_.size() - first_; }
   bool empty() const { return first_ == entries_.size(); }
+  size_t bytes() const { return empty() ? 0 : end_ - entries_[first_].at; }
+  bool full() const { return size() >= kMaxBacklogPackets || bytes() >= kMaxBacklogBytes; }
 
   // Copies the packet whole (a payload by reference may change once the send returns).
   void push(const wire::PacketBuf& p) {

@@ -27,7 +27,6 @@ namespace uroce::link {
 namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
-constexpr size_t kMaxBacklog = 16384;        // packets a channel holds while its ring is full
 
 
 socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
@@ -323,7 +322,7 @@ SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
-  if (c.backlog.size() >= kMaxBacklog) return false;
+  if (c.backlog.full()) return false;
   c.backlog.push(p);
   ++backlogged_;
   return true;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "link/shm_backlog.hpp"
 #include "link/shm_link.hpp"
 #include "link/shm_ring.hpp"
 
@@ -138,6 +139,36 @@ TEST(SameHostLink, ABacklogArrivesWholeAndInOrder) {
   EXPECT_EQ(a.stats().tx_full_drops, 0u);
   EXPECT_TRUE(a.prepare_sleep());
   a.woke();
+}
+
+// A backlog holds 65536 packets or 64 MiB, whichever comes first; beyond that packets are
+// dropped and counted (the transport recovers them as losses on a wire).
+TEST(SameHostLink, ABacklogBeyondItsBoundDrops) {
+  uint8_t host = 20;
+  for (const uint32_t len : {100u, wire::kMaxPacket}) {
+    const Gid ga = local_addr(host++), gb = local_addr(host++);
+    CountingWire wa(ga), wb(gb);
+    link::SameHostLink a(wa, nullptr), b(wb, nullptr);
+    ASSERT_TRUE(attach(a, gb));
+    const wire::FlowAddr f{ga, gb, 49152, wire::kRoceV2Port};
+    const uint64_t held = std::min<uint64_t>(link::shm::kMaxBacklogPackets,
+                                             (link::shm::kMaxBacklogBytes + len - 1) / len);
+    const uint64_t total = link::shm::kSlots + held + 5;
+    std::vector<wire::PacketBuf> batch(256);
+    for (auto& p : batch) p.flow = f, p.len = len;
+    std::vector<wire::PacketBuf*> ptrs;
+    for (auto& p : batch) ptrs.push_back(&p);
+    for (uint64_t sent = 0; sent < total; sent += batch.size())
+      a.send(std::span(ptrs).first(std::min<uint64_t>(batch.size(), total - sent)), 0);
+    EXPECT_EQ(a.stats().tx_full_drops, 5u) << "packets of " << len << " bytes";
+    CountingSink got;
+    for (int round = 0; round < 10000 && uint64_t(got.packets) < total - 5; ++round) {
+      b.poll_rx(got, 0, 4096);
+      CountingSink none;
+      a.poll_rx(none, 0, 256);
+    }
+    EXPECT_EQ(uint64_t(got.packets), total - 5) << "packets of " << len << " bytes";
+  }
 }
 
 // A peer that goes away leaves nothing behind that would keep the sender awake for ever.
