@@ -152,11 +152,11 @@ def iperf3(size):
 
 # ---------------------------------------------------------------- interleaved rounds
 
-def measure(systems, sizes):
+def measure(systems, sizes, n_rounds=None):
     """{system: {size: [value per round]}}: each round runs every system once, in a rotating order."""
     vals = {s: {z: [] for z in sizes} for s in systems}
     for size in sizes:
-        for r in range(rounds):
+        for r in range(n_rounds or rounds):
             names = list(systems)
             names = names[r % len(names):] + names[:r % len(names)]
             for name in names:
@@ -210,7 +210,8 @@ SCALE_ITERS = 2_000_000
 SCALE = {f'{q} QPs': uroce_rate('shm', q, iters=SCALE_ITERS) for q in SCALE_QPS}
 # Two in flight on each of 4096 QPs (8192 in all, uroce-perf's limit before): the QPs' state is cold at every post.
 SCALE['4096 QPs, 2 each'] = uroce_rate('shm', 4096, 2, SCALE_ITERS)
-scale = measure(SCALE, [64])
+# Its runs are short and its ratio moves most from round to round (the machine's two modes): more rounds.
+scale = measure(SCALE, [64], rounds + 2)
 mem = json.loads(run([f'{bindir}/idle_qp_memory', '1000', '3']).strip().splitlines()[-1])
 print('copy paths ...', file=sys.stderr)
 copies = json.loads(run([f'{bindir}/copy_paths', '500' if quick else '2000']).strip().splitlines()[-1])
@@ -269,7 +270,7 @@ L += table('Bandwidth (Gb/s); uroce: RDMA WRITE stream, 64 in flight; UCX: ucp_p
                           ('udp / ucx tcp', 'uroce udp', 'ucx tcp')])
 L += table('Message rate: 64 B WRITEs (millions per second)', 'M msg/s', rate, [64],
            [('shm 1 QP / ucx posix', 'uroce shm 1 QP', 'ucx posix put')])
-L += table('QP scaling: aggregate 64 B WRITE rate over shared memory (millions per second); 2 M WRITEs, 64 in '
+L += table(f'QP scaling: aggregate 64 B WRITE rate over shared memory (millions per second, {rounds + 2} rounds); 2 M WRITEs, 64 in '
            'flight per QP, at most 32768 in all (8 per QP with 4096), or 2 per QP ("2 each")', 'M msg/s', scale, [64],
            [(f'{q} / 1', f'{q} QPs', '1 QPs') for q in SCALE_QPS[1:]] + [('4096, 2 each / 1', '4096 QPs, 2 each', '1 QPs')])
 L += ['', '## Copy paths for large payloads on the same-host link', '',
