@@ -1,18 +1,20 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
-# wire <- core <- transport <- cm/link/engine/sim <- api <- compat. link/ sees no transport, and
-# the drop-in sees only the public API.
+# wire <- core <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
+# nothing but itself; transport and what is above it use it. link/ sees no transport, and the
+# drop-in sees only the public API.
 set -u
 src="$(cd "$(dirname "$0")/../../src" && pwd)"
 declare -A allowed=(
   [wire]="wire uroce"
+  [cc]="cc uroce"
   [core]="core wire uroce"
-  [transport]="transport core wire uroce"
-  [cm]="cm transport core wire uroce"
+  [transport]="transport cc core wire uroce"
+  [cm]="cm transport cc core wire uroce"
   [link]="link wire uroce"
-  [engine]="engine link transport core wire uroce"
-  [sim]="sim engine link transport core wire uroce"
-  [api]="api cm engine link transport core wire uroce"
+  [engine]="engine link transport cc core wire uroce"
+  [sim]="sim engine link transport cc core wire uroce"
+  [api]="api cm engine link transport cc core wire uroce"
   [compat]="compat uroce"
 )
 bad=0

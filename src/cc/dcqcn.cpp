@@ -1,0 +1,92 @@
+#include "cc/dcqcn.hpp"
+
+#include <algorithm>
+
+namespace uroce::cc {
+
+DcqcnParams DcqcnParams::paper(double line_rate_bps) {
+  DcqcnParams p;
+  p.line_rate_bps = line_rate_bps;
+  const double scale = line_rate_bps / 40e9;  // the marking thresholds are the paper's at 40 Gb/s
+  p.kmin_bytes = uint64_t(5'000 * scale);
+  p.kmax_bytes = uint64_t(200'000 * scale);
+  return p;
+}
+
+DcqcnParams DcqcnParams::mellanox(double line_rate_bps) {
+  DcqcnParams p = paper(line_rate_bps);
+  p.fast_recovery_steps = 1;
+  p.increase_timer_ns = 300'000;
+  p.byte_counter = 32767;
+  p.ai_bps = 5e6;
+  p.hai_bps = 50e6;
+  p.g = 5.0 / 1024;
+  p.cnp_interval_ns = 4'000;
+  return p;
+}
+
+bool DcqcnParams::by_name(std::string_view name, double line_rate_bps, DcqcnParams& out) {
+  if (name == "dcqcn_paper") out = paper(line_rate_bps);
+  else if (name == "mellanox") out = mellanox(line_rate_bps);
+  else return false;
+  return true;
+}
+
+double mark_probability(const DcqcnParams& p, uint64_t queue_bytes) {
+  if (queue_bytes <= p.kmin_bytes) return 0;
+  if (queue_bytes > p.kmax_bytes) return 1;
+  return p.pmax * double(queue_bytes - p.kmin_bytes) / double(p.kmax_bytes - p.kmin_bytes);
+}
+
+bool DcqcnNp::on_ce(uint64_t now) {
+  if (cnps_ && now - last_ < interval_) return false;
+  last_ = now;
+  ++cnps_;
+  return true;
+}
+
+DcqcnRp::DcqcnRp(const DcqcnParams& p, uint64_t now)
+    : p_(p), rc_(p.line_rate_bps), rt_(p.line_rate_bps), next_alpha_(now + p.alpha_timer_ns),
+      next_increase_(now + p.increase_timer_ns) {}
+
+void DcqcnRp::advance(uint64_t now) {
+  // The two timers touch different state (alpha; the rates), so their order does not matter.
+  for (; next_alpha_ <= now; next_alpha_ += p_.alpha_timer_ns) alpha_ *= 1 - p_.g;
+  for (; next_increase_ <= now; next_increase_ += p_.increase_timer_ns) {
+    ++timer_events_;
+    increase();
+  }
+}
+
+uint64_t DcqcnRp::next_timer() const { return std::min(next_alpha_, next_increase_); }
+
+void DcqcnRp::on_sent(uint64_t bytes, uint64_t now) {
+  advance(now);
+  for (bytes_ += bytes; bytes_ >= p_.byte_counter; bytes_ -= p_.byte_counter) {
+    ++byte_events_;
+    increase();
+  }
+}
+
+void DcqcnRp::on_cnp(uint64_t now) {
+  advance(now);
+  rt_ = rc_;
+  rc_ = std::max(rc_ * (1 - alpha_ / 2), p_.min_rate_bps);
+  alpha_ = (1 - p_.g) * alpha_ + p_.g;
+  // Every stage starts again from fast recovery, and alpha decays only after K without a CNP.
+  timer_events_ = byte_events_ = 0;
+  bytes_ = 0;
+  next_alpha_ = now + p_.alpha_timer_ns;
+  next_increase_ = now + p_.increase_timer_ns;
+}
+
+void DcqcnRp::increase() {
+  const uint32_t f = p_.fast_recovery_steps;
+  const uint32_t hi = std::max(timer_events_, byte_events_), lo = std::min(timer_events_, byte_events_);
+  if (lo > f) rt_ += (lo - f) * p_.hai_bps;  // hyper increase: both counters past fast recovery
+  else if (hi > f) rt_ += p_.ai_bps;         // additive increase: one of them
+  rt_ = std::min(rt_, p_.line_rate_bps);
+  rc_ = std::min((rt_ + rc_) / 2, p_.line_rate_bps);
+}
+
+}  // namespace uroce::cc

@@ -1,0 +1,43 @@
+// Congestion control behind one interface: what a QP's sender may send, as a rate. The
+// transport feeds it the events it sees (bytes sent, CNPs, RTT samples) and the time, and asks
+// for the rate and the next moment a timer of the algorithm is due; nothing here reads a
+// clock or touches a packet.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace uroce::cc {
+
+class RateControl {
+ public:
+  virtual ~RateControl() = default;
+  virtual double rate_bps() const = 0;
+  // The QP put `bytes` on the wire (payload and headers) at `now`.
+  virtual void on_sent(uint64_t bytes, uint64_t now) = 0;
+  // A congestion notification packet (BTH opcode 0x81) for this QP arrived.
+  virtual void on_cnp(uint64_t now) = 0;
+  // A request's round trip, from its first send to the ACK that covers it.
+  virtual void on_rtt(uint64_t rtt_ns, uint64_t now) = 0;
+  // Runs the algorithm's timers up to `now`.
+  virtual void advance(uint64_t now) = 0;
+  // When advance() next has work (UINT64_MAX: never by itself).
+  virtual uint64_t next_timer() const = 0;
+};
+
+// No congestion control: the line rate, always.
+class NoRateControl final : public RateControl {
+ public:
+  explicit NoRateControl(double line_rate_bps) : rate_(line_rate_bps) {}
+  double rate_bps() const override { return rate_; }
+  void on_sent(uint64_t, uint64_t) override {}
+  void on_cnp(uint64_t) override {}
+  void on_rtt(uint64_t, uint64_t) override {}
+  void advance(uint64_t) override {}
+  uint64_t next_timer() const override { return UINT64_MAX; }
+
+ private:
+  double rate_;
+};
+
+}  // namespace uroce::cc
