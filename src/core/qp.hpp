@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "cc/dcqcn.hpp"
 #include "core/ids.hpp"
 #include "core/wq.hpp"
 #include "uroce/result.hpp"
@@ -143,6 +144,7 @@ class Qp {
   RequesterState req;
   CompleterState comp;
   ResponderState resp;
+  cc::DcqcnNp np{50'000};       // answers CE-marked requests with CNPs (interval: CoreConfig's)
   wire::FlowAddr flow;          // our address to the peer's, ports included
 
   // Engine-private scheduling flags (the doorbell is sq.doorbell).

@@ -32,6 +32,10 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
       size_t at = std::uniform_int_distribution<size_t>(0, len - 2)(rng_);
       fr.bytes[at < 4 ? at : at + 1] ^= uint8_t(1 + rng_() % 255);
     }
+    if (chance(f_.ce_mark)) {  // draws nothing at 0: runs without marking keep their sequence
+      ++st_.ce_marked;
+      fr.tos = wire::kEcnCe;
+    }
     fr.seq = seq_++;
     q_.push(std::move(fr));
   }
@@ -80,7 +84,9 @@ class LossyPort final : public Link {
     int n = 0;
     LossyLink::Frame f;
     while (n < max && m_.pop_due_for(ip_, now, f)) {
-      sink.deliver(f.bytes, f.flow, now, {});  // in memory: the header is what was sent
+      wire::Ipv4Fields ip;  // in memory: the header is what was sent, and what marked it
+      ip.tos = f.tos;
+      sink.deliver(f.bytes, f.flow, now, ip);
       ++n;
     }
     return n;

@@ -18,12 +18,14 @@ struct FaultConfig {
   double duplicate = 0;   // probability it is delivered twice
   double reorder = 0;     // probability it is held back by up to reorder_ns
   double corrupt = 0;     // probability one byte is flipped (the ICRC must catch it)
+  double ce_mark = 0;     // probability it arrives ECN CE-marked (a congested queue on the way)
   uint64_t delay_ns = 2'000;
   uint64_t reorder_ns = 20'000;
 };
 
 struct LinkStats {
-  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0;
+  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0,
+           ce_marked = 0;
 };
 
 class LossyLink {
@@ -33,6 +35,7 @@ class LossyLink {
     uint64_t seq = 0;
     wire::FlowAddr flow;
     std::vector<uint8_t> bytes;
+    uint8_t tos = 0;  // as it arrives: ECN bits included
     bool operator>(const Frame& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };
 

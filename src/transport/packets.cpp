@@ -48,6 +48,17 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
     return;
   }
   const wire::OpcodeInfo& info = p.info();
+  if (info.transport == wire::Transport::CNP) {  // to a connected QP, from its peer
+    if (q->type() == QpType::UD) {
+      ++ctr_.rx_bad_opcode;
+    } else if (from.src != q->flow.dst || from.dst != q->flow.src) {
+      ++ctr_.rx_bad_source;
+    } else {
+      Context cx(*this);
+      congestion_on_cnp(cx, *q, now);
+    }
+    return;
+  }
   bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
                (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
                (info.transport == wire::Transport::UD && q->type() == QpType::UD);
@@ -76,6 +87,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
+    if (wire::ce_marked(ip.tos)) congestion_on_marked_request(cx, *q, now);
     responder_on_request(cx, *q, p, now);
   } else {
     if (st != QpState::Rts && st != QpState::Sqd) {

@@ -71,6 +71,9 @@ struct CoreConfig {
   // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
   // are not copied into packets. Unset: every packet is whole in its buffer.
   bool link_gathers = false;
+  // DCQCN's notification point: a QP answers CE-marked requests with at most one CNP per
+  // interval (the paper's 50 us).
+  uint64_t cnp_interval_ns = 50'000;
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };

@@ -41,6 +41,11 @@ inline bool is_rd_atomic(WrOpcode op) { return traits(op).rd_atomic(); }
 // Packets a message of len bytes takes at this MTU: a zero-length one still takes one.
 inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : (len + mtu - 1) / mtu; }
 
+// Congestion notification: a request that arrived CE-marked (the QP's notification point may
+// answer with a CNP), and a CNP that arrived for the QP.
+void congestion_on_marked_request(Context& cx, core::Qp& qp, uint64_t now);
+void congestion_on_cnp(Context& cx, core::Qp& qp, uint64_t now);
+
 // Starts a packet to the QP's peer; headers are written by the caller.
 TxPacket* start_packet(Context& cx, const core::Qp& qp);
 // Encodes p into tx (headers, payload, pad) and emits it with its ICRC.

@@ -127,6 +127,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
   qp->srq = srq;
+  qp->np = cc::DcqcnNp(cfg_.cnp_interval_ns);
   if (srq) ++srq_users_[srq];
   QpAttr a;
   a.sq_sig_all = sig_all;

@@ -22,6 +22,9 @@ struct Bth {
   uint32_t dest_qp = 0;  // 24 bits
   bool ack_req = false;
   Psn psn;
+  // RoCEv2's congestion marks in the byte before the destination QP (the ICRC masks it):
+  // FECN, and BECN, which a CNP carries.
+  bool fecn = false, becn = false;
 };
 
 struct Reth { uint64_t va = 0; uint32_t rkey = 0; uint32_t dma_len = 0; };

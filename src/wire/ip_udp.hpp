@@ -40,6 +40,10 @@ struct FlowAddr {
 // out of it; for IPv6 they stand for traffic class and hop limit, and id/flags do not exist).
 // Our sender makes them predictable: ID 0 and DF, which is what Linux writes for an
 // unconnected UDP socket with PMTU discovery on.
+// ECN: the low two bits of the IPv4 TOS or IPv6 traffic class (RFC 3168).
+inline constexpr uint8_t kEcnMask = 3, kEcnEct0 = 2, kEcnCe = 3;
+inline bool ce_marked(uint8_t tos) { return (tos & kEcnMask) == kEcnCe; }
+
 struct Ipv4Fields {
   uint16_t id = 0;
   uint16_t flags_frag = 0x4000;  // DF

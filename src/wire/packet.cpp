@@ -40,6 +40,8 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
   b.tver = p[1] & 0xf;
   if (b.tver != 0) return ParseError::BadTver;
   b.pkey = read_be16(p + 2);
+  b.fecn = p[4] & 0x80;
+  b.becn = p[4] & 0x40;
   b.dest_qp = read_be24(p + 5);
   b.ack_req = p[8] & 0x80;
   b.psn = Psn(read_be24(p + 9));
@@ -101,7 +103,7 @@ size_t encode_headers(const Packet& pk, uint8_t* p) {
   p[0] = uint8_t(b.opcode);
   p[1] = uint8_t((b.solicited ? 0x80 : 0) | (b.migreq ? 0x40 : 0) | (b.pad & 3) << 4 | (b.tver & 0xf));
   write_be16(p + 2, b.pkey);
-  p[4] = 0;
+  p[4] = uint8_t((b.fecn ? 0x80 : 0) | (b.becn ? 0x40 : 0));
   write_be24(p + 5, b.dest_qp);
   p[8] = b.ack_req ? 0x80 : 0;
   write_be24(p + 9, b.psn.value());

@@ -1,14 +1,14 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
 # wire <- core <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
-# nothing but itself; transport and what is above it use it. link/ sees no transport, and the
+# nothing but itself; core and what is above it use it. link/ sees no transport, and the
 # drop-in sees only the public API.
 set -u
 src="$(cd "$(dirname "$0")/../../src" && pwd)"
 declare -A allowed=(
   [wire]="wire uroce"
   [cc]="cc uroce"
-  [core]="core wire uroce"
+  [core]="core cc wire uroce"
   [transport]="transport cc core wire uroce"
   [cm]="cm transport cc core wire uroce"
   [link]="link wire uroce"

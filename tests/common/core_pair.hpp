@@ -17,11 +17,12 @@ namespace uroce::test {
 
 // Hands `to` packet p as sent on flow f: right addresses, ports and ICRC, so only the transport
 // can reject it (what an attacker who knows the addresses and the QPN could send).
-inline void inject_packet(transport::ProtocolCore& to, const wire::FlowAddr& f, wire::Packet& p, uint64_t now) {
+inline void inject_packet(transport::ProtocolCore& to, const wire::FlowAddr& f, wire::Packet& p, uint64_t now,
+                          const wire::Ipv4Fields& ip = {}) {
   std::vector<uint8_t> buf(wire::encoded_len(p));
   size_t n = wire::encode(p, buf.data());
   wire::icrc_store(buf.data() + n, wire::icrc_for_flow(f, std::span<const uint8_t>(buf.data(), n)));
-  to.on_packet(std::span<const uint8_t>(buf.data(), n + wire::kIcrcLen), f, now);
+  to.on_packet(std::span<const uint8_t>(buf.data(), n + wire::kIcrcLen), f, now, ip);
 }
 
 struct Side {

@@ -161,6 +161,18 @@ TEST(Icrc, ConnectX4CnpKnownAnswer) {
   ASSERT_EQ(decode(ib, p), ParseError::None);
   EXPECT_EQ(p.bth.opcode, Opcode::CNP);
   EXPECT_EQ(p.bth.dest_qp, 0x118u);
+  EXPECT_TRUE(p.bth.becn);
+  EXPECT_FALSE(p.bth.fecn);
+  // Ours, to the same QP: the same bytes (BTH .. reserved), so the same ICRC over that header.
+  Packet cnp;
+  cnp.bth.opcode = Opcode::CNP;
+  cnp.bth.dest_qp = 0x118;
+  cnp.bth.becn = true;
+  const uint8_t reserved[16] = {};
+  cnp.payload = reserved;
+  std::vector<uint8_t> ours(encoded_len(cnp));
+  ASSERT_EQ(encode(cnp, ours.data()), ib.size() - kIcrcLen);
+  EXPECT_TRUE(std::equal(ours.begin(), ours.begin() + long(ib.size() - kIcrcLen), ib.begin()));
 }
 
 TEST(Icrc, ForFlowMatchesExplicitHeader) {

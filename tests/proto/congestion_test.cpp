@@ -1,0 +1,118 @@
+// DCQCN's notification point in the protocol core: CE-marked requests are answered with CNPs,
+// at most one per QP per interval, in the form RoCE NICs send; CNPs reach the sender's QP.
+#include <gtest/gtest.h>
+
+#include "../common/core_pair.hpp"
+
+using namespace uroce;
+using namespace uroce::test;
+
+namespace {
+
+constexpr uint64_t us = 1000;
+
+wire::Ipv4Fields marked() {
+  wire::Ipv4Fields ip;
+  ip.tos = wire::kEcnCe;
+  return ip;
+}
+
+// The packets b has to send now, taken off its queue.
+std::vector<std::vector<uint8_t>> take_tx(Side& s) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto* p : s.nic->tx_queue()) out.emplace_back(p->data, p->data + p->len);
+  s.nic->release_tx();
+  return out;
+}
+
+}  // namespace
+
+TEST(Congestion, AMarkedRequestGetsACnpAtMostOncePerInterval) {
+  CorePair t;
+  std::vector<uint8_t> dst(64);
+  auto m = t.reg(t.b, dst.data(), dst.size());
+  const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  uint32_t psn = t.opt.psn_a;
+  const uint64_t t0 = t.sim.now();
+  auto write = [&](uint64_t at, const wire::Ipv4Fields& ip) {
+    wire::Packet p;
+    p.bth.opcode = wire::Opcode::RC_WRITE_ONLY;
+    p.bth.dest_qp = t.b.qp->qpn().value();
+    p.bth.psn = wire::Psn(psn++);
+    p.reth = {uint64_t(uintptr_t(dst.data())), m.rkey, sizeof data};
+    p.payload = data;
+    inject_packet(*t.b.nic, t.a.qp->flow, p, at, ip);
+    std::vector<std::vector<uint8_t>> cnps;
+    for (auto& b : take_tx(t.b))
+      if (b[0] == uint8_t(wire::Opcode::CNP)) cnps.push_back(b);
+    return cnps;
+  };
+
+  auto first = write(t0, marked());
+  ASSERT_EQ(first.size(), 1u);
+  wire::Packet c;
+  ASSERT_EQ(wire::decode(first[0], c), wire::ParseError::None);
+  EXPECT_EQ(c.bth.dest_qp, t.a.qp->qpn().value());
+  EXPECT_TRUE(c.bth.becn);
+  EXPECT_FALSE(c.bth.fecn);
+  EXPECT_EQ(c.bth.pkey, 0xffff);
+  EXPECT_EQ(c.bth.psn.value(), 0u);
+  ASSERT_EQ(first[0].size(), 12u + 16 + 4);  // BTH, 16 reserved bytes, ICRC
+  EXPECT_EQ(std::count(first[0].begin() + 12, first[0].begin() + 28, 0), 16);
+
+  EXPECT_TRUE(write(t0 + 10 * us, marked()).empty());
+  EXPECT_TRUE(write(t0 + 50 * us - 1, marked()).empty());
+  auto second = write(t0 + 50 * us, marked());
+  EXPECT_EQ(second.size(), 1u);
+  EXPECT_TRUE(write(t0 + 120 * us, {}).empty());  // not marked
+  const auto& cb = t.b.nic->counters();
+  EXPECT_EQ(cb.rx_ce_marked, 4u);
+  EXPECT_EQ(cb.tx_cnps, 2u);
+  EXPECT_EQ(cb.rx_bad_icrc, 0u);
+
+  // The CNPs reach a's QP; one from an address that is not its peer is dropped and counted.
+  wire::FlowAddr back = t.b.qp->flow;
+  t.a.nic->on_packet(first[0], back, t0 + 60 * us);
+  t.a.nic->on_packet(second[0], back, t0 + 61 * us);
+  wire::Packet stray = c;
+  wire::FlowAddr stranger = back;
+  stranger.src = Gid::from_ipv4(0x0a000009);
+  inject_packet(*t.a.nic, stranger, stray, t0 + 62 * us);
+  EXPECT_EQ(t.a.nic->counters().rx_cnps, 2u);
+  EXPECT_EQ(t.a.nic->counters().rx_bad_source, 1u);
+  EXPECT_EQ(t.a.nic->counters().rx_bad_icrc, 0u);
+}
+
+// Through the simulator's link, every packet marked: b answers a's WRITE with CNPs that reach
+// a; a sends none, since what it receives (ACKs) are not requests.
+TEST(Congestion, AMarkingLinkDrivesCnpsBothWaysCounted) {
+  PairOptions o;
+  o.faults.ce_mark = 1.0;
+  CorePair t(o);
+  std::vector<uint8_t> src(64 * 1024, 0x5a), dst(64 * 1024);
+  auto ms = t.reg(t.a, src.data(), src.size());
+  auto md = t.reg(t.b, dst.data(), dst.size());
+  Sge sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
+  SendWr wr;
+  wr.wr_id = 7;
+  wr.opcode = WrOpcode::RdmaWrite;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.remote_addr = uint64_t(uintptr_t(dst.data()));
+  wr.rkey = md.rkey;
+  wr.send_flags = kSendSignaled;
+  const uint64_t t0 = t.sim.now();
+  ASSERT_TRUE(t.send(t.a, wr));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(dst, src);
+  t.sim.run_until([] { return false; }, 200 * us);  // the last CNP arrives
+  const auto& ca = t.a.nic->counters();
+  const auto& cb = t.b.nic->counters();
+  EXPECT_EQ(cb.rx_ce_marked, 64u);  // MTU 1024: every request packet, marked
+  EXPECT_GE(cb.tx_cnps, 1u);
+  EXPECT_LE(cb.tx_cnps, 1 + (t.sim.now() - t0) / (50 * us));
+  EXPECT_EQ(ca.rx_cnps, cb.tx_cnps);
+  EXPECT_EQ(ca.tx_cnps, 0u);
+  EXPECT_EQ(ca.rx_ce_marked, 0u);
+  EXPECT_EQ(t.sim.link().stats().ce_marked, t.sim.link().stats().delivered);
+}
