@@ -1,6 +1,7 @@
 #include "cc/dcqcn.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace uroce::cc {
 
@@ -51,17 +52,26 @@ DcqcnRp::DcqcnRp(const DcqcnParams& p, uint64_t now)
 
 void DcqcnRp::advance(uint64_t now) {
   // The two timers touch different state (alpha; the rates), so their order does not matter.
-  for (; next_alpha_ <= now; next_alpha_ += p_.alpha_timer_ns) alpha_ *= 1 - p_.g;
-  for (; next_increase_ <= now; next_increase_ += p_.increase_timer_ns) {
+  // However long the QP was idle, this is a bounded amount of work: alpha's decays are one
+  // power, and increases stop mattering once both rates are back at the line rate.
+  if (next_alpha_ <= now) {
+    const uint64_t n = (now - next_alpha_) / p_.alpha_timer_ns + 1;
+    alpha_ *= std::pow(1 - p_.g, double(n));
+    next_alpha_ += n * p_.alpha_timer_ns;
+  }
+  for (; recovering_ && next_increase_ <= now; next_increase_ += p_.increase_timer_ns) {
     ++timer_events_;
     increase();
   }
+  if (next_increase_ <= now)  // recovered: keep the timer's phase without running it
+    next_increase_ += ((now - next_increase_) / p_.increase_timer_ns + 1) * p_.increase_timer_ns;
 }
 
 uint64_t DcqcnRp::next_timer() const { return std::min(next_alpha_, next_increase_); }
 
 void DcqcnRp::on_sent(uint64_t bytes, uint64_t now) {
   advance(now);
+  if (!recovering_) return;  // at the line rate the byte counter has nothing to raise
   for (bytes_ += bytes; bytes_ >= p_.byte_counter; bytes_ -= p_.byte_counter) {
     ++byte_events_;
     increase();
@@ -76,6 +86,7 @@ void DcqcnRp::on_cnp(uint64_t now) {
   // Every stage starts again from fast recovery, and alpha decays only after K without a CNP.
   timer_events_ = byte_events_ = 0;
   bytes_ = 0;
+  recovering_ = true;
   next_alpha_ = now + p_.alpha_timer_ns;
   next_increase_ = now + p_.increase_timer_ns;
 }
@@ -87,6 +98,7 @@ void DcqcnRp::increase() {
   else if (hi > f) rt_ += p_.ai_bps;         // additive increase: one of them
   rt_ = std::min(rt_, p_.line_rate_bps);
   rc_ = std::min((rt_ + rc_) / 2, p_.line_rate_bps);
+  if (rc_ == p_.line_rate_bps && rt_ == p_.line_rate_bps) recovering_ = false;
 }
 
 }  // namespace uroce::cc

@@ -85,6 +85,7 @@ class DcqcnRp final : public RateControl {
   double alpha_ = 1.0;  // the paper starts it at 1
   uint64_t next_alpha_, next_increase_;
   uint64_t bytes_ = 0;  // sent since the last byte-counter event
+  bool recovering_ = false;  // below the line rate since a CNP: the increase stages run
   uint32_t timer_events_ = 0, byte_events_ = 0;
 };
 

@@ -114,6 +114,23 @@ TEST(DcqcnRp, ByteCounterCountsAcrossSendsAndRestartsAtACnp) {
   EXPECT_EQ(rp.byte_events(), 0u);
 }
 
+// An hour without CNPs: back at the line rate, alpha decayed by one power, in bounded work
+// (the increases stop once both rates reach the line rate), and the timers' phase kept.
+TEST(DcqcnRp, ALongIdleEndsAtTheLineRate) {
+  const DcqcnParams p = DcqcnParams::paper(100 * G);
+  DcqcnRp rp(p, 0);
+  rp.on_cnp(0);
+  rp.on_cnp(1 * us);
+  const uint64_t hour = 3'600'000'000'000ull;
+  rp.advance(hour);
+  EXPECT_EQ(rp.rate_bps(), 100 * G);
+  EXPECT_EQ(rp.target_bps(), 100 * G);
+  EXPECT_LT(rp.timer_events(), 5000u);  // AI from 50 to 100 Gb/s: 1250 steps of 40 Mb/s
+  EXPECT_DOUBLE_EQ(rp.alpha(), std::pow(255.0 / 256, double((hour - 1 * us) / (55 * us))));
+  EXPECT_EQ(rp.next_timer() % (55 * us), (1 * us) % (55 * us));
+  EXPECT_GT(rp.next_timer(), hour);
+}
+
 TEST(DcqcnNp, OneCnpPerQpPerInterval) {
   DcqcnNp np(50 * us);
   EXPECT_TRUE(np.on_ce(0));
