@@ -51,6 +51,7 @@ DcqcnRp::DcqcnRp(const DcqcnParams& p, uint64_t now)
       next_increase_(now + p.increase_timer_ns) {}
 
 void DcqcnRp::advance(uint64_t now) {
+  if (!reacted_) return;  // the reaction point starts at the first CNP, with alpha at 1
   // The two timers touch different state (alpha; the rates), so their order does not matter.
   // However long the QP was idle, this is a bounded amount of work: alpha's decays are one
   // power, and increases stop mattering once both rates are back at the line rate.
@@ -67,7 +68,7 @@ void DcqcnRp::advance(uint64_t now) {
     next_increase_ += ((now - next_increase_) / p_.increase_timer_ns + 1) * p_.increase_timer_ns;
 }
 
-uint64_t DcqcnRp::next_timer() const { return std::min(next_alpha_, next_increase_); }
+uint64_t DcqcnRp::next_timer() const { return reacted_ ? std::min(next_alpha_, next_increase_) : UINT64_MAX; }
 
 void DcqcnRp::on_sent(uint64_t bytes, uint64_t now) {
   advance(now);
@@ -86,7 +87,7 @@ void DcqcnRp::on_cnp(uint64_t now) {
   // Every stage starts again from fast recovery, and alpha decays only after K without a CNP.
   timer_events_ = byte_events_ = 0;
   bytes_ = 0;
-  recovering_ = true;
+  recovering_ = reacted_ = true;
   next_alpha_ = now + p_.alpha_timer_ns;
   next_increase_ = now + p_.increase_timer_ns;
 }

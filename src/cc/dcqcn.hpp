@@ -86,6 +86,7 @@ class DcqcnRp final : public RateControl {
   uint64_t next_alpha_, next_increase_;
   uint64_t bytes_ = 0;  // sent since the last byte-counter event
   bool recovering_ = false;  // below the line rate since a CNP: the increase stages run
+  bool reacted_ = false;     // a CNP came: the timers run from then on
   uint32_t timer_events_ = 0, byte_events_ = 0;
 };
 

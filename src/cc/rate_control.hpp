@@ -25,6 +25,10 @@ class RateControl {
   virtual uint64_t next_timer() const = 0;
 };
 
+enum class Algo : uint8_t { None, Dcqcn };
+// "none" or "dcqcn"; false for another name.
+bool parse_algo(std::string_view name, Algo& out);
+
 // No congestion control: the line rate, always.
 class NoRateControl final : public RateControl {
  public:

@@ -4,10 +4,12 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "cc/dcqcn.hpp"
+#include "cc/pacer.hpp"
 #include "core/ids.hpp"
 #include "core/wq.hpp"
 #include "uroce/result.hpp"
@@ -28,6 +30,7 @@ struct RequesterState {
   wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
+  uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
 };
 
 // Completer: matches ACKs and responses to WQEs and generates send completions (IBA 9.7.5.1).
@@ -144,7 +147,6 @@ class Qp {
   RequesterState req;
   CompleterState comp;
   ResponderState resp;
-  cc::DcqcnNp np{50'000};       // answers CE-marked requests with CNPs (interval: CoreConfig's)
   wire::FlowAddr flow;          // our address to the peer's, ports included
 
   // Engine-private scheduling flags (the doorbell is sq.doorbell).
@@ -165,6 +167,13 @@ class Qp {
   std::atomic<QpState> state_{QpState::Reset};
   bool sig_all_ = false;
   QpAttr attr_;
+
+ public:
+  // Congestion control, after everything else: the hot lines above keep their layout.
+  cc::DcqcnNp np{50'000};  // answers CE-marked requests with CNPs (interval: CoreConfig's)
+  // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
+  std::unique_ptr<cc::RateControl> rate;
+  cc::Pacer pacer;
 };
 
 // Outstanding READ/atomic requests per QP, each way (as rxe allows).

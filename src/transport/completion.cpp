@@ -56,6 +56,7 @@ void ProtocolCore::qp_to_error(Qp& qp, bool fatal) {
   qp.flush_pending = true;
   qp.comp.retrans_deadline = 0;
   qp.req.rnr_until = 0;
+  qp.req.paced_until = 0;
   schedule(qp);
 }
 

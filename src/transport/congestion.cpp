@@ -1,7 +1,8 @@
 // Congestion notification (DCQCN, engine lock held). The receiver of a CE-marked request is
 // the notification point: it tells the sender with a CNP (BTH opcode 0x81 to the sender's QP,
 // BECN set, 16 reserved bytes, as RoCE NICs send it), at most one per QP per interval. The
-// sender counts the CNPs that reach it.
+// sender's reaction point (a QP's RateControl, when the device has one) takes the CNPs that
+// reach it, and its pacer spaces the QP's packets at the rate it allows.
 #include "transport/context.hpp"
 #include "transport/roles.hpp"
 
@@ -24,6 +25,22 @@ void congestion_on_marked_request(Context& cx, Qp& qp, uint64_t now) {
   send_packet(cx, tx, p);
 }
 
-void congestion_on_cnp(Context& cx, Qp&, uint64_t) { ++cx.ctr().rx_cnps; }
+void congestion_on_cnp(Context& cx, Qp& qp, uint64_t now) {
+  ++cx.ctr().rx_cnps;
+  if (qp.rate) qp.rate->on_cnp(now);
+}
+
+bool pace(Context& cx, Qp& qp, uint64_t now) {
+  const uint64_t slack = cx.config().pace_slack_ns;
+  if (qp.pacer.free_at() <= now + slack) return true;
+  qp.req.paced_until = qp.pacer.free_at() - slack;
+  cx.arm_timer(qp, qp.req.paced_until);
+  return false;
+}
+
+void paced_send(Qp& qp, uint32_t bytes, uint64_t now) {
+  qp.rate->on_sent(bytes, now);
+  qp.pacer.book(bytes, qp.rate->rate_bps(), now);
+}
 
 }  // namespace uroce::transport

@@ -74,6 +74,14 @@ struct CoreConfig {
   // DCQCN's notification point: a QP answers CE-marked requests with at most one CNP per
   // interval (the paper's 50 us).
   uint64_t cnp_interval_ns = 50'000;
+  // The senders' congestion control, for every RC and UC QP: none (as fast as the window
+  // allows) or DCQCN (CNPs cut a QP's rate; a pacer spaces its packets). dcqcn's line rate is
+  // the rate a QP starts at and returns to.
+  cc::Algo cc = cc::Algo::None;
+  cc::DcqcnParams dcqcn = cc::DcqcnParams::paper(100e9);
+  // A paced QP sends while its pacer is at most this far ahead of now: the packets of one
+  // pass share its time, and a strict pacer would let a QP send one packet per pass.
+  uint64_t pace_slack_ns = 10'000;
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };

@@ -45,6 +45,10 @@ inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : 
 // answer with a CNP), and a CNP that arrived for the QP.
 void congestion_on_marked_request(Context& cx, core::Qp& qp, uint64_t now);
 void congestion_on_cnp(Context& cx, core::Qp& qp, uint64_t now);
+// A paced QP (one with a RateControl): true if its next packet may leave now; if not, its
+// timer is armed for when it may. paced_send() books a packet that left.
+bool pace(Context& cx, core::Qp& qp, uint64_t now);
+void paced_send(core::Qp& qp, uint32_t bytes, uint64_t now);
 
 // Starts a packet to the QP's peer; headers are written by the caller.
 TxPacket* start_packet(Context& cx, const core::Qp& qp);

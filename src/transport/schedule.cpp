@@ -60,12 +60,17 @@ void ProtocolCore::run_timers(uint64_t now) {
       q->req.rnr_until = 0;
       schedule(*q);
     }
+    if (q->req.paced_until && q->req.paced_until <= now) {
+      q->req.paced_until = 0;
+      schedule(*q);
+    }
     if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) {
       Context cx(*this);
       completer_on_timer(cx, *q, now);
     }
     uint64_t next = UINT64_MAX;
     if (q->req.rnr_until) next = std::min(next, q->req.rnr_until);
+    if (q->req.paced_until) next = std::min(next, q->req.paced_until);
     if (q->comp.retrans_deadline) next = std::min(next, q->comp.retrans_deadline);
     if (next != UINT64_MAX) arm_timer(*q, next);
   }

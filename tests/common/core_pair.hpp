@@ -47,6 +47,8 @@ struct PairOptions {
   // The verdict on each packet a or b receives (CoreConfig::trace): its responder's on
   // requests, its completer's on responses.
   std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
+  // Applied to both cores' configurations (congestion control, for one).
+  std::function<void(transport::CoreConfig&)> config;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -56,9 +58,11 @@ class CorePair {
   explicit CorePair(const PairOptions& o = {}) : opt(o), sim(o.seed, o.faults) {
     transport::CoreConfig ca;
     ca.trace = o.trace_a;
+    if (o.config) o.config(ca);
     a.nic = &sim.add_nic(kIpA, ca);
     transport::CoreConfig cb;
     cb.trace = o.trace_b;
+    if (o.config) o.config(cb);
     b.nic = &sim.add_nic(kIpB, cb);
     setup(a);
     setup(b);

@@ -116,3 +116,60 @@ TEST(Congestion, AMarkingLinkDrivesCnpsBothWaysCounted) {
   EXPECT_EQ(ca.rx_ce_marked, 0u);
   EXPECT_EQ(t.sim.link().stats().ce_marked, t.sim.link().stats().delivered);
 }
+
+// DCQCN paces a QP at its rate, and a CNP halves it (alpha starts at 1). At 8 Gb/s a byte takes
+// a nanosecond: a 16 KiB WRITE at MTU 1024 is 16 packets of 1056 + 15 x 1040 = 16656 bytes on
+// the wire (BTH, RETH on the first, payload, ICRC), so the pacer is booked 16656 ns past the
+// first packet's departure; after the CNP, 33312.
+TEST(Congestion, DcqcnPacesAQpAndACnpHalvesItsRate) {
+  PairOptions o;
+  o.config = [](transport::CoreConfig& c) {
+    c.cc = cc::Algo::Dcqcn;
+    c.dcqcn = cc::DcqcnParams::paper(8e9);
+    c.pace_slack_ns = 0;  // exact spacing
+  };
+  CorePair t(o);
+  ASSERT_TRUE(t.a.qp->rate);
+  std::vector<uint8_t> src(16 * 1024, 0x33), dst(16 * 1024);
+  auto ms = t.reg(t.a, src.data(), src.size());
+  auto md = t.reg(t.b, dst.data(), dst.size());
+  Sge sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::RdmaWrite;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.remote_addr = uint64_t(uintptr_t(dst.data()));
+  wr.rkey = md.rkey;
+  wr.send_flags = kSendSignaled;
+
+  auto timed_write = [&](uint64_t& started) {
+    started = t.sim.now();
+    EXPECT_TRUE(t.send(t.a, wr));
+    EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
+    EXPECT_EQ(dst, src);
+    std::fill(dst.begin(), dst.end(), 0);
+    return t.a.qp->pacer.free_at() - started;
+  };
+  uint64_t s1 = 0;
+  EXPECT_EQ(timed_write(s1), 16656u);
+  EXPECT_GE(t.sim.now() - s1, 16656u - 1040);  // the last packet left no earlier than that
+
+  wire::Packet cnp;
+  cnp.bth.opcode = wire::Opcode::CNP;
+  cnp.bth.dest_qp = t.a.qp->qpn().value();
+  cnp.bth.becn = true;
+  const uint8_t reserved[16] = {};
+  cnp.payload = reserved;
+  inject_packet(*t.a.nic, t.b.qp->flow, cnp, t.sim.now());
+  EXPECT_EQ(t.a.qp->rate->rate_bps(), 4e9);
+  uint64_t s2 = 0;
+  EXPECT_EQ(timed_write(s2), 2 * 16656u);
+  EXPECT_EQ(t.a.nic->counters().rx_cnps, 1u);
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+}
+
+// Without congestion control (the default) a QP has no pacer and no rate.
+TEST(Congestion, NoRateControlByDefault) {
+  CorePair t;
+  EXPECT_FALSE(t.a.qp->rate);
+  EXPECT_FALSE(t.b.qp->rate);
+}

@@ -114,6 +114,17 @@ TEST(DcqcnRp, ByteCounterCountsAcrossSendsAndRestartsAtACnp) {
   EXPECT_EQ(rp.byte_events(), 0u);
 }
 
+// The reaction point starts at the first CNP: however long the QP sent before, alpha is 1 then.
+TEST(DcqcnRp, TheFirstCnpFindsAlphaAtOne) {
+  DcqcnRp rp(DcqcnParams::paper(40 * G), 0);
+  rp.on_sent(1ull << 30, 1'000'000'000);
+  EXPECT_EQ(rp.next_timer(), UINT64_MAX);
+  rp.on_cnp(2'000'000'000);
+  EXPECT_EQ(rp.rate_bps(), 20 * G);
+  EXPECT_DOUBLE_EQ(rp.alpha(), 1.0);
+  EXPECT_EQ(rp.next_timer(), 2'000'000'000 + 55 * us);
+}
+
 // An hour without CNPs: back at the line rate, alpha decayed by one power, in bounded work
 // (the increases stop once both rates reach the line rate), and the timers' phase kept.
 TEST(DcqcnRp, ALongIdleEndsAtTheLineRate) {
