@@ -29,6 +29,7 @@ struct RequesterState {
   wire::Psn psn;           // next new PSN to assign
   wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
+  bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
   uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
 };

@@ -106,6 +106,11 @@ void ProtocolCore::reset_qp(Qp& qp) {
     qp.rq.reset();
   }
   qp.req = core::RequesterState{};
+  if (qp.rate) {  // a QP back in RESET starts its congestion control afresh too
+    qp.rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn, 0);
+    qp.pacer = cc::Pacer{};
+    qp.req.paced = true;
+  }
   qp.comp = core::CompleterState{};
   size_t resources = qp.resp.resources.size();
   qp.resp = core::ResponderState{};

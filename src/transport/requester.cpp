@@ -153,7 +153,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     }
     Psn psn = w.first_psn + req.pkt;
     if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
-    if (qp.rate && !pace(cx, qp, now)) return false;
+    if (req.paced && !pace(cx, qp, now)) return false;
 
     TxPacket* tx = start_packet(cx, qp);
     if (!tx) return true;
@@ -169,7 +169,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
     p.bth.ack_req = !uc && (last || inflight % cx.config().ack_req_every == 0 || inflight + 1 >= window);
     send_packet(cx, tx, p);
-    if (qp.rate) paced_send(qp, tx->len, now);
+    if (req.paced) paced_send(qp, tx->len, now);
     --budget;
     if (psn < req.high) {
       ++cx.ctr().retransmitted_packets;

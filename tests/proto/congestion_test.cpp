@@ -165,6 +165,16 @@ TEST(Congestion, DcqcnPacesAQpAndACnpHalvesItsRate) {
   EXPECT_EQ(timed_write(s2), 2 * 16656u);
   EXPECT_EQ(t.a.nic->counters().rx_cnps, 1u);
   EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+
+  // Back to RESET and connected again: the line rate, and still paced.
+  const uint32_t a_next = t.b.qp->resp.epsn.value(), b_next = t.a.qp->resp.epsn.value();
+  QpAttr reset;
+  reset.qp_state = QpState::Reset;
+  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, reset, kQpState));
+  t.connect(t.a, t.b, a_next, b_next, kIpB);
+  EXPECT_EQ(t.a.qp->rate->rate_bps(), 8e9);
+  uint64_t s3 = 0;
+  EXPECT_EQ(timed_write(s3), 16656u);
 }
 
 // Without congestion control (the default) a QP has no pacer and no rate.
