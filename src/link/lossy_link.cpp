@@ -11,8 +11,23 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
     ++st_.unroutable;
     return;
   }
+  uint64_t leaves = now;  // when its last bit is on the wire
+  if (f_.rate_bps > 0) {
+    auto it = std::find_if(wire_free_.begin(), wire_free_.end(), [&](const auto& w) { return w.first == flow.src; });
+    if (it == wire_free_.end()) it = wire_free_.insert(wire_free_.end(), {flow.src, 0});
+    leaves = std::max(now, it->second) + uint64_t(double(len) * 8e9 / f_.rate_bps + 0.5);
+    it->second = leaves;
+  }
   if (chance(f_.drop)) {
     ++st_.dropped;
+    if (trace_) {
+      Frame fr;
+      fr.flow = flow;
+      fr.due = leaves;
+      fr.seq = seq_++;
+      fr.bytes.assign(data, data + len);
+      trace_(fr, true);
+    }
     return;
   }
   int copies = chance(f_.duplicate) ? 2 : 1;
@@ -21,7 +36,7 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
     Frame fr;
     fr.flow = flow;
     fr.bytes.assign(data, data + len);
-    fr.due = now + f_.delay_ns;
+    fr.due = leaves + f_.delay_ns;
     if (chance(f_.reorder)) {
       ++st_.reordered;
       fr.due += std::uniform_int_distribution<uint64_t>(1, f_.reorder_ns)(rng_);
@@ -37,6 +52,7 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
       fr.tos = wire::kEcnCe;
     }
     fr.seq = seq_++;
+    if (trace_) trace_(fr, false);
     q_.push(std::move(fr));
   }
 }

@@ -3,6 +3,7 @@
 // delivery time, so runs are exactly repeatable for a seed.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <random>
@@ -20,6 +21,9 @@ struct FaultConfig {
   double corrupt = 0;     // probability one byte is flipped (the ICRC must catch it)
   double ce_mark = 0;     // probability it arrives ECN CE-marked (a congested queue on the way)
   uint64_t delay_ns = 2'000;
+  // Each sender's line rate (0: none): its packets leave one after another, each taking its
+  // bytes' time on the wire, before the delay; the queue in front of the wire has no limit.
+  double rate_bps = 0;
   uint64_t reorder_ns = 20'000;
 };
 
@@ -49,6 +53,8 @@ class LossyLink {
   bool pop_due_for(const Gid& ip, uint64_t now, Frame& out);
   uint64_t next_due() const { return !held_.empty() ? 0 : q_.empty() ? UINT64_MAX : q_.top().due; }
   const LinkStats& stats() const { return st_; }
+  // Called for every frame sent, when it is decided (dropped, or due at f.due).
+  void set_trace(std::function<void(const Frame&, bool dropped)> t) { trace_ = std::move(t); }
 
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -56,6 +62,8 @@ class LossyLink {
   FaultConfig f_;
   LinkStats st_;
   uint64_t seq_ = 0;
+  std::vector<std::pair<Gid, uint64_t>> wire_free_;  // per sender: when its wire is next idle
+  std::function<void(const Frame&, bool dropped)> trace_;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
   std::vector<Frame> held_;  // due frames popped for another address, in due order
   std::vector<Gid> attached_;  // addresses with a port
