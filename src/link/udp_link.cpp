@@ -44,6 +44,11 @@ int make_socket(uint32_t ip, uint16_t port, int* err) {
   }
   int pmtu = IP_PMTUDISC_DO;  // DF=1, and with it IP ID 0 on an unconnected socket
   setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  // ECN, as RoCE NICs do it: send ECT(0), so a congested fabric can mark CE instead of
+  // dropping, and read the bits of what arrives (a CE mark makes the core answer with a CNP).
+  int ect = wire::kEcnEct0, one = 1;
+  setsockopt(fd, IPPROTO_IP, IP_TOS, &ect, sizeof ect);
+  setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
   set_buffers(fd);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -106,6 +111,9 @@ int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err) {
   // RoCE senders (rxe, NICs) leave the UDP checksum 0, which IPv6 otherwise forbids; the ICRC
   // covers the packet instead (A17.4.3).
   setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
+  int ect = wire::kEcnEct0;  // ECN as over IPv4 (make_socket)
+  setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &ect, sizeof ect);
+  setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
   set_buffers(fd);
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
@@ -369,7 +377,12 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
       mmsghdr msgs[kRxBatch];
       iovec iov[kRxBatch];
       sockaddr_in6 src[kRxBatch];
+      alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];  // the traffic class
       prepare_rx(msgs, iov, src, sizeof src[0]);
+      for (int k = 0; k < kRxBatch; ++k) {
+        msgs[k].msg_hdr.msg_control = ctrl[k];
+        msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
+      }
       int r = recvmmsg(v.fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
       if (r <= 0) break;
       for (int k = 0; k < r; ++k) {
@@ -378,7 +391,14 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
         f.dst = v.addr;
         f.src_port = ntohs(src[k].sin6_port);
         std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
-        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, {});  // IPv6 hides nothing the ICRC covers
+        wire::Ipv4Fields seen;  // IPv6 hides nothing the ICRC covers; the ECN bits come aside
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm))
+          if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
+            int tc;
+            std::memcpy(&tc, CMSG_DATA(cm), sizeof tc);
+            seen.tos = uint8_t(tc);
+          }
+        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
         if (pcap_) pcap_->write(f, pkt, now, ip);
         ++total;
       }
@@ -452,7 +472,7 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
     mmsghdr msgs[kRxBatch];
     iovec iov[kRxBatch];
     sockaddr_in src[kRxBatch];
-    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int))];  // GRO, TOS
     prepare_rx(msgs, iov, src, sizeof src[0]);
     for (int k = 0; k < kRxBatch; ++k) {
       msgs[k].msg_hdr.msg_control = ctrl[k];
@@ -468,16 +488,19 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
       f.dst_port = wire::kRoceV2Port;
       // With UDP GRO one buffer may hold several datagrams of gso_size bytes each.
       size_t len = msgs[k].msg_len, seg = len;
-      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm))
+      wire::Ipv4Fields hidden;  // a UDP socket shows no IP header: the core solves for the ID
+      hidden.seen = false;
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm)) {
         if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
           int v;
           std::memcpy(&v, CMSG_DATA(cm), sizeof v);
           if (v > 0) seg = size_t(v);
+        } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+          hidden.tos = *CMSG_DATA(cm);  // GRO merges only datagrams whose TOS is the same
         }
+      }
       const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
       size_t off = 0;
-      wire::Ipv4Fields hidden;  // a UDP socket shows no IP header: the core solves for the ID
-      hidden.seen = false;
       do {  // an empty datagram is delivered too, to be counted
         std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
         wire::Ipv4Fields ip = sink.deliver(pkt, f, now, hidden);

@@ -1,0 +1,113 @@
+// ECN on the UDP link: what it sends carries ECT(0), and the ECN bits of what arrives reach the
+// core with the packet (a CE mark there makes the responder answer with a CNP).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "link/udp_link.hpp"
+#include "wire/ip_udp.hpp"
+#include "wire/packet_buf.hpp"
+
+using namespace uroce;
+
+namespace {
+
+struct TosSink final : link::PacketSink {
+  wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr&, uint64_t,
+                           const wire::Ipv4Fields& ip) override {
+    got.push_back({pkt.size(), ip.tos});
+    return ip;
+  }
+  std::vector<std::pair<size_t, uint8_t>> got;
+};
+
+int udp_socket(uint32_t ip, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(ip);
+  a.sin_port = htons(port);
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+TEST(UdpLinkEcn, ReceivedEcnBitsReachTheCore) {
+  auto l = link::UdpLink::open(Gid{}, "", link::UdpLink::Rx::Udp);
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  const uint32_t ip = (*l)->local_ip();
+  int fd = udp_socket(0x7f000001, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(ip);
+  to.sin_port = htons(wire::kRoceV2Port);
+  const uint8_t tos_sent[] = {wire::kEcnCe, 0, wire::kEcnEct0, wire::kEcnCe};
+  std::vector<uint8_t> bytes(40, 0x11);
+  for (size_t i = 0; i < sizeof tos_sent; ++i) {
+    int tos = tos_sent[i];
+    ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos), 0);
+    bytes.resize(40 + i);  // different lengths: no GRO merging, and the order is checked
+    ASSERT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              ssize_t(bytes.size()));
+  }
+  TosSink sink;
+  for (int i = 0; i < 200 && sink.got.size() < 4; ++i) {
+    (*l)->poll_rx(sink, 0, 64);
+    if (sink.got.size() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(sink.got.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(sink.got[i].first, 40 + i);
+    EXPECT_EQ(sink.got[i].second, tos_sent[i]) << "datagram " << i;
+  }
+  close(fd);
+}
+
+TEST(UdpLinkEcn, WhatItSendsCarriesEct0) {
+  auto l = link::UdpLink::open(Gid{}, "", link::UdpLink::Rx::Udp);
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  // A listener on another loopback address, at RoCEv2's port, that reads the TOS of arrivals.
+  uint32_t peer = 0;
+  int fd = -1;
+  for (uint32_t host = 2; host < 250 && fd < 0; ++host) {
+    peer = (127u << 24) | (0xec << 16) | ((uint32_t(getpid()) & 0xff) << 8) | host;
+    fd = udp_socket(peer, wire::kRoceV2Port);
+  }
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one), 0);
+  wire::PacketBuf p;
+  p.flow = wire::FlowAddr::ipv4((*l)->local_ip(), peer, 49152);
+  p.len = 64;
+  std::memset(p.data, 0x22, p.len);
+  wire::PacketBuf* ps[] = {&p};
+  (*l)->send(ps, 0);
+  uint8_t buf[256];
+  alignas(cmsghdr) char ctrl[64];
+  iovec iov{buf, sizeof buf};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctrl;
+  m.msg_controllen = sizeof ctrl;
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ASSERT_EQ(recvmsg(fd, &m, 0), 64);
+  int tos = -1;
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+    if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) tos = *CMSG_DATA(cm);
+  EXPECT_EQ(tos, wire::kEcnEct0);
+  close(fd);
+}
