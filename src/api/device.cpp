@@ -30,6 +30,26 @@ std::string env_or(const std::string& v, const char* name) {
 
 // ---------------------------------------------------------------- Device
 
+namespace {
+
+// The device's congestion control, from its options or the environment.
+Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
+  const std::string algo = env_or(o.cc, "UROCE_CC"), params = env_or(o.cc_params, "UROCE_CC_PARAMS");
+  if (!algo.empty() && !cc::parse_algo(algo, cfg.cc))
+    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn)");
+  double gbps = o.line_gbps;
+  if (gbps == 0) {
+    const std::string e = env_or("", "UROCE_LINE_GBPS");
+    gbps = e.empty() ? 100 : std::strtod(e.c_str(), nullptr);
+  }
+  if (!(gbps > 0 && gbps <= 1e4)) return make_error(EINVAL, "UROCE_LINE_GBPS/line_gbps must be in (0, 10000] Gb/s");
+  if (!cc::DcqcnParams::by_name(params.empty() ? "dcqcn_paper" : params, gbps * 1e9, cfg.dcqcn))
+    return make_error(EINVAL, "UROCE_CC_PARAMS/cc_params: unknown parameter set '" + params + "' (dcqcn_paper, mellanox)");
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
   if (name.rfind("uroce", 0) != 0) return make_error(ENODEV, "no device named '" + name + "' (uroce devices are uroce0, uroce1, ...)");
   Gid ip;  // all zero: the first free 127.0.0.x
@@ -60,6 +80,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
     link::SameHostLink* h = core->host.get();
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
+  if (auto st = congestion_control(opts, cfg); !st) return st.error();
   core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
