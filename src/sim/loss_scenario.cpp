@@ -64,8 +64,11 @@ LossResult run_loss(const LossScenario& s) {
   c.retry_cnt = 7;
   Endpoint ea{Gid::from_ipv4(0x0a000002), qb->qpn().value(), 0x100};
   Endpoint eb{Gid::from_ipv4(0x0a000001), qa->qpn().value(), 0x200};
-  (void)transport::connect_rc(a, *qa, ea, 0x200, c);
-  (void)transport::connect_rc(b, *qb, eb, 0x100, c);
+  LossResult r;
+  if (!transport::connect_rc(a, *qa, ea, 0x200, c) || !transport::connect_rc(b, *qb, eb, 0x100, c)) {
+    r.qp_error = true;  // not with these fixed settings; said rather than hidden
+    return r;
+  }
 
   // Every WRITE goes from the same source to the same target: the bytes are not the point.
   std::vector<uint8_t> src(s.msg_bytes, 0xab), dst(s.msg_bytes);
@@ -87,7 +90,6 @@ LossResult run_loss(const LossScenario& s) {
   };
   const uint64_t start = sim.now(), end = start + uint64_t(s.duration_ms * 1e6);
   for (uint32_t i = 0; i < s.in_flight; ++i) post();
-  LossResult r;
   sim.run_until(
       [&] {
         Wc wc[32];
