@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/tool.hpp"
 #include "sim/loss_scenario.hpp"
 
 namespace {
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   uroce::sim::LossScenario s;
   std::string scenario, reliability = "gbn";
   bool json = false;
+  uint32_t mtu = 4096;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, nullptr)) != -1) {
     switch (ch) {
@@ -45,7 +47,7 @@ int main(int argc, char** argv) {
       case 'd': s.duration_ms = std::strtod(optarg, nullptr); break;
       case 's': s.seed = std::strtoull(optarg, nullptr, 0); break;
       case 'n': s.in_flight = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
-      case 'M': s.mtu = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
+      case 'M': mtu = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
       case 'j': json = true; break;
       case 'h': usage(); return 0;
       default: usage(); return 2;
@@ -57,8 +59,9 @@ int main(int argc, char** argv) {
   if (!(s.rate_gbps > 0) || !(s.duration_ms > 0)) return fail("--rate-gbps and --duration-ms must be > 0");
   if (s.msg_bytes == 0 || s.msg_bytes > (64u << 20)) return fail("--msg-bytes must be 1 .. 64 MiB");
   if (s.in_flight == 0 || s.in_flight > 1024) return fail("--in-flight must be 1 .. 1024");
-  if (s.mtu != 256 && s.mtu != 512 && s.mtu != 1024 && s.mtu != 2048 && s.mtu != 4096)
-    return fail("--mtu must be 256, 512, 1024, 2048 or 4096");
+  const auto m = uroce::tool::mtu_from_bytes(mtu);
+  if (!m) return fail("--mtu must be 256, 512, 1024, 2048 or 4096");
+  s.mtu = *m;
   const uroce::sim::LossResult r = uroce::sim::run_loss(s);
   if (json) {
     std::printf("%s\n", uroce::sim::to_json(s, r).c_str());

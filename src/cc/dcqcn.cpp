@@ -46,9 +46,7 @@ bool DcqcnNp::on_ce(uint64_t now) {
   return true;
 }
 
-DcqcnRp::DcqcnRp(const DcqcnParams& p, uint64_t now)
-    : p_(p), rc_(p.line_rate_bps), rt_(p.line_rate_bps), next_alpha_(now + p.alpha_timer_ns),
-      next_increase_(now + p.increase_timer_ns) {}
+DcqcnRp::DcqcnRp(const DcqcnParams& p) : p_(p), rc_(p.line_rate_bps), rt_(p.line_rate_bps) {}
 
 void DcqcnRp::advance(uint64_t now) {
   if (!reacted_) return;  // the reaction point starts at the first CNP, with alpha at 1

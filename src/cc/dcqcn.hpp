@@ -63,7 +63,7 @@ class DcqcnNp {
 // Reaction point, one per QP.
 class DcqcnRp final : public RateControl {
  public:
-  DcqcnRp(const DcqcnParams& p, uint64_t now);
+  explicit DcqcnRp(const DcqcnParams& p);  // at the line rate; its timers start at the first CNP
   double rate_bps() const override { return rc_; }
   double target_bps() const { return rt_; }
   double alpha() const { return alpha_; }
@@ -83,7 +83,7 @@ class DcqcnRp final : public RateControl {
   DcqcnParams p_;
   double rc_, rt_;      // current and target rate
   double alpha_ = 1.0;  // the paper starts it at 1
-  uint64_t next_alpha_, next_increase_;
+  uint64_t next_alpha_ = 0, next_increase_ = 0;  // set by the first CNP
   uint64_t bytes_ = 0;  // sent since the last byte-counter event
   bool recovering_ = false;  // below the line rate since a CNP: the increase stages run
   bool reacted_ = false;     // a CNP came: the timers run from then on

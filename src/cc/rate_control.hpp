@@ -29,19 +29,5 @@ enum class Algo : uint8_t { None, Dcqcn };
 // "none" or "dcqcn"; false for another name.
 bool parse_algo(std::string_view name, Algo& out);
 
-// No congestion control: the line rate, always.
-class NoRateControl final : public RateControl {
- public:
-  explicit NoRateControl(double line_rate_bps) : rate_(line_rate_bps) {}
-  double rate_bps() const override { return rate_; }
-  void on_sent(uint64_t, uint64_t) override {}
-  void on_cnp(uint64_t) override {}
-  void on_rtt(uint64_t, uint64_t) override {}
-  void advance(uint64_t) override {}
-  uint64_t next_timer() const override { return UINT64_MAX; }
-
- private:
-  double rate_;
-};
 
 }  // namespace uroce::cc

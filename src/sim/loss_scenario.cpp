@@ -18,16 +18,6 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
-Mtu mtu_of(uint32_t bytes) {
-  switch (bytes) {
-    case 256: return Mtu::Mtu256;
-    case 512: return Mtu::Mtu512;
-    case 1024: return Mtu::Mtu1024;
-    case 2048: return Mtu::Mtu2048;
-    default: return Mtu::Mtu4096;
-  }
-}
-
 }  // namespace
 
 LossResult run_loss(const LossScenario& s) {
@@ -59,7 +49,7 @@ LossResult run_loss(const LossScenario& s) {
   core::Qp* qa = *a.create_qp(pa, QpType::RC, scq, rcq_a, cap, false);
   core::Qp* qb = *b.create_qp(pb, QpType::RC, scq_b, rcq, cap, false);
   ConnectOptions c;
-  c.path_mtu = mtu_of(s.mtu);
+  c.path_mtu = s.mtu;
   c.timeout = 8;  // 1 ms
   c.retry_cnt = 7;
   Endpoint ea{Gid::from_ipv4(0x0a000002), qb->qpn().value(), 0x100};

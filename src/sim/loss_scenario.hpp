@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "uroce/types.hpp"
+
 namespace uroce::sim {
 
 struct LossScenario {
@@ -15,7 +17,7 @@ struct LossScenario {
   uint64_t seed = 1;
   uint32_t in_flight = 4;       // WRITEs outstanding at once
   uint64_t delay_ns = 2'000;    // one-way propagation
-  uint32_t mtu = 4096;
+  Mtu mtu = Mtu::Mtu4096;
 };
 
 struct LossResult {

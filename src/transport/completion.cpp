@@ -96,6 +96,13 @@ void ProtocolCore::flush(Qp& qp) {
   qp.resp.msg = core::RespMsg::None;
 }
 
+void ProtocolCore::start_rate_control(Qp& qp) {
+  qp.pacer = cc::Pacer{};
+  const bool paced = cfg_.cc == cc::Algo::Dcqcn && (qp.type() == QpType::RC || qp.type() == QpType::UC);
+  qp.rate = paced ? std::make_unique<cc::DcqcnRp>(cfg_.dcqcn) : nullptr;
+  qp.req.paced = paced;
+}
+
 void ProtocolCore::reset_qp(Qp& qp) {
   {
     std::lock_guard g(qp.sq.producer_lock);
@@ -106,11 +113,7 @@ void ProtocolCore::reset_qp(Qp& qp) {
     qp.rq.reset();
   }
   qp.req = core::RequesterState{};
-  if (qp.rate) {  // a QP back in RESET starts its congestion control afresh too
-    qp.rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn, 0);
-    qp.pacer = cc::Pacer{};
-    qp.req.paced = true;
-  }
+  start_rate_control(qp);  // a QP back in RESET starts its congestion control afresh too
   qp.comp = core::CompleterState{};
   size_t resources = qp.resp.resources.size();
   qp.resp = core::ResponderState{};

@@ -193,6 +193,9 @@ class ProtocolCore {
   void run_timers(uint64_t now);
   void flush(core::Qp& qp);
   void reset_qp(core::Qp& qp);
+  // The QP's sender congestion control as configured (CoreConfig::cc), fresh: a rate control
+  // and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise.
+  void start_rate_control(core::Qp& qp);
   // Checks a request against the QP; on success, its total length.
   Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
   Result<core::Qp*> make_qp(PdHandle pd, QpType type, core::Cq* scq, core::Cq* rcq, const QpCap& cap, bool sig_all,

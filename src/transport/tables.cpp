@@ -128,11 +128,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
   qp->srq = srq;
   qp->np = cc::DcqcnNp(cfg_.cnp_interval_ns);
-  if (cfg_.cc == cc::Algo::Dcqcn && (type == QpType::RC || type == QpType::UC))
-  {
-    qp->rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn, 0);
-    qp->req.paced = true;
-  }
+  start_rate_control(*qp);
   if (srq) ++srq_users_[srq];
   QpAttr a;
   a.sq_sig_all = sig_all;

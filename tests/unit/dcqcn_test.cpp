@@ -36,7 +36,7 @@ void expect_rates(const DcqcnRp& rp, double rc_gbps, double rt_gbps, const char*
 }  // namespace
 
 TEST(DcqcnRp, EveryStageFollowsTheHandComputedTrajectory) {
-  DcqcnRp rp(small(), 0);
+  DcqcnRp rp(small());
   expect_rates(rp, 10, 10, "start: line rate");
   rp.on_cnp(0);  // RT = 10, RC = 10 (1 - 1/2), alpha = 15/16 + 1/16 = 1
   expect_rates(rp, 5, 10, "first CNP");
@@ -73,7 +73,7 @@ TEST(DcqcnRp, EveryStageFollowsTheHandComputedTrajectory) {
 // fast recovery halve the distance to the target each, then the target grows by R_AI.
 TEST(DcqcnRp, ThePapersSetRecoversFromTwoCnpsByTheTimer) {
   const DcqcnParams p = DcqcnParams::paper(40 * G);
-  DcqcnRp rp(p, 0);
+  DcqcnRp rp(p);
   rp.on_cnp(0);
   rp.on_cnp(10 * us);  // before any timer: RT = 20, RC = 10
   expect_rates(rp, 10, 20, "two CNPs");
@@ -89,7 +89,7 @@ TEST(DcqcnRp, ThePapersSetRecoversFromTwoCnpsByTheTimer) {
 
 TEST(DcqcnRp, AlphaDecaysOnlyAfterKWithoutACnp) {
   DcqcnParams p = small();
-  DcqcnRp rp(p, 0);
+  DcqcnRp rp(p);
   double want = 1;
   for (uint64_t t = 0; t < 100 * us; t += 5 * us) {  // a CNP every 5 us, K = 10 us
     rp.on_cnp(t);
@@ -102,7 +102,7 @@ TEST(DcqcnRp, AlphaDecaysOnlyAfterKWithoutACnp) {
 }
 
 TEST(DcqcnRp, ByteCounterCountsAcrossSendsAndRestartsAtACnp) {
-  DcqcnRp rp(small(), 0);
+  DcqcnRp rp(small());
   rp.on_cnp(0);
   rp.on_sent(999, 1 * us);
   EXPECT_EQ(rp.byte_events(), 0u);
@@ -116,7 +116,7 @@ TEST(DcqcnRp, ByteCounterCountsAcrossSendsAndRestartsAtACnp) {
 
 // The reaction point starts at the first CNP: however long the QP sent before, alpha is 1 then.
 TEST(DcqcnRp, TheFirstCnpFindsAlphaAtOne) {
-  DcqcnRp rp(DcqcnParams::paper(40 * G), 0);
+  DcqcnRp rp(DcqcnParams::paper(40 * G));
   rp.on_sent(1ull << 30, 1'000'000'000);
   EXPECT_EQ(rp.next_timer(), UINT64_MAX);
   rp.on_cnp(2'000'000'000);
@@ -129,7 +129,7 @@ TEST(DcqcnRp, TheFirstCnpFindsAlphaAtOne) {
 // (the increases stop once both rates reach the line rate), and the timers' phase kept.
 TEST(DcqcnRp, ALongIdleEndsAtTheLineRate) {
   const DcqcnParams p = DcqcnParams::paper(100 * G);
-  DcqcnRp rp(p, 0);
+  DcqcnRp rp(p);
   rp.on_cnp(0);
   rp.on_cnp(1 * us);
   const uint64_t hour = 3'600'000'000'000ull;
