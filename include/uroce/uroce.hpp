@@ -46,6 +46,11 @@ struct DeviceOptions {
   std::string cc;
   std::string cc_params;
   double line_gbps = 0;
+  // How RC QPs recover lost packets: "gbn" (go-back-N, standard RoCE) or "sr" (selective
+  // repeat: the responder keeps what arrives past a loss, and only the loss is resent). A QP
+  // under "sr" announces it in every request and uses it only with a responder that answers in
+  // kind (uroce); with any other peer it is go-back-N. Empty: $UROCE_RELIABILITY, else "gbn".
+  std::string reliability;
 };
 
 struct DeviceAttr {

@@ -48,6 +48,15 @@ Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   return {};
 }
 
+Status reliability(const DeviceOptions& o, transport::CoreConfig& cfg) {
+  const std::string r = env_or(o.reliability, "UROCE_RELIABILITY");
+  if (r.empty()) return {};
+  auto rel = transport::parse_reliability(r);
+  if (!rel) return make_error(EINVAL, "UROCE_RELIABILITY/reliability: unknown mode '" + r + "' (gbn, sr)");
+  cfg.reliability = *rel;
+  return {};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
@@ -81,6 +90,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
   if (auto st = congestion_control(opts, cfg); !st) return st.error();
+  if (auto st = reliability(opts, cfg); !st) return st.error();
   core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;

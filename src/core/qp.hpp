@@ -1,6 +1,7 @@
 // A queue pair: its verbs attributes and state, its two work queues, and the per-QP state of
 // its three roles in the transport (requester, completer, responder; see src/transport/).
 #pragma once
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -10,6 +11,7 @@
 
 #include "cc/dcqcn.hpp"
 #include "cc/pacer.hpp"
+#include "wire/packet.hpp"
 #include "core/ids.hpp"
 #include "core/wq.hpp"
 #include "uroce/result.hpp"
@@ -30,6 +32,7 @@ struct RequesterState {
   wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
   bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
+  bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
   uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
 };
@@ -55,6 +58,7 @@ struct CompleterState {
   uint8_t retry_left = 7;
   uint8_t rnr_left = 7;
   uint64_t retrans_deadline = 0;  // 0: timer off
+  uint64_t retrans_armed_at = 0;  // when that timer started (a short selective-repeat one may be stretched)
   Rewind rewind = Rewind::None;
   wire::Psn rewound_to;
   std::optional<PendingFatal> fatal;
@@ -71,7 +75,7 @@ enum class RespSeq : uint8_t {
   Dying,       // a fatal NAK waits behind queued responses; nothing more is taken
 };
 
-enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth };
+enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth, Sack };
 
 struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and ACK/NAKs behind them
   RespJobKind kind = RespJobKind::Read;
@@ -121,6 +125,28 @@ struct ResponderState {
   std::deque<RespJob> jobs;
   std::vector<RdAtomicResource> resources;  // ring of max_dest_rd_atomic entries
   uint32_t resource_next = 0;
+};
+
+// Selective repeat, the requester's side: which PSNs past una the responder said it holds
+// (UROCE_SACK), and how far the current resend goes. `sacked` has bit psn % kSackPsns for the
+// PSNs in [una, una + kSackPsns); bits behind una are cleared as una moves.
+struct SrSendState {
+  std::array<uint64_t, wire::kSackPsns / 64> sacked{};
+  wire::Psn limit;        // a resend stops after this PSN and new packets go on from Requester::high
+  wire::Psn resent_upto;  // holes up to here were resent since the last timeout: once is enough
+  bool resending = false; // the requester is walking back over [hole, limit]
+};
+
+// Selective repeat, the responder's side: requests past a hole, kept (one copy) until the hole
+// is filled and then executed in PSN order. Allocated when a QP first holds one.
+struct HeldRequest {
+  bool valid = false;
+  wire::Packet p;                // its payload points into `bytes`
+  std::vector<uint8_t> bytes;
+};
+struct SrHold {
+  std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns
+  uint32_t count = 0;
 };
 
 class Qp {
@@ -175,6 +201,8 @@ class Qp {
   // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
   std::unique_ptr<cc::RateControl> rate;
   cc::Pacer pacer;
+  SrSendState sr_send;
+  std::unique_ptr<SrHold> sr_hold;
 };
 
 // Outstanding READ/atomic requests per QP, each way (as rxe allows).

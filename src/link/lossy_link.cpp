@@ -11,6 +11,16 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
     ++st_.unroutable;
     return;
   }
+  std::vector<uint8_t> edited;
+  if (filter_) {
+    edited.assign(data, data + len);
+    if (!filter_(flow, edited)) {
+      ++st_.filtered;
+      return;
+    }
+    data = edited.data();
+    len = edited.size();
+  }
   uint64_t leaves = now;  // when its last bit is on the wire
   if (f_.rate_bps > 0) {
     auto it = std::find_if(wire_free_.begin(), wire_free_.end(), [&](const auto& w) { return w.first == flow.src; });

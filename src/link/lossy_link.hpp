@@ -29,7 +29,7 @@ struct FaultConfig {
 
 struct LinkStats {
   uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0,
-           ce_marked = 0;
+           ce_marked = 0, filtered = 0;
 };
 
 class LossyLink {
@@ -55,6 +55,10 @@ class LossyLink {
   const LinkStats& stats() const { return st_; }
   // Called for every frame sent, when it is decided (dropped, or due at f.due).
   void set_trace(std::function<void(const Frame&, bool dropped)> t) { trace_ = std::move(t); }
+  // Called for every frame sent, before any fault: it may change the bytes (a peer's view of
+  // them, a test's chosen loss) or return false to remove the frame (counted as filtered).
+  using Filter = std::function<bool(const wire::FlowAddr&, std::vector<uint8_t>& bytes)>;
+  void set_filter(Filter f) { filter_ = std::move(f); }
 
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -64,6 +68,7 @@ class LossyLink {
   uint64_t seq_ = 0;
   std::vector<std::pair<Gid, uint64_t>> wire_free_;  // per sender: when its wire is next idle
   std::function<void(const Frame&, bool dropped)> trace_;
+  Filter filter_;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
   std::vector<Frame> held_;  // due frames popped for another address, in due order
   std::vector<Gid> attached_;  // addresses with a port

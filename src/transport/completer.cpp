@@ -38,9 +38,8 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   c.rewind = core::Rewind::None;
   if (c.una == qp.req.psn) {
     c.retrans_deadline = 0;
-  } else if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
-    c.retrans_deadline = now + t;
-    cx.arm_timer(qp, c.retrans_deadline);
+  } else {
+    start_retransmit_timer(cx, qp, now);
   }
   cx.schedule(qp);
 }
@@ -180,6 +179,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   }
   qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
   cx.arm_timer(qp, qp.req.rnr_until);
+  sr_mark(qp, psn, false);  // the responder wants this one, whatever an older SACK said
   requester_go_back(cx, qp, psn);
   c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
   if (progress) {
@@ -216,8 +216,57 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     }
     --c.retry_left;
   }
+  sr_mark(qp, psn, false);
   requester_go_back(cx, qp, psn);
   return Verdict::GoBack;
+}
+
+// Where the requester's next packet stands: inside a resend if below Requester::high.
+Psn next_psn(Qp& qp) {
+  auto& sq = qp.sq;
+  if (qp.req.next == sq.prod.load(std::memory_order_acquire)) return qp.req.high;
+  const SendWqe& w = sq.slot(qp.req.next);
+  return w.assigned ? w.first_psn + qp.req.pkt : qp.req.high;
+}
+
+// A selective ACK: an ACK of its PSN, and which later PSNs the responder holds. Holes below
+// the highest held PSN are resent, each once until a timeout (a resend lost again is the
+// timer's); held PSNs are skipped by every resend.
+Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
+  auto& c = qp.comp;
+  auto& s = qp.sr_send;
+  if (!qp.req.sr) {  // we never announced selective repeat: not an answer of ours
+    ++cx.ctr().rx_bad_opcode;
+    return Verdict::Unexpected;
+  }
+  if (p.payload.size() != wire::kSackLen) {
+    ++cx.ctr().rx_malformed;
+    return Verdict::Unexpected;
+  }
+  ++cx.ctr().rx_sacks;
+  const Psn acked = p.bth.psn;
+  if (!retire_acked(cx, qp, acked, progress)) return Verdict::GapRetry;
+  bool any = false;
+  Psn highest;
+  for (uint32_t i = 1; i < wire::kSackPsns; ++i) {
+    const Psn q = acked + 1 + i;
+    if (q >= qp.req.high) break;  // never sent: nothing of ours
+    if (!((p.payload[i / 8] >> (i % 8)) & 1) || q < c.una) continue;
+    sr_mark(qp, q, true);
+    highest = q;
+    any = true;
+  }
+  if (!any) return progress ? Verdict::Acked : Verdict::Stale;
+  Psn from = c.una;  // or past the holes already resent, if that is still ahead
+  if (Psn::distance(c.una, s.resent_upto + 1) <= Psn::distance(c.una, qp.req.high)) from = s.resent_upto + 1;
+  while (from < highest && sr_sacked(qp, from)) from += 1;
+  if (!(from < highest)) return progress ? Verdict::Acked : Verdict::Stale;
+  s.resent_upto = highest;
+  const Psn at = next_psn(qp);
+  if (!(at < qp.req.high) || from < at) requester_go_back(cx, qp, from);
+  s.limit = highest;
+  ++cx.ctr().retransmit_gaps;
+  return Verdict::Resend;
 }
 
 }  // namespace
@@ -270,6 +319,12 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
         ++cx.ctr().rx_malformed;
         return Verdict::Unexpected;
     }
+  } else if (p.bth.opcode == Opcode::UROCE_SACK) {
+    if (psn < c.una - 1) {
+      ++cx.ctr().rx_duplicate;
+      return Verdict::Stale;
+    }
+    v = on_sack(cx, qp, p, progress);
   } else if (p.info().flags & wire::kReadResponse) {
     v = on_read_response(cx, qp, p, progress);
   } else if (p.bth.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE) {
@@ -287,15 +342,36 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
 }  // namespace
 
 Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
+  const Psn una = qp.comp.una;
   Verdict v = on_response(cx, qp, p, now);
+  if (qp.req.sr && qp.comp.una != una) sr_forget(qp, una, qp.comp.una);
   cx.trace(qp, p, v);
   return v;
+}
+
+void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now) {
+  auto& c = qp.comp;
+  if (uint64_t t = retransmit_timeout(cx, qp)) {
+    c.retrans_deadline = now + t;
+    c.retrans_armed_at = now;
+    cx.arm_timer(qp, c.retrans_deadline);
+  }
 }
 
 void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retrans_deadline = 0;
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
+  // Selective repeat's probe: the newest packet again. If the tail was lost it fills it, and
+  // the answer to it reports any hole before it; the full timeout still runs.
+  if (uint64_t full = core::transport_timeout_ns(qp.attr().timeout);
+      qp.req.sr && now < c.retrans_armed_at + full) {
+    ++cx.ctr().tx_tail_probes;
+    requester_go_back(cx, qp, qp.req.high - 1);
+    c.retrans_deadline = c.retrans_armed_at + full;
+    cx.arm_timer(qp, c.retrans_deadline);
+    return;
+  }
   if (c.fatal) {
     // The missing responses did not come and the responder is gone: the oldest WQE ends
     // with the error that ended the connection, not with a retry count nobody could meet.
@@ -312,11 +388,12 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   SendWqe* w = head(qp);
   Psn from = c.una;
   if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;
+  // Selective repeat resends every hole again, and at least the oldest packet: the responder
+  // may hold all the rest, and its answer to that one says where it stands.
+  qp.sr_send.resent_upto = c.una - 1;
+  sr_mark(qp, from, false);
   requester_go_back(cx, qp, from);
-  if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
-    c.retrans_deadline = now + t;
-    cx.arm_timer(qp, c.retrans_deadline);
-  }
+  start_retransmit_timer(cx, qp, now);
 }
 
 }  // namespace uroce::transport

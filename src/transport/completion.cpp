@@ -96,7 +96,10 @@ void ProtocolCore::flush(Qp& qp) {
   qp.resp.msg = core::RespMsg::None;
 }
 
-void ProtocolCore::start_rate_control(Qp& qp) {
+void ProtocolCore::start_qp_options(Qp& qp) {
+  qp.req.sr = cfg_.reliability == Reliability::Sr && qp.type() == QpType::RC;
+  qp.sr_send = core::SrSendState{};
+  qp.sr_hold.reset();
   qp.pacer = cc::Pacer{};
   const bool paced = cfg_.cc == cc::Algo::Dcqcn && (qp.type() == QpType::RC || qp.type() == QpType::UC);
   qp.rate = paced ? std::make_unique<cc::DcqcnRp>(cfg_.dcqcn) : nullptr;
@@ -113,7 +116,7 @@ void ProtocolCore::reset_qp(Qp& qp) {
     qp.rq.reset();
   }
   qp.req = core::RequesterState{};
-  start_rate_control(qp);  // a QP back in RESET starts its congestion control afresh too
+  start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.comp = core::CompleterState{};
   size_t resources = qp.resp.resources.size();
   qp.resp = core::ResponderState{};

@@ -33,6 +33,7 @@
 #include "core/srq.hpp"
 #include <deque>
 #include "transport/counters.hpp"
+#include "transport/reliability.hpp"
 #include "transport/verdict.hpp"
 #include "uroce/result.hpp"
 #include "wire/ip_udp.hpp"
@@ -82,6 +83,12 @@ struct CoreConfig {
   // A paced QP sends while its pacer is at most this far ahead of now: the packets of one
   // pass share its time, and a strict pacer would let a QP send one packet per pass.
   uint64_t pace_slack_ns = 10'000;
+  // How RC QPs recover losses (reliability.hpp). Under selective repeat, a QP that has heard
+  // nothing for sr_probe_ns sends its newest packet again (a tail-loss probe): a loss at the
+  // tail of a burst has nothing behind it to be reported by, and waiting out the QP's full
+  // timeout for it would cost far more than one duplicate packet (IRN's short RTO, TCP's TLP).
+  Reliability reliability = Reliability::Gbn;
+  uint64_t sr_probe_ns = 500'000;
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };
@@ -193,9 +200,10 @@ class ProtocolCore {
   void run_timers(uint64_t now);
   void flush(core::Qp& qp);
   void reset_qp(core::Qp& qp);
-  // The QP's sender congestion control as configured (CoreConfig::cc), fresh: a rate control
-  // and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise.
-  void start_rate_control(core::Qp& qp);
+  // The QP's configured options, fresh: its sender congestion control (CoreConfig::cc: a rate
+  // control and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise) and its
+  // reliability (CoreConfig::reliability, RC only), with nothing held or acknowledged selectively.
+  void start_qp_options(core::Qp& qp);
   // Checks a request against the QP; on success, its total length.
   Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
   Result<core::Qp*> make_qp(PdHandle pd, QpType type, core::Cq* scq, core::Cq* rcq, const QpCap& cap, bool sig_all,

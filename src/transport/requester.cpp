@@ -114,6 +114,28 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
   return true;
 }
 
+// Puts the requester at the packet carrying `psn` (a READ or atomic request whose PSN lies
+// before it is passed whole), or at the first WQE not yet started.
+void position_at(Qp& qp, Psn psn) {
+  auto& sq = qp.sq;
+  uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  uint32_t i = sq.done.load(std::memory_order_relaxed);
+  for (; i != prod && sq.slot(i).assigned; ++i) {
+    const SendWqe& w = sq.slot(i);
+    if (is_rd_atomic(w.opcode)) {
+      if (w.first_psn >= psn) break;
+      continue;
+    }
+    if (psn <= w.last_psn()) {
+      qp.req.next = i;
+      qp.req.pkt = psn > w.first_psn ? Psn::distance(w.first_psn, psn) : 0;
+      return;
+    }
+  }
+  qp.req.next = i;
+  qp.req.pkt = 0;
+}
+
 }  // namespace
 
 TxPacket* start_packet(Context& cx, const Qp& qp) {
@@ -152,6 +174,21 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
       if (!assign(cx, qp, w, window)) return false;
     }
     Psn psn = w.first_psn + req.pkt;
+    if (req.sr && psn < req.high) {  // a resend: what the responder holds is skipped
+      if (psn > qp.sr_send.limit) {
+        position_at(qp, req.high);
+        continue;
+      }
+      if (sr_sacked(qp, psn)) {
+        if (rd_atomic || req.pkt + 1 == w.npkts) {
+          ++req.next;
+          req.pkt = 0;
+        } else {
+          ++req.pkt;
+        }
+        continue;
+      }
+    }
     if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
     if (req.paced && !pace(cx, qp, now)) return false;
 
@@ -160,6 +197,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
+    p.bth.sr = req.sr;
     bool last = true;
     if (!build_request(cx, qp, w, tx, p, last)) {
       cx.release(tx);
@@ -196,17 +234,13 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     } else {
       ++req.pkt;
     }
-    if (!qp.comp.retrans_deadline) {
-      if (uint64_t t = core::transport_timeout_ns(qp.attr().timeout)) {
-        qp.comp.retrans_deadline = now + t;
-        cx.arm_timer(qp, qp.comp.retrans_deadline);
-      }
-    }
+    if (!qp.comp.retrans_deadline) start_retransmit_timer(cx, qp, now);
   }
   return false;
 }
 
 void requester_go_back(Context& cx, Qp& qp, Psn psn) {
+  qp.sr_send.limit = qp.req.high - 1;  // selective repeat: everything not held, unless a SACK narrows it
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
   // Assigned WQEs are contiguous from the oldest uncompleted one.

@@ -44,7 +44,7 @@ enum class JobClass : uint8_t { Aeth, Executed, Duplicate };
 size_t count_jobs(const Qp& qp, JobClass c) {
   size_t n = 0;
   for (const RespJob& j : qp.resp.jobs)
-    n += (j.kind == core::RespJobKind::Aeth ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
+    n += (j.kind == core::RespJobKind::Aeth || j.kind == core::RespJobKind::Sack ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
   return n;
 }
 
@@ -299,7 +299,7 @@ const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) 
 bool will_answer(const Qp& qp, Psn psn) {
   const uint32_t mtu = qp.mtu();
   for (const RespJob& j : qp.resp.jobs) {
-    if (j.kind == core::RespJobKind::Aeth) continue;
+    if (j.kind == core::RespJobKind::Aeth || j.kind == core::RespJobKind::Sack) continue;
     uint32_t first_unsent = j.kind == core::RespJobKind::Read ? j.sent / mtu : 0;
     uint32_t n = j.kind == core::RespJobKind::Read ? packets_for(j.len, mtu) : 1;
     uint32_t k = Psn::distance(j.psn, psn);
@@ -361,6 +361,9 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
     case core::RespJobKind::Aeth:
       send_aeth(cx, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
       if (j.fatal) cx.qp_to_error(qp);
+      return Step::Done;
+    case core::RespJobKind::Sack:
+      sr_send_sack(cx, qp, j.psn);
       return Step::Done;
     case core::RespJobKind::AtomicAck: {
       TxPacket* tx = start_packet(cx, qp);
@@ -450,6 +453,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     if (Verdict v = uc_sequence(cx, qp, p); v != Verdict::Execute) return v;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
   if (d < 0) return on_duplicate(cx, qp, p);
+  if (d > 0 && p.bth.sr && qp.type() == QpType::RC) return sr_hold(cx, qp, p);
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
@@ -483,9 +487,16 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
 
 }  // namespace
 
-Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
+Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
   Verdict v = on_request(cx, qp, p);
   cx.trace(qp, p, v);
+  return v;
+}
+
+Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
+  const Psn from = qp.resp.epsn;
+  Verdict v = responder_execute(cx, qp, p, now);
+  if (sr_holding(qp)) sr_release(cx, qp, from, now);  // the hole may be filled
   return v;
 }
 
@@ -509,6 +520,20 @@ void responder_flush_ack(Context& cx, Qp& qp) {
     return;
   }
   r.ack_pending = false;
+  if (sr_holding(qp)) {  // a selective ACK, in its place behind queued responses like any ACK
+    if (r.jobs.empty()) {
+      sr_send_sack(cx, qp, r.epsn - 1);
+    } else if (count_jobs(qp, JobClass::Aeth) < kMaxAethJobs) {
+      RespJob j;
+      j.kind = core::RespJobKind::Sack;
+      j.psn = r.epsn - 1;
+      r.jobs.push_back(j);
+      cx.schedule(qp);
+    } else {
+      ++cx.ctr().resp_queue_full;
+    }
+    return;
+  }
   ++cx.ctr().tx_acks;
   answer(cx, qp, r.epsn - 1, Aeth::ack(r.msn.value()));
 }

@@ -25,7 +25,10 @@ void completer_on_timer(Context& cx, core::Qp& qp, uint64_t now);
 // Completes a WQE the requester rejected once every WQE before it has completed.
 void completer_retire_failed(Context& cx, core::Qp& qp);
 
+// A request from the QP's peer; with selective repeat, held requests it makes sequential follow.
 Verdict responder_on_request(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
+// One request, checked and executed in sequence (or answered as a duplicate, held, NAKed).
+Verdict responder_execute(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
 // Sends queued READ responses, atomic ACKs and ACKs in PSN order. True if more remain.
 bool responder_run(Context& cx, core::Qp& qp, uint32_t& budget);
 // Sends the coalesced ACK for this QP (or queues it behind pending responses).
@@ -49,6 +52,22 @@ void congestion_on_cnp(Context& cx, core::Qp& qp, uint64_t now);
 // timer is armed for when it may. paced_send() books a packet that left.
 bool pace(Context& cx, core::Qp& qp, uint64_t now);
 void paced_send(core::Qp& qp, uint32_t bytes, uint64_t now);
+
+// Selective repeat (selective.cpp). Responder: holds a request past the expected PSN from a
+// requester that announces selective repeat; executes held requests once they are in sequence
+// (`from`: the expected PSN before the last request); sends a selective ACK for `acked`.
+Verdict sr_hold(Context& cx, core::Qp& qp, const wire::Packet& p);
+bool sr_holding(const core::Qp& qp);
+void sr_release(Context& cx, core::Qp& qp, wire::Psn from, uint64_t now);
+void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
+// Requester: whether the responder reported psn held; marking and forgetting such reports.
+bool sr_sacked(const core::Qp& qp, wire::Psn psn);
+void sr_mark(core::Qp& qp, wire::Psn psn, bool held);
+void sr_forget(core::Qp& qp, wire::Psn from, wire::Psn to);
+// When the QP's timer fires after its last progress: its `timeout` attribute, or first, under
+// selective repeat, the tail-loss probe's. start_retransmit_timer runs it from now.
+uint64_t retransmit_timeout(const Context& cx, const core::Qp& qp);
+void start_retransmit_timer(Context& cx, core::Qp& qp, uint64_t now);
 
 // Starts a packet to the QP's peer; headers are written by the caller.
 TxPacket* start_packet(Context& cx, const core::Qp& qp);

@@ -128,7 +128,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
   qp->srq = srq;
   qp->np = cc::DcqcnNp(cfg_.cnp_interval_ns);
-  start_rate_control(*qp);
+  start_qp_options(*qp);
   if (srq) ++srq_users_[srq];
   QpAttr a;
   a.sq_sig_all = sig_all;

@@ -17,6 +17,7 @@ enum class Verdict : uint8_t {
   NakOperational,   // remote operational error: NAK, the QP goes to ERR
   UcDropped,        // UC: the packet of a damaged or out-of-sequence message, dropped
   Dying,            // a fatal NAK waits to leave: nothing more is taken
+  Held,             // selective repeat: past a hole, kept until the hole is filled
   // The completer, on ACKs, NAKs, READ responses and atomic ACKs:
   Acked,            // moved the send queue on: WQEs retired, READ data or an atomic result placed
   Stale,            // an old or repeated answer: nothing new
@@ -26,6 +27,7 @@ enum class Verdict : uint8_t {
   GoBack,           // PSN sequence NAK: resend from its PSN
   Fatal,            // the QP went to ERR (a fatal NAK, retries exhausted, a local protection error)
   FatalPending,     // a fatal NAK waits for READ responses missing before it
+  Resend,           // a selective ACK shows holes: only those are sent again
 };
 
 constexpr const char* to_string(Verdict v) {
@@ -41,6 +43,7 @@ constexpr const char* to_string(Verdict v) {
     case Verdict::NakOperational: return "nak-operational";
     case Verdict::UcDropped: return "uc-dropped";
     case Verdict::Dying: return "dying";
+    case Verdict::Held: return "held";
     case Verdict::Acked: return "acked";
     case Verdict::Stale: return "stale";
     case Verdict::Unexpected: return "unexpected";
@@ -49,6 +52,7 @@ constexpr const char* to_string(Verdict v) {
     case Verdict::GoBack: return "go-back";
     case Verdict::Fatal: return "fatal";
     case Verdict::FatalPending: return "fatal-pending";
+    case Verdict::Resend: return "resend";
   }
   return "?";
 }

@@ -25,7 +25,15 @@ struct Bth {
   // RoCEv2's congestion marks in the byte before the destination QP (the ICRC masks it):
   // FECN, and BECN, which a CNP carries.
   bool fecn = false, becn = false;
+  // A reserved bit of the byte after the destination QP (receivers ignore it, IBA 9.2): set,
+  // the requester announces that it takes selective acknowledgements (Opcode::UROCE_SACK).
+  bool sr = false;
 };
+
+// A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,
+// always clear) on, set for each PSN the responder holds.
+inline constexpr uint32_t kSackPsns = 256;
+inline constexpr uint32_t kSackLen = kSackPsns / 8;
 
 struct Reth { uint64_t va = 0; uint32_t rkey = 0; uint32_t dma_len = 0; };
 struct Deth { uint32_t qkey = 0; uint32_t src_qp = 0; };

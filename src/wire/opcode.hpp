@@ -23,6 +23,10 @@ enum class Opcode : uint8_t {
   UD_SEND_ONLY = 0x64, UD_SEND_ONLY_IMM = 0x65,
   // RoCEv2 congestion notification packet (Annex A17.9.3)
   CNP = 0x81,
+  // uroce's selective acknowledgement, in the manufacturer-specific range (IBA 9.2: 0xc0..0xff):
+  // an ACK for the PSN in its BTH plus which later PSNs arrived. Sent only to requesters that
+  // announce selective repeat (Bth::sr), so no other stack ever receives one.
+  UROCE_SACK = 0xc1,
 };
 
 enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Invalid = 7 };
@@ -103,6 +107,7 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   set(Opcode::UD_SEND_ONLY, "UD_SEND_ONLY", Transport::UD, kDeth, S | kOnly);
   set(Opcode::UD_SEND_ONLY_IMM, "UD_SEND_ONLY_IMM", Transport::UD, kDeth | kImmDt, S | kOnly | I);
   set(Opcode::CNP, "CNP", Transport::CNP, 0, 0);
+  set(Opcode::UROCE_SACK, "UROCE_SACK", RC, kAeth, kAck | kPayload | kResponse | kOnly);
   return t;
 }
 }  // namespace detail

@@ -49,6 +49,8 @@ struct PairOptions {
   std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
   // Applied to both cores' configurations (congestion control, for one).
   std::function<void(transport::CoreConfig&)> config;
+  // Then to b's alone (two different peers).
+  std::function<void(transport::CoreConfig&)> config_b;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -63,6 +65,7 @@ class CorePair {
     transport::CoreConfig cb;
     cb.trace = o.trace_b;
     if (o.config) o.config(cb);
+    if (o.config_b) o.config_b(cb);
     b.nic = &sim.add_nic(kIpB, cb);
     setup(a);
     setup(b);

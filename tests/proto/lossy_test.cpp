@@ -27,6 +27,7 @@ struct LossCase {
   double drop;
   Mtu mtu;
   const char* name;
+  transport::Reliability rel = transport::Reliability::Gbn;
 };
 
 class Lossy : public ::testing::TestWithParam<LossCase> {};
@@ -49,6 +50,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   o.timeout = 8;              // 1 ms (virtual)
   o.retry_cnt = 7;
   o.cap = QpCap{256, 256, 2, 2, 0};
+  o.config = [&](transport::CoreConfig& c) { c.reliability = lc.rel; };
   CorePair t(o);
 
   std::vector<uint8_t> a_src(size_t(kSlots) * kMaxMsg), a_dst(size_t(kSlots) * kMaxMsg);
@@ -226,6 +228,11 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     EXPECT_EQ(ls.dropped, 0u);
     EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
   }
+  if (lc.rel == transport::Reliability::Sr && lc.drop > 0) {  // holes were reported, never NAKed
+    EXPECT_GT(t.b.nic->counters().rx_sr_held, 0u);
+    EXPECT_GT(t.a.nic->counters().rx_sacks, 0u);
+    EXPECT_EQ(t.b.nic->counters().tx_naks_seq, 0u);
+  }
   std::printf("[ %s ] %llu msgs, %.1f MB, link sent=%llu dropped=%llu dup=%llu reord=%llu corrupt=%llu\n  A: %s\n  B: %s\n",
               lc.name, (unsigned long long)n_msgs, bytes / 1e6, (unsigned long long)ls.sent,
               (unsigned long long)ls.dropped, (unsigned long long)ls.duplicated, (unsigned long long)ls.reordered,
@@ -235,6 +242,14 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
 INSTANTIATE_TEST_SUITE_P(Drop, Lossy,
                          ::testing::Values(LossCase{0.0, Mtu::Mtu1024, "drop0"}, LossCase{0.01, Mtu::Mtu4096, "drop1"},
                                            LossCase{0.05, Mtu::Mtu2048, "drop5"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The same under selective repeat, up to 10% loss.
+INSTANTIATE_TEST_SUITE_P(SelectiveRepeat, Lossy,
+                         ::testing::Values(LossCase{0.0, Mtu::Mtu1024, "sr_drop0", transport::Reliability::Sr},
+                                           LossCase{0.01, Mtu::Mtu4096, "sr_drop1", transport::Reliability::Sr},
+                                           LossCase{0.05, Mtu::Mtu1024, "sr_drop5", transport::Reliability::Sr},
+                                           LossCase{0.10, Mtu::Mtu2048, "sr_drop10", transport::Reliability::Sr}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -46,7 +46,8 @@ TEST(Opcode, TableLayout) {
   EXPECT_FALSE(opcode_supported(0xff));
   int supported = 0;
   for (int i = 0; i < 256; ++i) supported += opcode_supported(uint8_t(i));
-  EXPECT_EQ(supported, 23 + 12 + 2 + 1);
+  EXPECT_EQ(supported, 23 + 12 + 2 + 1 + 1);  // RC, UC, UD, CNP, uroce's SACK
+  EXPECT_EQ(opcode_info(Opcode::UROCE_SACK).header_len, 16);
 }
 
 // Round trip of every supported opcode with every header field set to a distinct value.
@@ -62,6 +63,7 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     p.bth.pkey = uint16_t(rng());
     p.bth.dest_qp = uint32_t(rng()) & kQpnMask;
     p.bth.ack_req = raw & 4;
+    p.bth.sr = raw & 8;
     p.bth.psn = Psn(uint32_t(rng()));
     p.deth = {uint32_t(rng()), uint32_t(rng()) & kQpnMask};
     p.reth = {rng(), uint32_t(rng()), uint32_t(rng())};
@@ -88,6 +90,7 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     EXPECT_EQ(q.bth.pkey, p.bth.pkey);
     EXPECT_EQ(q.bth.dest_qp, p.bth.dest_qp);
     EXPECT_EQ(q.bth.ack_req, p.bth.ack_req);
+    EXPECT_EQ(q.bth.sr, p.bth.sr);
     EXPECT_EQ(q.bth.psn, p.bth.psn);
     if (info.headers & kDeth) { EXPECT_EQ(q.deth.qkey, p.deth.qkey); EXPECT_EQ(q.deth.src_qp, p.deth.src_qp); }
     if (info.headers & kReth) {

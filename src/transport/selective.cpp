@@ -1,0 +1,130 @@
+// Selective repeat (IRN-style, between uroce QPs): a responder keeps requests that arrive past
+// a hole and reports them in a selective ACK; the requester resends only the holes below the
+// highest PSN reported, once each until a timeout, and a probe covers the tail of a burst,
+// where nothing comes after a loss to report it. Requests are still executed in PSN
+// order, so completions and verbs semantics are those of go-back-N.
+#include <algorithm>
+
+#include "transport/roles.hpp"
+
+namespace uroce::transport {
+
+using core::Qp;
+using wire::kSackPsns;
+using wire::Psn;
+
+namespace {
+
+uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
+
+}  // namespace
+
+// ---- responder ----
+
+Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
+  const uint32_t ahead = Psn::distance(qp.resp.epsn, p.bth.psn);
+  cx.want_ack(qp);  // the requester learns what we have
+  if (ahead >= kSackPsns) {  // past any window it may use: it sends this again
+    ++cx.ctr().rx_out_of_sequence;
+    return Verdict::OutOfSequence;
+  }
+  if (!qp.sr_hold) qp.sr_hold = std::make_unique<core::SrHold>();
+  core::SrHold& h = *qp.sr_hold;
+  core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  if (s.valid && s.p.bth.psn == p.bth.psn) {
+    ++cx.ctr().rx_duplicate;
+    return Verdict::Duplicate;
+  }
+  if (!s.valid) ++h.count;
+  s.valid = true;
+  s.p = p;
+  s.bytes.assign(p.payload.begin(), p.payload.end());
+  s.p.payload = {s.bytes.data(), s.bytes.size()};
+  ++cx.ctr().rx_sr_held;
+  return Verdict::Held;
+}
+
+bool sr_holding(const Qp& qp) { return qp.sr_hold && qp.sr_hold->count; }
+
+namespace {
+
+// Held copies of requests the responder has now passed (resent and taken in sequence, or
+// inside a READ's PSN range) are dropped.
+void forget_passed(Qp& qp, Psn from) {
+  core::SrHold& h = *qp.sr_hold;
+  const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
+  for (uint32_t i = 0; i < n && h.count; ++i) {
+    core::HeldRequest& s = h.slot[slot_of(from + i)];
+    if (s.valid && s.p.bth.psn == from + i) {
+      s.valid = false;
+      --h.count;
+    }
+  }
+}
+
+}  // namespace
+
+void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now) {
+  auto& r = qp.resp;
+  for (uint32_t i = 0; i <= kSackPsns && sr_holding(qp); ++i) {
+    forget_passed(qp, from);
+    core::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
+    if (!qp.sr_hold->count || !s.valid || s.p.bth.psn != r.epsn) return;
+    from = r.epsn;
+    responder_execute(cx, qp, s.p, now);
+    if (r.epsn == from) {  // not taken (no receive WQE, or an error): the requester sends it again
+      if (s.valid) {
+        s.valid = false;
+        --qp.sr_hold->count;
+      }
+      return;
+    }
+  }
+}
+
+void sr_send_sack(Context& cx, Qp& qp, Psn acked) {
+  TxPacket* tx = start_packet(cx, qp);
+  if (!tx) return;  // like a lost ACK
+  uint8_t bits[wire::kSackLen] = {};
+  const Psn base = acked + 1;
+  if (qp.sr_hold)
+    for (uint32_t i = 1; i < kSackPsns; ++i) {
+      const core::HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
+      if (s.valid && s.p.bth.psn == base + i) bits[i / 8] |= uint8_t(1u << (i % 8));
+    }
+  wire::Packet p;
+  p.bth.opcode = wire::Opcode::UROCE_SACK;
+  p.bth.dest_qp = qp.attr().dest_qp_num;
+  p.bth.psn = acked;
+  p.aeth = wire::Aeth::ack(qp.resp.msn.value());
+  const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+  std::copy(bits, bits + sizeof bits, tx->data + at);
+  p.payload = {tx->data + at, sizeof bits};
+  ++cx.ctr().tx_sacks;
+  send_packet(cx, tx, p);
+}
+
+// ---- requester and completer ----
+
+bool sr_sacked(const Qp& qp, Psn psn) {
+  const uint32_t k = slot_of(psn);
+  return (qp.sr_send.sacked[k / 64] >> (k % 64)) & 1;
+}
+
+void sr_mark(Qp& qp, Psn psn, bool held) {
+  const uint32_t k = slot_of(psn);
+  uint64_t& word = qp.sr_send.sacked[k / 64];
+  word = held ? word | (uint64_t(1) << (k % 64)) : word & ~(uint64_t(1) << (k % 64));
+}
+
+void sr_forget(Qp& qp, Psn from, Psn to) {
+  const uint32_t n = std::min(Psn::distance(from, to), kSackPsns);
+  for (uint32_t i = 0; i < n; ++i) sr_mark(qp, from + i, false);
+}
+
+uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
+  const uint64_t t = core::transport_timeout_ns(qp.attr().timeout);
+  return qp.req.sr && t ? std::min(t, cx.config().sr_probe_ns) : t;
+}
+
+}  // namespace uroce::transport

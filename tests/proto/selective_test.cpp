@@ -1,0 +1,313 @@
+// Selective repeat between two cores: requests past a hole are held and reported in a SACK,
+// only the holes are resent, a tail loss is recovered by the short timeout, and a requester or
+// responder that does not take part gets standard go-back-N.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "../common/core_pair.hpp"
+#include "../common/seed.hpp"
+#include "transport/roles.hpp"
+
+using namespace uroce;
+using namespace uroce::test;
+using transport::Reliability;
+using transport::Verdict;
+
+namespace {
+
+constexpr uint32_t kPsnA = 0x100;
+
+void selective(transport::CoreConfig& c) { c.reliability = Reliability::Sr; }
+
+// The PSN of a request A sends to B (requests only: B's answers go the other way).
+bool request_psn(const wire::FlowAddr& f, const std::vector<uint8_t>& b, uint32_t& psn) {
+  if (f.dst != Gid::from_ipv4(kIpB)) return false;
+  wire::Packet p;
+  if (wire::decode(b, p) != wire::ParseError::None || !(p.info().flags & wire::kRequest)) return false;
+  psn = p.bth.psn.value();
+  return true;
+}
+
+// Loses the first transmission of each listed PSN of A's requests.
+link::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
+  auto seen = std::make_shared<std::vector<uint32_t>>();
+  return [psns, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    if (!request_psn(f, b, psn)) return true;
+    bool listed = std::find(psns.begin(), psns.end(), psn) != psns.end();
+    bool first = std::find(seen->begin(), seen->end(), psn) == seen->end();
+    seen->push_back(psn);
+    return !(listed && first);
+  };
+}
+
+struct Buffers {
+  std::vector<uint8_t> src, dst;
+  CorePair::Keys s, d;
+};
+
+Buffers make_buffers(CorePair& t, size_t len, uint64_t pattern) {
+  Buffers b{std::vector<uint8_t>(len), std::vector<uint8_t>(len), {}, {}};
+  fill_pattern(b.src.data(), len, pattern);
+  b.s = t.reg(t.a, b.src.data(), len);
+  b.d = t.reg(t.b, b.dst.data(), len);
+  return b;
+}
+
+Status post_write(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_t len) {
+  Sge sg{uint64_t(b.src.data() + off), len, b.s.lkey};
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::RdmaWrite;
+  w.send_flags = kSendSignaled;
+  w.sg_list = {&sg, 1};
+  w.remote_addr = uint64_t(b.dst.data() + off);
+  w.rkey = b.d.rkey;
+  return t.send(t.a, w);
+}
+
+PairOptions sr_pair() {
+  PairOptions o;
+  o.psn_a = kPsnA;
+  o.timeout = 14;  // 67 ms: any recovery faster than that was not the full timeout
+  o.config = selective;
+  return o;
+}
+
+TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
+  PairOptions o = sr_pair();
+  std::vector<Verdict> at_b;
+  o.trace_b = [&](const core::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA + 2}));
+  Buffers b = make_buffers(t, 8 * 1024, 11);  // 8 packets at MTU 1024
+  const uint64_t t0 = t.sim.now();
+  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  EXPECT_LT(t.sim.now() - t0, 100'000u) << "recovered by a timer";
+  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 0u);
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(cb.rx_sr_held, 5u);  // PSNs 3..7 of the message
+  EXPECT_EQ(ca.retransmitted_packets, 1u);
+  EXPECT_EQ(ca.retransmit_timeouts, 0u);
+  EXPECT_EQ(cb.tx_naks_seq, 0u);
+  EXPECT_GE(cb.tx_sacks, 1u);
+  EXPECT_EQ(ca.rx_sacks, cb.tx_sacks);
+  EXPECT_EQ(cb.rx_duplicate, 0u);
+  // Two in sequence, five held, then the resent one and the five held executed in order.
+  std::vector<Verdict> want = {Verdict::Execute, Verdict::Execute, Verdict::Held, Verdict::Held, Verdict::Held,
+                               Verdict::Held,    Verdict::Held,    Verdict::Execute, Verdict::Execute,
+                               Verdict::Execute, Verdict::Execute, Verdict::Execute, Verdict::Execute};
+  EXPECT_EQ(at_b, want);
+  EXPECT_FALSE(transport::sr_holding(*t.b.qp));
+}
+
+TEST(SelectiveRepeat, SeveralHolesEachResentOnce) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA + 1, kPsnA + 4, kPsnA + 5, kPsnA + 30}));
+  Buffers b = make_buffers(t, 40 * 1024, 12);
+  ASSERT_TRUE(post_write(t, b, 1, 0, 20 * 1024));
+  ASSERT_TRUE(post_write(t, b, 2, 20 * 1024, 20 * 1024));
+  std::vector<Wc> got;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[1].wr_id, 2u);
+  EXPECT_EQ(got[0].status, WcStatus::Success);
+  EXPECT_EQ(got[1].status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 4u);
+  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.b.nic->counters().rx_duplicate, 0u);
+}
+
+TEST(SelectiveRepeat, TailLossRecoveredByAProbe) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA + 7}));  // the last of eight: nothing after it reports it
+  Buffers b = make_buffers(t, 8 * 1024, 13);
+  const uint64_t t0 = t.sim.now();
+  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 1u);
+  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 1u);
+  const uint64_t probe = t.a.nic->config().sr_probe_ns;
+  EXPECT_GE(t.sim.now() - t0, probe);
+  EXPECT_LT(t.sim.now() - t0, 2 * probe) << "the QP's full timeout (67 ms) ran";
+}
+
+// A probe that finds nothing lost costs one duplicate; a lost probe leaves the full timeout,
+// which resends what the responder does not hold.
+TEST(SelectiveRepeat, LostProbeFallsBackToTheTimeout) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  auto seen = std::make_shared<int>(0);
+  t.sim.link().set_filter([seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    return !(request_psn(f, b, psn) && psn == kPsnA + 3 && (*seen)++ < 2);  // the tail and its probe
+  });
+  Buffers b = make_buffers(t, 4 * 1024, 14);
+  const uint64_t t0 = t.sim.now();
+  ASSERT_TRUE(post_write(t, b, 1, 0, 4 * 1024));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 1u);
+  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 1u);
+  EXPECT_GE(t.sim.now() - t0, core::transport_timeout_ns(14));
+  EXPECT_EQ(t.a.qp->state(), QpState::Rts);
+}
+
+// A responder that ignores the announcement (any other RoCE stack: the bit is reserved) sends
+// a sequence NAK, and the requester goes back N as standard RoCE does.
+TEST(SelectiveRepeat, PeerWithoutItGetsGoBackN) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  auto lose = lose_once({kPsnA + 2});
+  t.sim.link().set_filter([lose](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    if (request_psn(f, b, psn)) {  // what a stack that ignores reserved bits sees
+      b[8] &= uint8_t(~0x40);
+      size_t n = b.size() - wire::kIcrcLen;
+      wire::icrc_store(b.data() + n, wire::icrc_for_flow(f, std::span<const uint8_t>(b.data(), n)));
+    }
+    return lose(f, b);
+  });
+  Buffers b = make_buffers(t, 8 * 1024, 15);
+  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(cb.tx_naks_seq, 1u);
+  EXPECT_EQ(cb.rx_sr_held, 0u);
+  EXPECT_EQ(cb.tx_sacks, 0u);
+  EXPECT_EQ(ca.rx_naks_seq, 1u);
+  EXPECT_EQ(ca.retransmitted_packets, 6u);  // PSNs 2..7: go-back-N
+}
+
+// A requester that does not announce selective repeat gets standard answers from a responder
+// configured for it.
+TEST(SelectiveRepeat, RequesterWithoutItGetsNoSack) {
+  PairOptions o;
+  o.psn_a = kPsnA;
+  o.config_b = selective;
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA + 2}));
+  Buffers b = make_buffers(t, 8 * 1024, 16);
+  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  EXPECT_EQ(t.b.nic->counters().tx_sacks, 0u);
+  EXPECT_EQ(t.b.nic->counters().tx_naks_seq, 1u);
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 6u);
+}
+
+// A SACK is an answer only to a QP that announced selective repeat.
+TEST(SelectiveRepeat, SackToAQpThatNeverAnnouncedIsDropped) {
+  PairOptions o;
+  o.psn_a = kPsnA;
+  CorePair t(o);
+  Buffers b = make_buffers(t, 4 * 1024, 17);
+  t.sim.link().set_filter([](const wire::FlowAddr&, std::vector<uint8_t>&) { return false; });
+  ASSERT_TRUE(post_write(t, b, 1, 0, 4 * 1024));
+  t.lose_tx(t.a);
+  wire::Packet p;
+  p.bth.opcode = wire::Opcode::UROCE_SACK;
+  p.bth.dest_qp = t.a.qp->qpn().value();
+  p.bth.psn = wire::Psn(kPsnA + 3);
+  p.aeth = wire::Aeth::ack(1);
+  uint8_t bits[wire::kSackLen] = {};
+  p.payload = bits;
+  t.inject(t.a, t.b, p);
+  EXPECT_EQ(t.a.nic->counters().rx_bad_opcode, 1u);
+  Wc wc[1];
+  EXPECT_EQ(t.a.scq->poll(wc), 0);
+  EXPECT_EQ(t.a.qp->state(), QpState::Rts);
+  EXPECT_EQ(t.a.qp->comp.una, wire::Psn(kPsnA));
+}
+
+// A held SEND that finds no receive WQE when its turn comes is RNR-NAKed and dropped; the
+// requester resends it after the RNR timer although a SACK once reported it held.
+TEST(SelectiveRepeat, HeldSendWithoutReceiveIsResentAfterRnr) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA}));
+  std::vector<uint8_t> src(3 * 512), dst(3 * 512);
+  fill_pattern(src.data(), src.size(), 18);
+  auto ms = t.reg(t.a, src.data(), src.size());
+  auto md = t.reg(t.b, dst.data(), dst.size());
+  auto post_recv = [&](uint64_t i) {
+    Sge rs{uint64_t(dst.data() + i * 512), 512, md.lkey};
+    ASSERT_TRUE(t.recv(t.b, {i, {&rs, 1}}));
+  };
+  post_recv(0);
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge sg{uint64_t(src.data() + i * 512), 512, ms.lkey};
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = WrOpcode::Send;
+    w.send_flags = kSendSignaled;
+    w.sg_list = {&sg, 1};
+    ASSERT_TRUE(t.send(t.a, w));
+  }
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().tx_rnr_naks > 0; }, 100'000'000));
+  post_recv(1);
+  post_recv(2);
+  std::vector<Wc> got;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 3, got));
+  ASSERT_EQ(got.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].wr_id, i);
+    EXPECT_EQ(got[i].status, WcStatus::Success);
+  }
+  std::vector<Wc> recvs;
+  ASSERT_TRUE(t.wait_wc(t.b.rcq, 3, recvs));
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(recvs[i].wr_id, i);
+  EXPECT_EQ(0, std::memcmp(src.data(), dst.data(), src.size()));
+  EXPECT_EQ(t.a.qp->state(), QpState::Rts);
+}
+
+// The same stream over the same lossy link: selective repeat resends about what was lost,
+// go-back-N about a window for each loss.
+TEST(SelectiveRepeat, ResendsFarLessThanGoBackN) {
+  uint64_t resent[2] = {}, lost[2] = {};
+  for (int sr = 0; sr < 2; ++sr) {
+    PairOptions o;
+    o.seed = test_seed(77);
+    o.psn_a = kPsnA;
+    o.faults.drop = 0.02;
+    o.timeout = 14;
+    if (sr) o.config = selective;
+    CorePair t(o);
+    Buffers b = make_buffers(t, 64 * 1024, 19);
+    for (uint64_t i = 0; i < 40; ++i) ASSERT_TRUE(post_write(t, b, i, 0, 64 * 1024));
+    std::vector<Wc> got;
+    ASSERT_TRUE(t.wait_wc(t.a.scq, 40, got));
+    for (uint64_t i = 0; i < 40; ++i) {
+      ASSERT_EQ(got[i].wr_id, i);
+      ASSERT_EQ(got[i].status, WcStatus::Success);
+    }
+    EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+    resent[sr] = t.a.nic->counters().retransmitted_packets;
+    lost[sr] = t.sim.link().stats().dropped;
+  }
+  SCOPED_TRACE("gbn resent " + std::to_string(resent[0]) + " for " + std::to_string(lost[0]) + " lost; sr resent " +
+               std::to_string(resent[1]) + " for " + std::to_string(lost[1]) + " lost");
+  EXPECT_GT(lost[1], 0u);
+  EXPECT_LE(resent[1], 2 * lost[1]);
+  EXPECT_GT(resent[0], 4 * resent[1]);
+}
+
+}  // namespace
