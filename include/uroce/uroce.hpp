@@ -51,6 +51,10 @@ struct DeviceOptions {
   // under "sr" announces it in every request and uses it only with a responder that answers in
   // kind (uroce); with any other peer it is go-back-N. Empty: $UROCE_RELIABILITY, else "gbn".
   std::string reliability;
+  // For studies of lossy fabrics: each packet arriving at the device is dropped with this
+  // probability (seeded by rx_loss_seed; counter rx_injected_loss). Also $UROCE_RX_LOSS. 0: none.
+  double rx_loss = 0;
+  uint64_t rx_loss_seed = 1;
 };
 
 struct DeviceAttr {

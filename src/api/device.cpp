@@ -95,6 +95,10 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
   core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
+  double loss = opts.rx_loss;
+  if (const char* e = std::getenv("UROCE_RX_LOSS"); e && loss == 0) loss = std::strtod(e, nullptr);
+  if (!(loss >= 0 && loss < 1)) return make_error(EINVAL, "UROCE_RX_LOSS/rx_loss must be in [0, 1)");
+  core->engine->set_rx_loss(loss, opts.rx_loss_seed);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
   core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
   return std::unique_ptr<Device>(new Device(std::move(core)));
@@ -142,6 +146,7 @@ std::map<std::string, uint64_t> Device::counters() const {
   std::map<std::string, uint64_t> m;
   auto g = core_->lock();
   core_->nic->counters().for_each([&](const char* n, uint64_t v) { m[n] = v; });
+  m["rx_injected_loss"] = core_->engine->rx_lost();
   if (core_->host) {
     link::ShmStats s = core_->host->stats();
     m["shm_channels"] = s.channels;

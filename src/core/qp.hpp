@@ -133,8 +133,8 @@ struct ResponderState {
 struct SrSendState {
   std::array<uint64_t, wire::kSackPsns / 64> sacked{};
   wire::Psn limit;        // a resend stops after this PSN and new packets go on from Requester::high
-  wire::Psn resent_upto;  // holes up to here were resent since the last timeout: once is enough
-  bool resending = false; // the requester is walking back over [hole, limit]
+  wire::Psn resent_upto;  // holes up to here were resent since the last timer: once is enough
+  wire::Psn highest;      // the highest PSN reported held (stale once una passes it)
 };
 
 // Selective repeat, the responder's side: requests past a hole, kept (one copy) until the hole

@@ -1,6 +1,8 @@
 // A protocol core attached to a link: the core as the link's packet sink, and its queued
 // packets handed to the link. Both the engine thread and the simulator attach cores this way.
 #pragma once
+#include <random>
+
 #include "link/link.hpp"
 #include "transport/protocol_core.hpp"
 
@@ -11,11 +13,25 @@ class CoreSink final : public link::PacketSink {
   explicit CoreSink(transport::ProtocolCore& nic) : nic_(nic) {}
   wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
                            const wire::Ipv4Fields& ip) override {
+    if (loss_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < loss_) {
+      ++lost_;
+      return ip;
+    }
     return nic_.on_packet(pkt, from, now, ip);
   }
+  // A lossy fabric in front of the core: each arriving packet is lost with probability p
+  // (seeded), to study recovery on the real engine. 0: none.
+  void set_loss(double p, uint64_t seed) {
+    loss_ = p;
+    rng_.seed(seed);
+  }
+  uint64_t lost() const { return lost_; }
 
  private:
   transport::ProtocolCore& nic_;
+  double loss_ = 0;
+  uint64_t lost_ = 0;
+  std::mt19937_64 rng_;
 };
 
 // Sends what the core has queued and takes the buffers back.

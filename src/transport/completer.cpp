@@ -50,6 +50,12 @@ void gap_retry(Context& cx, Qp& qp, Psn from) {
   if (c.rewind == core::Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
   requester_go_back(cx, qp, from);
+  // Under selective repeat the requests after it arrived (or are reported missing on their
+  // own): only the READ is asked for again, not every later request and its responses.
+  if (qp.req.sr) {
+    sr_mark(qp, from, false);
+    qp.sr_send.limit = from;
+  }
   c.rewind = core::Rewind::GapRetried;
   c.rewound_to = from;
 }
@@ -245,7 +251,14 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   }
   ++cx.ctr().rx_sacks;
   const Psn acked = p.bth.psn;
-  if (!retire_acked(cx, qp, acked, progress)) return Verdict::GapRetry;
+  if (!retire_acked(cx, qp, acked, progress)) {
+    // A READ's responses are missing (asked for again by its own PSN), yet every request up
+    // to `acked` reached the responder: resends skip them.
+    const SendWqe* w = head(qp);
+    const Psn missing = w->first_psn + w->resp_pkts;
+    for (Psn q = c.una; q <= acked && Psn::distance(c.una, q) < wire::kSackPsns; q += 1)
+      if (q != missing) sr_mark(qp, q, true);
+  }
   bool any = false;
   Psn highest;
   for (uint32_t i = 1; i < wire::kSackPsns; ++i) {
@@ -256,11 +269,13 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     highest = q;
     any = true;
   }
-  if (!any) return progress ? Verdict::Acked : Verdict::Stale;
+  const Verdict plain = c.una <= acked ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
+  if (!any) return plain;
+  if (!sr_holds_any(qp) || s.highest < highest) s.highest = highest;
   Psn from = c.una;  // or past the holes already resent, if that is still ahead
   if (Psn::distance(c.una, s.resent_upto + 1) <= Psn::distance(c.una, qp.req.high)) from = s.resent_upto + 1;
   while (from < highest && sr_sacked(qp, from)) from += 1;
-  if (!(from < highest)) return progress ? Verdict::Acked : Verdict::Stale;
+  if (!(from < highest)) return plain;
   s.resent_upto = highest;
   const Psn at = next_psn(qp);
   if (!(at < qp.req.high) || from < at) requester_go_back(cx, qp, from);
@@ -362,13 +377,29 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retrans_deadline = 0;
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
-  // Selective repeat's probe: the newest packet again. If the tail was lost it fills it, and
-  // the answer to it reports any hole before it; the full timeout still runs.
+  // Selective repeat's probe, after a short silence. With PSNs reported held, the holes below
+  // them were resent and lost again: all are resent once more. Otherwise the tail was lost, or
+  // the answers to it: the newest packet goes again, and the answer to it reports any hole
+  // before it. Probes repeat while the full timeout runs (a probe can be lost too).
   if (uint64_t full = core::transport_timeout_ns(qp.attr().timeout);
       qp.req.sr && now < c.retrans_armed_at + full) {
-    ++cx.ctr().tx_tail_probes;
-    requester_go_back(cx, qp, qp.req.high - 1);
-    c.retrans_deadline = c.retrans_armed_at + full;
+    ++cx.ctr().sr_probes;
+    auto& s = qp.sr_send;
+    SendWqe* w = head(qp);
+    if (w && !w->failed && is_rd_atomic(w->opcode)) {  // its responses were lost: ask again
+      const Psn from = w->first_psn + w->resp_pkts;
+      c.rewind = core::Rewind::None;
+      sr_mark(qp, from, false);
+      requester_go_back(cx, qp, from);
+      s.limit = from;
+    } else if (sr_holds_any(qp)) {
+      s.resent_upto = s.highest;
+      requester_go_back(cx, qp, c.una);
+      s.limit = s.highest;
+    } else {
+      requester_go_back(cx, qp, qp.req.high - 1);
+    }
+    c.retrans_deadline = std::min(now + cx.config().sr_probe_ns, c.retrans_armed_at + full);
     cx.arm_timer(qp, c.retrans_deadline);
     return;
   }

@@ -64,6 +64,8 @@ void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
 bool sr_sacked(const core::Qp& qp, wire::Psn psn);
 void sr_mark(core::Qp& qp, wire::Psn psn, bool held);
 void sr_forget(core::Qp& qp, wire::Psn from, wire::Psn to);
+// True if the responder reported a PSN past una held (SrSendState::highest is current).
+bool sr_holds_any(const core::Qp& qp);
 // When the QP's timer fires after its last progress: its `timeout` attribute, or first, under
 // selective repeat, the tail-loss probe's. start_retransmit_timer runs it from now.
 uint64_t retransmit_timeout(const Context& cx, const core::Qp& qp);

@@ -117,6 +117,11 @@ void sr_mark(Qp& qp, Psn psn, bool held) {
   word = held ? word | (uint64_t(1) << (k % 64)) : word & ~(uint64_t(1) << (k % 64));
 }
 
+bool sr_holds_any(const Qp& qp) {
+  const Psn h = qp.sr_send.highest;
+  return Psn::distance(qp.comp.una, h) < Psn::distance(qp.comp.una, qp.req.high) && sr_sacked(qp, h);
+}
+
 void sr_forget(Qp& qp, Psn from, Psn to) {
   const uint32_t n = std::min(Psn::distance(from, to), kSackPsns);
   for (uint32_t i = 0; i < n; ++i) sr_mark(qp, from + i, false);

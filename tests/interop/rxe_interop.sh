@@ -165,7 +165,7 @@ send_case() {  # role size iters
   rc=$?
   grep -q "$n iters in" "$OUT/$tag.guest.log" || rc=1
   grep -q "all bytes equal" "$OUT/$tag.host.log" || rc=1
-  finish "${TRANSPORT^^} SEND $s B x $n" "$role" "$tag" $rc
+  finish "${TRANSPORT^^} SEND $s B x $n${NOTE:-}" "$role" "$tag" $rc
 }
 send_both() {  # size iters
   guarded send_case client "$1" "$2"
@@ -324,6 +324,16 @@ all_cases() {
   NETEM="loss 5%"
   guest "/usr/sbin/tc qdisc add dev eth0 root netem $NETEM" > /dev/null 2>&1
   send_both 4096 200
+  # The same with uroce set to selective repeat: rxe ignores the announcement (a reserved BTH
+  # bit) and NAKs as usual, and uroce goes back N with it, in both directions.
+  export UROCE_RELIABILITY=sr
+  local suffix=$SUFFIX
+  SUFFIX="$suffix-sr"
+  NOTE=" (UROCE_RELIABILITY=sr)"
+  send_both 4096 200
+  guarded perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)$NOTE" "ib_write_bw -s 8192 -n 100" client
+  unset UROCE_RELIABILITY NOTE
+  SUFFIX=$suffix
   guest "/usr/sbin/tc qdisc del dev eth0 root" > /dev/null 2>&1
   NETEM=""
 

@@ -77,21 +77,28 @@ PairOptions sr_pair() {
   return o;
 }
 
+// One WRITE of `bytes` from A to B, which must complete successfully and arrive whole.
+// Returns the virtual time it took.
+uint64_t write_once(CorePair& t, uint32_t bytes, uint64_t pattern) {
+  Buffers b = make_buffers(t, bytes, pattern);
+  const uint64_t t0 = t.sim.now();
+  EXPECT_TRUE(post_write(t, b, 1, 0, bytes));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  return t.sim.now() - t0;
+}
+
 TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
   PairOptions o = sr_pair();
   std::vector<Verdict> at_b;
   o.trace_b = [&](const core::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 2}));
-  Buffers b = make_buffers(t, 8 * 1024, 11);  // 8 packets at MTU 1024
-  const uint64_t t0 = t.sim.now();
-  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
-  Wc wc = t.one_wc(t.a.scq);
-  EXPECT_EQ(wc.wr_id, 1u);
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
-  EXPECT_LT(t.sim.now() - t0, 100'000u) << "recovered by a timer";
-  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 0u);
+  const uint64_t took = write_once(t, 8 * 1024, 11);
+  EXPECT_LT(took, 100'000u) << "recovered by a timer";
+  EXPECT_EQ(t.a.nic->counters().sr_probes, 0u);
   const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
   EXPECT_EQ(cb.rx_sr_held, 5u);  // PSNs 3..7 of the message
   EXPECT_EQ(ca.retransmitted_packets, 1u);
@@ -132,40 +139,49 @@ TEST(SelectiveRepeat, TailLossRecoveredByAProbe) {
   PairOptions o = sr_pair();
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 7}));  // the last of eight: nothing after it reports it
-  Buffers b = make_buffers(t, 8 * 1024, 13);
-  const uint64_t t0 = t.sim.now();
-  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
-  Wc wc = t.one_wc(t.a.scq);
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
-  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 1u);
+  const uint64_t took = write_once(t, 8 * 1024, 13);
+  EXPECT_EQ(t.a.nic->counters().sr_probes, 1u);
   EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
   EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 1u);
   const uint64_t probe = t.a.nic->config().sr_probe_ns;
-  EXPECT_GE(t.sim.now() - t0, probe);
-  EXPECT_LT(t.sim.now() - t0, 2 * probe) << "the QP's full timeout (67 ms) ran";
+  EXPECT_GE(took, probe);
+  EXPECT_LT(took, 2 * probe) << "the QP's full timeout (67 ms) ran";
 }
 
-// A probe that finds nothing lost costs one duplicate; a lost probe leaves the full timeout,
-// which resends what the responder does not hold.
-TEST(SelectiveRepeat, LostProbeFallsBackToTheTimeout) {
+// Loses the first `times` transmissions of one PSN of A's requests.
+link::LossyLink::Filter lose_times(uint32_t psn, int times) {
+  auto seen = std::make_shared<int>(0);
+  return [psn, times, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t got;
+    return !(request_psn(f, b, got) && got == psn && (*seen)++ < times);
+  };
+}
+
+// A lost probe is followed by another, not by the QP's full timeout.
+TEST(SelectiveRepeat, LostProbeIsProbedAgain) {
   PairOptions o = sr_pair();
   CorePair t(o);
-  auto seen = std::make_shared<int>(0);
-  t.sim.link().set_filter([seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
-    uint32_t psn;
-    return !(request_psn(f, b, psn) && psn == kPsnA + 3 && (*seen)++ < 2);  // the tail and its probe
-  });
-  Buffers b = make_buffers(t, 4 * 1024, 14);
-  const uint64_t t0 = t.sim.now();
-  ASSERT_TRUE(post_write(t, b, 1, 0, 4 * 1024));
-  Wc wc = t.one_wc(t.a.scq);
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
-  EXPECT_EQ(t.a.nic->counters().tx_tail_probes, 1u);
-  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 1u);
-  EXPECT_GE(t.sim.now() - t0, core::transport_timeout_ns(14));
+  t.sim.link().set_filter(lose_times(kPsnA + 3, 2));  // the tail and its first probe
+  const uint64_t took = write_once(t, 4 * 1024, 14);
+  EXPECT_EQ(t.a.nic->counters().sr_probes, 2u);
+  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+  const uint64_t probe = t.a.nic->config().sr_probe_ns;
+  EXPECT_GE(took, 2 * probe);
+  EXPECT_LT(took, 3 * probe);
   EXPECT_EQ(t.a.qp->state(), QpState::Rts);
+}
+
+// A hole whose resend is lost too is resent again by the probe (the held PSNs are not).
+TEST(SelectiveRepeat, LostResendIsResentByTheProbe) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_times(kPsnA + 2, 2));
+  const uint64_t took = write_once(t, 8 * 1024, 20);
+  EXPECT_EQ(t.a.nic->counters().sr_probes, 1u);
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 2u);
+  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.b.nic->counters().rx_duplicate, 0u);
+  EXPECT_LT(took, 2 * t.a.nic->config().sr_probe_ns);
 }
 
 // A responder that ignores the announcement (any other RoCE stack: the bit is reserved) sends
@@ -183,11 +199,7 @@ TEST(SelectiveRepeat, PeerWithoutItGetsGoBackN) {
     }
     return lose(f, b);
   });
-  Buffers b = make_buffers(t, 8 * 1024, 15);
-  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
-  Wc wc = t.one_wc(t.a.scq);
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  write_once(t, 8 * 1024, 15);
   const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
   EXPECT_EQ(cb.tx_naks_seq, 1u);
   EXPECT_EQ(cb.rx_sr_held, 0u);
@@ -204,11 +216,7 @@ TEST(SelectiveRepeat, RequesterWithoutItGetsNoSack) {
   o.config_b = selective;
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 2}));
-  Buffers b = make_buffers(t, 8 * 1024, 16);
-  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));
-  Wc wc = t.one_wc(t.a.scq);
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+  write_once(t, 8 * 1024, 16);
   EXPECT_EQ(t.b.nic->counters().tx_sacks, 0u);
   EXPECT_EQ(t.b.nic->counters().tx_naks_seq, 1u);
   EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 6u);

@@ -67,8 +67,12 @@ bool check_msg(const uint8_t* got, const uint8_t* slot_pattern, uint32_t n, uint
          (n <= 8 || std::memcmp(got + 8, slot_pattern + 8, n - 8) == 0);
 }
 
-void setup(Conn& c, const Opts& o, OobChannel& ch) {
-  c.dev = must(Device::open(), "open device");
+void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
+  DeviceOptions d;
+  d.rx_loss = o.loss;
+  d.rx_loss_seed = serving ? 2 : 1;
+  d.reliability = o.reliability;
+  c.dev = must(Device::open("uroce0", d), "open device");
   tool::set_device(c.dev.get());
   c.pd = must(c.dev->alloc_pd(), "alloc_pd");
   c.scq = must(c.dev->create_cq(kMaxOutstanding + 64), "create_cq");

@@ -62,15 +62,17 @@ Stats drive(Conn& c, const Opts& o, OobChannel& ch) {
 int serve_on(const Opts& base, OobChannel& ch) {
   auto line = must(ch.recv_line(), "read options");
   Opts o = base;
-  char op[32], mode[8];
+  char op[32], mode[8], rel[8];
   unsigned long long iters;
-  if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u", op, mode, &o.size, &iters, &o.qps, &o.mtu) != 6 ||
+  if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u %lf %7s", op, mode, &o.size, &iters, &o.qps, &o.mtu,
+                  &o.loss, rel) != 8 ||
       !parse_op(op, o.op))
     die("bad options from client: " + line);
+  o.reliability = rel;
   o.iters = iters;
   o.mode = std::string(mode) == "bw" ? Mode::Bw : Mode::Lat;
   Conn c;
-  setup(c, o, ch);
+  setup(c, o, ch, true);
   std::string bad = serve(c, o, ch);
   if (std::getenv("UROCE_PERF_COUNTERS"))
     std::fprintf(stderr, "server counters:%s\n", tool::nonzero_counters(*c.dev).c_str());
@@ -83,34 +85,37 @@ int run_server(const Opts& base, uint16_t port, const char* listen_on) {
   return serve_on(base, ch);
 }
 
-void report(const Opts& o, Stats& st, bool verified) {
+void report(const Opts& o, Stats& st, bool verified, uint64_t resent) {
   double p50 = tool::percentile(st.lat_us, 0.5), p99 = tool::percentile(st.lat_us, 0.99);
   double bw = st.seconds > 0 ? double(st.bytes) * 8 / st.seconds / 1e9 : 0;
   double rate = st.seconds > 0 ? double(o.iters) / st.seconds / 1e6 : 0;
   auto iters = (unsigned long long)o.iters;
+  // Goodput: message bytes delivered per second (bw_gbps is the same number, kept for scripts).
   if (o.json)
     std::printf("{\"op\":\"%s\",\"mode\":\"%s\",\"size\":%u,\"iters\":%llu,\"qps\":%u,\"window\":%u,\"verified\":%s,"
-                "\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"bw_gbps\":%.4f,\"msg_rate_mps\":%.4f,\"seconds\":%.3f}\n",
+                "\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"bw_gbps\":%.4f,\"msg_rate_mps\":%.4f,\"seconds\":%.3f,"
+                "\"loss\":%.9g,\"reliability\":\"%s\",\"goodput_gbps\":%.4f,\"retransmitted_pkts\":%llu}\n",
                 op_name(o.op), mode_name(o.mode), o.size, iters, o.qps, o.mode == Mode::Bw ? window_for(o) : 1,
-                verified ? "true" : "false", p50, p99, bw, rate, st.seconds);
+                verified ? "true" : "false", p50, p99, bw, rate, st.seconds, o.loss, o.reliability.c_str(), bw,
+                (unsigned long long)resent);
   else
     std::printf("%-9s %-3s size %-8u iters %-8llu qps %-2u verified %-3s p50 %8.2f us  p99 %8.2f us  %8.3f Gb/s  %8.4f Mmsg/s\n",
                 op_name(o.op), mode_name(o.mode), o.size, iters, o.qps, verified ? "yes" : "NO", p50, p99, bw, rate);
 }
 
 int drive_on(const Opts& o, OobChannel& ch) {
-  char line[128];
-  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u", op_name(o.op), mode_name(o.mode), o.size,
-                (unsigned long long)o.iters, o.qps, o.mtu);
+  char line[160];
+  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u %.9g %s", op_name(o.op), mode_name(o.mode), o.size,
+                (unsigned long long)o.iters, o.qps, o.mtu, o.loss, o.reliability.c_str());
   must(ch.send_line(line), "send options");
   Conn c;
-  setup(c, o, ch);
+  setup(c, o, ch, false);
   Stats st = drive(c, o, ch);
   auto verdict = must(ch.recv_line(), "server verdict");
   if (std::getenv("UROCE_PERF_COUNTERS"))
     std::fprintf(stderr, "client counters:%s\n", tool::nonzero_counters(*c.dev).c_str());
   bool verified = st.bad.empty() && verdict == "verified";
-  report(o, st, verified);
+  report(o, st, verified, c.dev->counters()["retransmitted_packets"]);
   if (!verified) std::fprintf(stderr, "uroce-perf: verification failed: %s %s\n", st.bad.c_str(), verdict.c_str());
   return verified ? 0 : 1;
 }
@@ -125,10 +130,13 @@ void usage() {
       "usage: uroce-perf [--op send|send_imm|write|write_imm|read|atomic|cas] [--mode lat|bw]\n"
       "                  [--size BYTES] [--iters N] [--qps K (1..4096)] [--window W] [--json]\n"
       "                  [--server | --connect HOST] [--port P] [--mtu 256..4096] [--gid INDEX]\n"
+      "                  [--loss P] [--reliability gbn|sr]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n"
       "--window: requests in flight per QP in bw mode (default and most: 64, 16 for read/atomics,\n"
-      "and 32768 over all QPs).\n");
+      "and 32768 over all QPs).\n"
+      "--loss P: each side loses this share of the packets it receives (0 <= P < 1, seeded);\n"
+      "--reliability gbn|sr: go-back-N (default) or selective repeat, on both sides.\n");
 }
 
 // Returns -1 to go on, or the exit status.
@@ -137,10 +145,11 @@ int parse_args(int argc, char** argv, Opts& o) {
                               {"iters", 1, nullptr, 'n'},  {"qps", 1, nullptr, 'q'},  {"server", 0, nullptr, 'S'},
                               {"connect", 1, nullptr, 'c'}, {"port", 1, nullptr, 'p'}, {"json", 0, nullptr, 'j'},
                               {"mtu", 1, nullptr, 'M'},    {"gid", 1, nullptr, 'g'},  {"help", 0, nullptr, 'h'},
-                              {"window", 1, nullptr, 'w'},
+                              {"window", 1, nullptr, 'w'}, {"loss", 1, nullptr, 'L'},
+                              {"reliability", 1, nullptr, 'R'},
                               {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:", longopts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:L:R:", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'o': if (!parse_op(optarg, o.op)) die(std::string("unknown --op ") + optarg); break;
       case 'm': o.mode = std::string(optarg) == "bw" ? Mode::Bw : Mode::Lat; break;
@@ -156,6 +165,16 @@ int parse_args(int argc, char** argv, Opts& o) {
       case 'w':
         o.window = uint32_t(std::strtoul(optarg, nullptr, 0));
         if (o.window == 0) die("--window must be > 0");
+        break;
+      case 'L': {
+        char* end = nullptr;
+        o.loss = std::strtod(optarg, &end);
+        if (!end || *end || !(o.loss >= 0 && o.loss < 1)) die("--loss is a probability in [0, 1)");
+        break;
+      }
+      case 'R':
+        o.reliability = optarg;
+        if (o.reliability != "gbn" && o.reliability != "sr") die("--reliability is gbn or sr");
         break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }

@@ -36,6 +36,8 @@ struct Opts {
   uint32_t mtu = 0;  // path MTU in bytes; 0: the port's active MTU
   uint32_t gid = 0;  // our GID index (each side names its own)
   uint32_t window = 0;  // bandwidth mode: requests in flight per QP (0: the most allowed, below)
+  double loss = 0;      // each side's device loses this share of the packets it receives
+  std::string reliability = "gbn";  // both sides' devices
 };
 
 const char* op_name(Op o);
@@ -91,7 +93,8 @@ struct Conn {
 };
 
 // Opens the device, registers the slots, exchanges endpoints over ch and connects every QP.
-void setup(Conn& c, const Opts& o, OobChannel& ch);
+// serving: this is the side that answers (its device loses other packets than the client's).
+void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving);
 void post_recv(Conn& c, uint32_t q, uint32_t s, uint32_t size);
 // SEND/WRITE of slot s (stamped with seq) to the peer; a WRITE lands in its slot remote_s.
 void send_to_peer(Conn& c, uint32_t q, Op op, uint32_t size, uint32_t s, uint64_t seq, bool signaled,
