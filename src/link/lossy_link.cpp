@@ -23,10 +23,11 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
   }
   uint64_t leaves = now;  // when its last bit is on the wire
   if (f_.rate_bps > 0) {
-    auto it = std::find_if(wire_free_.begin(), wire_free_.end(), [&](const auto& w) { return w.first == flow.src; });
-    if (it == wire_free_.end()) it = wire_free_.insert(wire_free_.end(), {flow.src, 0});
-    leaves = std::max(now, it->second) + uint64_t(double(len) * 8e9 / f_.rate_bps + 0.5);
-    it->second = leaves;
+    uint64_t& free = wire_free(flow.src);
+    leaves = std::max(now, free) + uint64_t(double(len) * 8e9 / f_.rate_bps + 0.5);
+    free = leaves;
+  } else if (sw_.on && sw_.pfc) {
+    leaves = std::max(now, wire_free(flow.src));  // paused
   }
   if (chance(f_.drop)) {
     ++st_.dropped;
@@ -62,17 +63,75 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
       fr.tos = wire::kEcnCe;
     }
     fr.seq = seq_++;
-    if (trace_) trace_(fr, false);
+    fr.at_switch = sw_.on;
+    if (trace_ && !fr.at_switch) trace_(fr, false);
     q_.push(std::move(fr));
   }
 }
 
+uint64_t& LossyLink::wire_free(const Gid& sender) {
+  auto it = std::find_if(wire_free_.begin(), wire_free_.end(), [&](const auto& w) { return w.first == sender; });
+  if (it == wire_free_.end()) it = wire_free_.insert(wire_free_.end(), {sender, 0});
+  return it->second;
+}
+
+void LossyLink::at_switch(Frame f) {
+  auto it = std::find_if(ports_.begin(), ports_.end(), [&](const OutPort& p) { return p.dst == f.flow.dst; });
+  if (it == ports_.end()) it = ports_.insert(ports_.end(), OutPort{f.flow.dst});
+  OutPort& port = *it;
+  const uint64_t now = f.due;
+  while (!port.queue.empty() && port.queue.front().first <= now) {
+    port.bytes -= port.queue.front().second;
+    port.queue.pop_front();
+  }
+  if (std::find(port.feeders.begin(), port.feeders.end(), f.flow.src) == port.feeders.end())
+    port.feeders.push_back(f.flow.src);
+  const uint32_t len = uint32_t(f.bytes.size());
+  if (sw_.on_enqueue) sw_.on_enqueue(port.dst, port.bytes);
+  if (!sw_.pfc && port.bytes + len > sw_.buffer_bytes) {
+    ++st_.switch_drops;
+    ++st_.dropped;
+    if (trace_) trace_(f, true);
+    return;
+  }
+  if (sw_.mark && chance(sw_.mark(port.bytes))) {
+    ++st_.ce_marked;
+    f.tos = wire::kEcnCe;
+  }
+  const uint64_t leaves = std::max(now, port.free_at) + uint64_t(double(len) * 8e9 / sw_.port_bps + 0.5);
+  port.free_at = leaves;
+  port.queue.emplace_back(leaves, len);
+  port.bytes += len;
+  if (sw_.pfc && port.bytes > sw_.xoff_bytes) {
+    // Pause every sender feeding this port until the queue is down to xon.
+    const uint64_t resume = now + uint64_t(double(port.bytes - sw_.xon_bytes) * 8e9 / sw_.port_bps + 0.5);
+    for (const Gid& g : port.feeders) {
+      uint64_t& free = wire_free(g);
+      if (free < resume) {
+        free = resume;
+        ++st_.pauses;
+      }
+    }
+  }
+  f.due = leaves + sw_.delay_ns;
+  f.at_switch = false;
+  if (trace_) trace_(f, false);
+  q_.push(std::move(f));
+}
+
 bool LossyLink::pop_due(uint64_t now, Frame& out) {
-  if (q_.empty() || q_.top().due > now) return false;
-  out = std::move(const_cast<Frame&>(q_.top()));
-  q_.pop();
-  ++st_.delivered;
-  return true;
+  while (!q_.empty() && q_.top().due <= now) {
+    Frame f = std::move(const_cast<Frame&>(q_.top()));
+    q_.pop();
+    if (f.at_switch) {
+      at_switch(std::move(f));
+      continue;
+    }
+    out = std::move(f);
+    ++st_.delivered;
+    return true;
+  }
+  return false;
 }
 
 bool LossyLink::pop_due_for(const Gid& ip, uint64_t now, Frame& out) {

@@ -3,6 +3,7 @@
 // delivery time, so runs are exactly repeatable for a seed.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <queue>
@@ -27,9 +28,27 @@ struct FaultConfig {
   uint64_t reorder_ns = 20'000;
 };
 
+// A switch between the hosts (off unless `on`): every frame crosses it after its sender's
+// wire and delay, and waits in the output queue of its destination's port, which sends at
+// port_bps. A queue past buffer_bytes drops what arrives (tail drop), or with pfc never drops:
+// a queue past xoff_bytes pauses every sender that feeds it until it has drained to xon_bytes
+// (the pause holds what a sender hands its wire later; frames already on it arrive).
+struct SwitchConfig {
+  bool on = false;
+  double port_bps = 100e9;
+  uint64_t buffer_bytes = 2u << 20;
+  bool pfc = false;
+  uint64_t xoff_bytes = 1u << 20, xon_bytes = 512u << 10;
+  uint64_t delay_ns = 1'000;  // switch to host
+  // ECN: the probability a frame joining a queue of n bytes is marked CE (RED); unset: none.
+  std::function<double(uint64_t queue_bytes)> mark;
+  // Called with each output queue's length as a frame joins it (the frame not counted).
+  std::function<void(const Gid& port, uint64_t queue_bytes)> on_enqueue;
+};
+
 struct LinkStats {
   uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0,
-           ce_marked = 0, filtered = 0;
+           ce_marked = 0, filtered = 0, switch_drops = 0, pauses = 0;
 };
 
 class LossyLink {
@@ -40,10 +59,12 @@ class LossyLink {
     wire::FlowAddr flow;
     std::vector<uint8_t> bytes;
     uint8_t tos = 0;  // as it arrives: ECN bits included
+    bool at_switch = false;  // due at the switch, not yet at its host
     bool operator>(const Frame& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };
 
   LossyLink(uint64_t seed, FaultConfig f) : rng_(seed), f_(f) {}
+  void set_switch(SwitchConfig s) { sw_ = std::move(s); }
   // A device's attachment to this medium at address ip: a Link in virtual time.
   std::unique_ptr<Link> attach(const Gid& ip);
   void set_faults(FaultConfig f) { f_ = f; }
@@ -62,6 +83,18 @@ class LossyLink {
 
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  uint64_t& wire_free(const Gid& sender);
+  // A frame reaches the switch: dropped, or queued at its port (marked, pausing its senders).
+  void at_switch(Frame f);
+  struct OutPort {
+    Gid dst;
+    uint64_t free_at = 0;                              // its wire is busy until then
+    std::deque<std::pair<uint64_t, uint32_t>> queue;   // (leaves at, bytes) of frames not yet gone
+    uint64_t bytes = 0;
+    std::vector<Gid> feeders;                          // senders that sent to it (PFC pauses them)
+  };
+  SwitchConfig sw_;
+  std::vector<OutPort> ports_;
   std::mt19937_64 rng_;
   FaultConfig f_;
   LinkStats st_;

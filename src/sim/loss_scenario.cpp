@@ -4,21 +4,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "sim/frame_digest.hpp"
 #include "sim/sha256.hpp"
 #include "sim/sim.hpp"
+#include "sim/stats.hpp"
 #include "transport/bringup.hpp"
 
 namespace uroce::sim {
-
-namespace {
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
-}
-
-}  // namespace
 
 LossResult run_loss(const LossScenario& s) {
   link::FaultConfig f;
@@ -27,15 +19,10 @@ LossResult run_loss(const LossScenario& s) {
   f.delay_ns = s.delay_ns;
   Sim sim(s.seed, f);
   Sha256 trace;
-  sim.link().set_trace([&](const link::LossyLink::Frame& fr, bool dropped) {
-    const uint64_t head[4] = {fr.seq, fr.due, dropped, fr.bytes.size()};
-    trace.update(head, sizeof head);
-    // The BTH (opcode, QP, PSN), not what follows: a RETH holds buffer addresses, which
-    // differ from one process to the next.
-    trace.update(fr.bytes.data(), std::min<size_t>(fr.bytes.size(), 12));
-  });
+  digest_frames(sim.link(), trace);
   transport::CoreConfig cfg;
   cfg.seed = s.seed;
+  cfg.reliability = s.reliability;
   auto& a = sim.add_nic(0x0a000001, cfg);
   cfg.seed = s.seed + 1;
   auto& b = sim.add_nic(0x0a000002, cfg);
@@ -111,11 +98,11 @@ LossResult run_loss(const LossScenario& s) {
 std::string to_json(const LossScenario& s, const LossResult& r) {
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "{\"scenario\":\"loss\",\"reliability\":\"gbn\",\"loss\":%g,\"rate_gbps\":%g,\"msg_bytes\":%u,"
+                "{\"scenario\":\"loss\",\"reliability\":\"%s\",\"loss\":%g,\"rate_gbps\":%g,\"msg_bytes\":%u,"
                 "\"duration_ms\":%g,\"seed\":%llu,\"goodput_gbps\":%.4f,\"goodput_ratio\":%.5f,\"messages\":%llu,"
                 "\"retransmitted_pkts\":%llu,\"drops\":%llu,\"fct_p50_us\":%.3f,\"fct_p99_us\":%.3f,"
                 "\"qp_error\":%s,\"trace_sha256\":\"%s\"}",
-                s.loss, s.rate_gbps, s.msg_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
+                std::string(to_string(s.reliability)).c_str(), s.loss, s.rate_gbps, s.msg_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
                 r.goodput_ratio, (unsigned long long)r.messages, (unsigned long long)r.retransmitted_pkts,
                 (unsigned long long)r.drops, r.fct_p50_us, r.fct_p99_us, r.qp_error ? "true" : "false",
                 r.trace_sha256.c_str());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "transport/reliability.hpp"
 #include "uroce/types.hpp"
 
 namespace uroce::sim {
@@ -18,6 +19,7 @@ struct LossScenario {
   uint32_t in_flight = 4;       // WRITEs outstanding at once
   uint64_t delay_ns = 2'000;    // one-way propagation
   Mtu mtu = Mtu::Mtu4096;
+  transport::Reliability reliability = transport::Reliability::Gbn;
 };
 
 struct LossResult {

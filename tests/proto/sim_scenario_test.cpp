@@ -1,9 +1,12 @@
-// The simulator's line rate, its trace digest, and the loss scenario: same seed, same run.
+// The simulator's line rate, switch and trace digest, and its scenarios: same seed, same run.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "link/lossy_link.hpp"
+#include "sim/incast_scenario.hpp"
 #include "sim/loss_scenario.hpp"
 #include "sim/sha256.hpp"
 
@@ -83,4 +86,138 @@ TEST(LossScenario, LossCostsGoBackNGoodput) {
   EXPECT_GT(lossy.retransmitted_pkts, lossy.drops);  // go-back-N resends more than it lost
   EXPECT_LT(lossy.goodput_ratio, clean.goodput_ratio);
   EXPECT_GT(lossy.fct_p50_us, clean.fct_p50_us);
+}
+
+// Selective repeat on the same lossy stream: it resends about what was lost (go-back-N, far
+// more), and keeps most of the goodput.
+TEST(LossScenario, SelectiveRepeatKeepsTheGoodput) {
+  sim::LossScenario s;
+  s.duration_ms = 3;
+  s.loss = 0.01;
+  const sim::LossResult gbn = sim::run_loss(s);
+  s.reliability = transport::Reliability::Sr;
+  const sim::LossResult sr = sim::run_loss(s);
+  EXPECT_FALSE(sr.qp_error);
+  EXPECT_GT(sr.drops, 0u);
+  EXPECT_LE(sr.retransmitted_pkts, sr.drops);  // ACKs are lost too, and need no resend
+  EXPECT_GT(gbn.retransmitted_pkts, 10 * sr.retransmitted_pkts);
+  EXPECT_GT(sr.goodput_ratio, 2 * gbn.goodput_ratio);
+}
+
+namespace {
+
+struct SwitchRig {
+  link::LossyLink l;
+  const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002);
+  std::unique_ptr<link::Link> pa, pb;
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(1000);
+  explicit SwitchRig(link::SwitchConfig sw) : l(1, faults()) {
+    l.set_switch(std::move(sw));
+    pa = l.attach(a);
+    pb = l.attach(b);
+  }
+  static link::FaultConfig faults() {
+    link::FaultConfig f;
+    f.delay_ns = 500;  // host to switch; no line rate: a burst reaches the switch at once
+    return f;
+  }
+  void send(uint64_t now, int n) {
+    for (int i = 0; i < n; ++i) l.send(bytes.data(), bytes.size(), wire::FlowAddr{a, b, 1, 4791}, now);
+  }
+  std::vector<uint64_t> due() {
+    std::vector<uint64_t> d;
+    link::LossyLink::Frame fr;
+    while (l.pop_due(UINT64_MAX, fr)) d.push_back(fr.due);
+    return d;
+  }
+};
+
+link::SwitchConfig switch_8g() {
+  link::SwitchConfig sw;
+  sw.on = true;
+  sw.port_bps = 8e9;  // 1000 bytes: 1 us
+  sw.delay_ns = 100;
+  return sw;
+}
+
+}  // namespace
+
+// A burst of ten into a port that holds 3500 bytes: three join the queue, seven are dropped;
+// the three leave one per microsecond.
+TEST(SimSwitch, TailDropPastTheBuffer) {
+  link::SwitchConfig sw = switch_8g();
+  sw.buffer_bytes = 3500;
+  std::vector<uint64_t> seen;
+  sw.on_enqueue = [&](const Gid&, uint64_t q) { seen.push_back(q); };
+  SwitchRig r(sw);
+  r.send(10'000, 10);
+  EXPECT_EQ(r.due(), (std::vector<uint64_t>{11'600, 12'600, 13'600}));
+  EXPECT_EQ(r.l.stats().switch_drops, 7u);
+  EXPECT_EQ(r.l.stats().dropped, 7u);
+  EXPECT_EQ(seen, (std::vector<uint64_t>{0, 1000, 2000, 3000, 3000, 3000, 3000, 3000, 3000, 3000}));
+}
+
+// With PFC nothing is dropped: past xoff the sender is paused until the queue is down to xon,
+// so what it sends meanwhile leaves its wire only then.
+TEST(SimSwitch, PfcPausesInsteadOfDropping) {
+  link::SwitchConfig sw = switch_8g();
+  sw.buffer_bytes = 3500;
+  sw.pfc = true;
+  sw.xoff_bytes = 2500;
+  sw.xon_bytes = 500;
+  SwitchRig r(sw);
+  r.send(10'000, 3);  // at the switch at 10.5 us; the third takes the queue to 3000 > xoff
+  EXPECT_EQ(r.due(), (std::vector<uint64_t>{11'600, 12'600, 13'600}));
+  // Paused until the queue drains to 500 bytes: 10.5 us + 2500 bytes at 8 Gb/s = 13 us.
+  r.send(10'600, 1);
+  EXPECT_EQ(r.due(), (std::vector<uint64_t>{14'600}));  // leaves at 13 us, at the switch 13.5, out 14.5
+  EXPECT_EQ(r.l.stats().switch_drops, 0u);
+  EXPECT_EQ(r.l.stats().pauses, 1u);
+}
+
+// ECN at the switch: the mark function decides from the queue a frame joins.
+TEST(SimSwitch, MarksByQueueLength) {
+  link::SwitchConfig sw = switch_8g();
+  sw.mark = [](uint64_t q) { return q >= 2000 ? 1.0 : 0.0; };
+  SwitchRig r(sw);
+  r.send(10'000, 4);
+  std::vector<uint8_t> tos;
+  link::LossyLink::Frame fr;
+  while (r.l.pop_due(UINT64_MAX, fr)) tos.push_back(fr.tos);
+  EXPECT_EQ(tos, (std::vector<uint8_t>{0, 0, wire::kEcnCe, wire::kEcnCe}));
+  EXPECT_EQ(r.l.stats().ce_marked, 2u);
+}
+
+// Incast 16:1 through the switch: without congestion control the port's buffer overflows for
+// as long as the run lasts; DCQCN's marks and CNPs bring the senders to a rate the port
+// carries, with no drops once they have converged (the second half) and a fair share each.
+TEST(IncastScenario, DcqcnStopsTheDropsAndSharesFairly) {
+  sim::IncastScenario s;
+  s.senders = 16;
+  s.duration_ms = 10;
+  const sim::IncastResult none = sim::run_incast(s);
+  EXPECT_FALSE(none.qp_error);
+  EXPECT_GT(none.drops_second_half, 0u);
+  EXPECT_EQ(none.cnps, 0u);
+  s.cc = cc::Algo::Dcqcn;
+  const sim::IncastResult dcqcn = sim::run_incast(s);
+  EXPECT_FALSE(dcqcn.qp_error);
+  EXPECT_GT(dcqcn.cnps, 0u);
+  EXPECT_EQ(dcqcn.drops_second_half, 0u);
+  EXPECT_GT(dcqcn.jain_fairness, 0.95);
+  EXPECT_LT(dcqcn.queue_p99_bytes, s.buffer_bytes / 2);
+}
+
+// PFC: nothing is dropped, senders are paused instead.
+TEST(IncastScenario, PfcIsLossless) {
+  sim::IncastScenario s;
+  s.senders = 8;
+  s.duration_ms = 2;
+  s.pfc = true;
+  const sim::IncastResult pfc = sim::run_incast(s);
+  EXPECT_FALSE(pfc.qp_error);
+  EXPECT_EQ(pfc.drops, 0u);
+  EXPECT_EQ(pfc.retransmitted_pkts, 0u);
+  EXPECT_GT(pfc.pauses, 0u);
+  EXPECT_GT(pfc.goodput_ratio, 0.5);
 }
