@@ -10,6 +10,7 @@ transport::ProtocolCore& Sim::add_nic(uint32_t ip, transport::CoreConfig cfg) { 
 
 transport::ProtocolCore& Sim::add_nic(const Gid& ip, transport::CoreConfig cfg) {
   Node n;
+  n.ip = ip;
   n.port = link_.attach(ip);
   cfg.gids = {ip};
   if (!cfg.seed) cfg.seed = 0x5eed0000 + wire::v4_of(ip) + ip.raw[7];
@@ -27,9 +28,16 @@ bool Sim::step() {
     engine::transmit(*n.nic, *n.port, now_);
     n.nic->cq_events().clear();
   }
-  for (auto& n : nodes_) {
-    engine::CoreSink sink(*n.nic);
-    did |= n.port->poll_rx(sink, now_, 1 << 20) > 0;
+  // What is due goes to its host in the order it came due (one pass over the link, however
+  // many hosts there are).
+  link::LossyLink::Frame f;
+  while (link_.pop_due(now_, f)) {
+    auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) { return n.ip == f.flow.dst; });
+    if (it == nodes_.end()) continue;  // attached ports only: not reached
+    wire::Ipv4Fields ip;  // in memory: the header is what was sent, and what marked it
+    ip.tos = f.tos;
+    it->nic->on_packet(f.bytes, f.flow, now_, ip);
+    did = true;
   }
   return did;
 }

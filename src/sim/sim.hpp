@@ -30,6 +30,7 @@ class Sim {
   link::LossyLink link_;
   uint64_t now_ = 1'000'000;
   struct Node {
+    Gid ip;
     std::unique_ptr<link::Link> port;
     std::unique_ptr<transport::ProtocolCore> nic;
   };
