@@ -16,7 +16,7 @@ ASAN_PROTO_MESSAGES ?= 2000
 # One stage at a time: each stage already uses every core, and interop boots a guest.
 .NOTPARALLEL:
 
-.PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench interop clean
+.PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench study interop clean
 
 all: build
 
@@ -78,6 +78,11 @@ interop: build
 bench: build
 	@sh scripts/install-deps.sh bench
 	@sh bench/run.sh $(BUILD)
+
+# The lossy-fabric study: simulator and real engine, gbn against sr, incast; docs/study.md.
+study: build
+	@sh scripts/install-deps.sh study
+	@python3 bench/study.py $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -6,6 +6,8 @@ zlib1g-dev tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest \
 ucx-utils libfabric-bin openmpi-bin libopenmpi-dev python3-pyverbs librdmacm-dev rdmacm-utils qperf"
 # `install-deps.sh bench`: also the baselines make bench measures, and its plotter.
 [ "$1" = bench ] && PKGS="$PKGS sockperf iperf3 gnuplot-nox"
+# `install-deps.sh study`: the plotter of make study.
+[ "$1" = study ] && PKGS="$PKGS gnuplot-nox"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

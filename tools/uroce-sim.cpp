@@ -99,12 +99,12 @@ int main(int argc, char** argv) {
     } else {
       std::printf("incast %u:1, cc %s, %s, %g Gb/s, %g ms, seed %llu: goodput %.3f Gb/s (%.4f of the port), "
                   "%llu drops (%llu in the second half), %llu pauses, %llu CNPs, queue p99 %llu B, Jain %.4f, "
-                  "WRITE p99 %.1f us, short WRITE p99 %.1f us%s\ntrace sha256 %s\n",
+                  "WRITE p99 %.1f us, short WRITE p99 %.1f us, %u flows failed%s\ntrace sha256 %s\n",
                   in.senders, cc.c_str(), in.pfc ? "PFC" : "tail drop", in.rate_gbps, in.duration_ms,
                   (unsigned long long)in.seed, r.goodput_gbps, r.goodput_ratio, (unsigned long long)r.drops,
                   (unsigned long long)r.drops_second_half, (unsigned long long)r.pauses, (unsigned long long)r.cnps,
                   (unsigned long long)r.queue_p99_bytes, r.jain_fairness, r.fct_p99_us, r.short_fct_p99_us,
-                  r.qp_error ? " (a QP failed: retries exhausted)" : "", r.trace_sha256.c_str());
+                  r.failed_flows, r.qp_error ? " (a QP could not be connected)" : "", r.trace_sha256.c_str());
     }
     return 0;
   }

@@ -21,13 +21,14 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
     data = edited.data();
     len = edited.size();
   }
-  uint64_t leaves = now;  // when its last bit is on the wire
-  if (f_.rate_bps > 0) {
+  // When its last bit is on the wire. Under PFC that is decided when it reaches the head of its
+  // sender's queue (a pause may come meanwhile): it is queued there now.
+  const bool queued = sw_.on && sw_.pfc;
+  uint64_t leaves = now;
+  if (f_.rate_bps > 0 && !queued) {
     uint64_t& free = wire_free(flow.src);
     leaves = std::max(now, free) + uint64_t(double(len) * 8e9 / f_.rate_bps + 0.5);
     free = leaves;
-  } else if (sw_.on && sw_.pfc) {
-    leaves = std::max(now, wire_free(flow.src));  // paused
   }
   if (chance(f_.drop)) {
     ++st_.dropped;
@@ -47,7 +48,8 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
     Frame fr;
     fr.flow = flow;
     fr.bytes.assign(data, data + len);
-    fr.due = leaves + f_.delay_ns;
+    fr.sent_at = now;
+    fr.due = queued ? now : leaves + f_.delay_ns;
     if (chance(f_.reorder)) {
       ++st_.reordered;
       fr.due += std::uniform_int_distribution<uint64_t>(1, f_.reorder_ns)(rng_);
@@ -63,16 +65,65 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
       fr.tos = wire::kEcnCe;
     }
     fr.seq = seq_++;
-    fr.at_switch = sw_.on;
-    if (trace_ && !fr.at_switch) trace_(fr, false);
+    if (queued) {
+      std::deque<Frame>& q = sender_queue(flow.src);
+      q.push_back(std::move(fr));
+      if (q.size() == 1) {  // the sender had nothing waiting: its turn is now
+        Frame turn;
+        turn.flow = flow;
+        turn.due = now;
+        turn.seq = seq_++;
+        turn.stage = Frame::Stage::Sender;
+        q_.push(std::move(turn));
+      }
+      continue;
+    }
+    fr.stage = sw_.on ? Frame::Stage::Switch : Frame::Stage::Host;
+    if (trace_ && fr.stage == Frame::Stage::Host) trace_(fr, false);
     q_.push(std::move(fr));
   }
 }
 
-uint64_t& LossyLink::wire_free(const Gid& sender) {
-  auto it = std::find_if(wire_free_.begin(), wire_free_.end(), [&](const auto& w) { return w.first == sender; });
-  if (it == wire_free_.end()) it = wire_free_.insert(wire_free_.end(), {sender, 0});
+namespace {
+
+uint64_t& per_sender(std::vector<std::pair<Gid, uint64_t>>& v, const Gid& sender) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& w) { return w.first == sender; });
+  if (it == v.end()) it = v.insert(v.end(), {sender, 0});
   return it->second;
+}
+
+}  // namespace
+
+uint64_t& LossyLink::wire_free(const Gid& sender) { return per_sender(wire_free_, sender); }
+uint64_t& LossyLink::paused_until(const Gid& sender) { return per_sender(paused_, sender); }
+
+std::deque<LossyLink::Frame>& LossyLink::sender_queue(const Gid& sender) {
+  auto it = std::find_if(sender_q_.begin(), sender_q_.end(), [&](const auto& s) { return s.first == sender; });
+  if (it == sender_q_.end()) it = sender_q_.insert(sender_q_.end(), {sender, {}});
+  return it->second;
+}
+
+void LossyLink::at_sender(Frame turn) {
+  std::deque<Frame>& q = sender_queue(turn.flow.src);
+  if (q.empty()) return;
+  uint64_t& free = wire_free(turn.flow.src);
+  const uint64_t start = std::max({turn.due, free, paused_until(turn.flow.src)});
+  if (start > turn.due) {  // its wire is busy or paused: the turn comes later
+    turn.due = start;
+    q_.push(std::move(turn));
+    return;
+  }
+  Frame f = std::move(q.front());
+  q.pop_front();
+  const uint64_t ser = f_.rate_bps > 0 ? uint64_t(double(f.bytes.size()) * 8e9 / f_.rate_bps + 0.5) : 0;
+  free = turn.due + ser;
+  f.due = free + f_.delay_ns + (f.due - f.sent_at);  // plus any reordering delay it drew
+  f.stage = Frame::Stage::Switch;
+  q_.push(std::move(f));
+  if (!q.empty()) {
+    turn.due = free;
+    q_.push(std::move(turn));
+  }
 }
 
 void LossyLink::at_switch(Frame f) {
@@ -106,15 +157,13 @@ void LossyLink::at_switch(Frame f) {
     // Pause every sender feeding this port until the queue is down to xon.
     const uint64_t resume = now + uint64_t(double(port.bytes - sw_.xon_bytes) * 8e9 / sw_.port_bps + 0.5);
     for (const Gid& g : port.feeders) {
-      uint64_t& free = wire_free(g);
-      if (free < resume) {
-        free = resume;
-        ++st_.pauses;
-      }
+      uint64_t& until = paused_until(g);
+      if (until <= now) ++st_.pauses;  // a new pause, not an extended one
+      until = std::max(until, resume);
     }
   }
   f.due = leaves + sw_.delay_ns;
-  f.at_switch = false;
+  f.stage = Frame::Stage::Host;
   if (trace_) trace_(f, false);
   q_.push(std::move(f));
 }
@@ -123,7 +172,11 @@ bool LossyLink::pop_due(uint64_t now, Frame& out) {
   while (!q_.empty() && q_.top().due <= now) {
     Frame f = std::move(const_cast<Frame&>(q_.top()));
     q_.pop();
-    if (f.at_switch) {
+    if (f.stage == Frame::Stage::Sender) {
+      at_sender(std::move(f));
+      continue;
+    }
+    if (f.stage == Frame::Stage::Switch) {
       at_switch(std::move(f));
       continue;
     }

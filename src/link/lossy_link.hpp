@@ -32,7 +32,8 @@ struct FaultConfig {
 // wire and delay, and waits in the output queue of its destination's port, which sends at
 // port_bps. A queue past buffer_bytes drops what arrives (tail drop), or with pfc never drops:
 // a queue past xoff_bytes pauses every sender that feeds it until it has drained to xon_bytes
-// (the pause holds what a sender hands its wire later; frames already on it arrive).
+// (a paused sender's frames wait in its own queue; the one on its wire, and those on the way,
+// still arrive).
 struct SwitchConfig {
   bool on = false;
   double port_bps = 100e9;
@@ -48,7 +49,7 @@ struct SwitchConfig {
 
 struct LinkStats {
   uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, unroutable = 0,
-           ce_marked = 0, filtered = 0, switch_drops = 0, pauses = 0;
+           ce_marked = 0, filtered = 0, switch_drops = 0, pauses = 0;  // pauses: a sender paused, not already
 };
 
 class LossyLink {
@@ -59,7 +60,10 @@ class LossyLink {
     wire::FlowAddr flow;
     std::vector<uint8_t> bytes;
     uint8_t tos = 0;  // as it arrives: ECN bits included
-    bool at_switch = false;  // due at the switch, not yet at its host
+    // Where it is due: at its host, at the switch, or (PFC; no bytes) a turn of its sender's
+    // queue, whose head goes on the wire then unless paused.
+    enum class Stage : uint8_t { Host, Switch, Sender } stage = Stage::Host;
+    uint64_t sent_at = 0;  // when its sender handed it over (PFC: due - sent_at is its reordering delay)
     bool operator>(const Frame& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };
 
@@ -84,6 +88,10 @@ class LossyLink {
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   uint64_t& wire_free(const Gid& sender);
+  uint64_t& paused_until(const Gid& sender);
+  std::deque<Frame>& sender_queue(const Gid& sender);
+  // PFC: the sender's turn: the head of its queue goes on the wire unless paused.
+  void at_sender(Frame turn);
   // A frame reaches the switch: dropped, or queued at its port (marked, pausing its senders).
   void at_switch(Frame f);
   struct OutPort {
@@ -100,6 +108,8 @@ class LossyLink {
   LinkStats st_;
   uint64_t seq_ = 0;
   std::vector<std::pair<Gid, uint64_t>> wire_free_;  // per sender: when its wire is next idle
+  std::vector<std::pair<Gid, uint64_t>> paused_;     // per sender: PFC holds its queue until then
+  std::vector<std::pair<Gid, std::deque<Frame>>> sender_q_;  // PFC: per sender, frames not yet on the wire
   std::function<void(const Frame&, bool dropped)> trace_;
   Filter filter_;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;

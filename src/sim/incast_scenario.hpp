@@ -27,6 +27,7 @@ struct IncastScenario {
   uint64_t delay_ns = 1'000;         // each hop (host to switch, switch to host)
   Mtu mtu = Mtu::Mtu4096;
   transport::Reliability reliability = transport::Reliability::Gbn;
+  uint8_t timeout = 8;               // every QP's transport timeout (IBA exponent: 1 ms)
 };
 
 struct IncastResult {
@@ -41,7 +42,8 @@ struct IncastResult {
   double short_fct_p50_us = 0, short_fct_p99_us = 0;  // the short flow's
   uint64_t queue_p99_bytes = 0;  // the bottleneck queue as frames join it, in the second half
   double jain_fairness = 0;      // of the long flows' goodput in the second half
-  bool qp_error = false;
+  bool qp_error = false;       // a connection could not be set up: nothing ran
+  uint32_t failed_flows = 0;   // flows whose QP failed (retries exhausted); the others go on
   std::string trace_sha256;
 };
 

@@ -175,6 +175,31 @@ TEST(SimSwitch, PfcPausesInsteadOfDropping) {
   EXPECT_EQ(r.l.stats().pauses, 1u);
 }
 
+// A pause holds the frames waiting in the sender's queue too, not only those it hands over
+// later: five frames queued at once behind a 1 us wire, into a port half as fast. The second
+// and third take the port past XOFF (pauses until 15.5 and then 16.5 us); the fourth and fifth
+// wait in the sender's queue until then, one after the other.
+TEST(SimSwitch, PfcHoldsTheSendersQueue) {
+  link::SwitchConfig sw = switch_8g();
+  sw.port_bps = 4e9;  // 2 us a frame
+  sw.pfc = true;
+  sw.xoff_bytes = 1500;
+  sw.xon_bytes = 500;
+  link::FaultConfig f = SwitchRig::faults();
+  f.rate_bps = 8e9;  // 1 us a frame
+  link::LossyLink l(1, f);
+  l.set_switch(sw);
+  const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002);
+  auto pa = l.attach(a), pb = l.attach(b);
+  std::vector<uint8_t> bytes(1000);
+  for (int i = 0; i < 5; ++i) l.send(bytes.data(), bytes.size(), wire::FlowAddr{a, b, 1, 4791}, 10'000);
+  std::vector<uint64_t> due;
+  link::LossyLink::Frame fr;
+  while (l.pop_due(UINT64_MAX, fr)) due.push_back(fr.due);
+  EXPECT_EQ(due, (std::vector<uint64_t>{13'600, 15'600, 17'600, 20'100, 22'100}));
+  EXPECT_EQ(l.stats().switch_drops, 0u);
+}
+
 // ECN at the switch: the mark function decides from the queue a frame joins.
 TEST(SimSwitch, MarksByQueueLength) {
   link::SwitchConfig sw = switch_8g();
