@@ -33,6 +33,7 @@ struct RequesterState {
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
   bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
   bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
+  bool timing = false;     // a new request's round trip is being timed (Qp::rtt)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
   uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
 };
@@ -135,6 +136,10 @@ struct SrSendState {
   wire::Psn limit;        // a resend stops after this PSN and new packets go on from Requester::high
   wire::Psn resent_upto;  // holes up to here were resent since the last timer: once is enough
   wire::Psn highest;      // the highest PSN reported held (stale once una passes it)
+  // The last resends went out before any PSN from round_high on: once one of those is reported
+  // held, a hole still missing among the resent ones was lost again (the link keeps order).
+  wire::Psn round_high;
+  bool round = false;
 };
 
 // Selective repeat, the responder's side: requests past a hole, kept (one copy) until the hole
@@ -203,6 +208,13 @@ class Qp {
   cc::Pacer pacer;
   SrSendState sr_send;
   std::unique_ptr<SrHold> sr_hold;
+  // Round trips (RC): one new request at a time is timed from its send to the ACK or response
+  // that covers it; none while the requester goes back (a resend makes the sample ambiguous).
+  struct {
+    wire::Psn psn;
+    uint64_t sent_at = 0;
+    uint64_t srtt_ns = 0;  // smoothed (1/8 per sample); 0: no sample yet
+  } rtt;
 };
 
 // Outstanding READ/atomic requests per QP, each way (as rxe allows).

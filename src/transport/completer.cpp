@@ -272,6 +272,15 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   const Verdict plain = c.una <= acked ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
   if (!any) return plain;
   if (!sr_holds_any(qp) || s.highest < highest) s.highest = highest;
+  if (s.round && Psn::distance(c.una, s.round_high) <= Psn::distance(c.una, highest)) {
+    s.round = false;
+    Psn h = c.una;
+    while (h < highest && sr_sacked(qp, h)) h += 1;
+    if (h < highest && Psn::distance(c.una, h) <= Psn::distance(c.una, s.resent_upto)) {
+      s.resent_upto = c.una - 1;  // a resend was lost: the holes go again, without a timer
+      ++cx.ctr().sr_lost_resends;
+    }
+  }
   Psn from = c.una;  // or past the holes already resent, if that is still ahead
   if (Psn::distance(c.una, s.resent_upto + 1) <= Psn::distance(c.una, qp.req.high)) from = s.resent_upto + 1;
   while (from < highest && sr_sacked(qp, from)) from += 1;
@@ -280,6 +289,8 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   const Psn at = next_psn(qp);
   if (!(at < qp.req.high) || from < at) requester_go_back(cx, qp, from);
   s.limit = highest;
+  s.round = true;
+  s.round_high = qp.req.high;
   ++cx.ctr().retransmit_gaps;
   return Verdict::Resend;
 }
@@ -359,7 +370,15 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
 Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
   const Psn una = qp.comp.una;
   Verdict v = on_response(cx, qp, p, now);
-  if (qp.req.sr && qp.comp.una != una) sr_forget(qp, una, qp.comp.una);
+  if (qp.comp.una != una) {
+    if (qp.req.sr) sr_forget(qp, una, qp.comp.una);
+    if (qp.req.timing && qp.rtt.psn < qp.comp.una) {  // the timed request is answered
+      qp.req.timing = false;
+      const uint64_t rtt = now - qp.rtt.sent_at;
+      qp.rtt.srtt_ns = qp.rtt.srtt_ns ? (7 * qp.rtt.srtt_ns + rtt) / 8 : rtt;
+      if (qp.rate) qp.rate->on_rtt(rtt, now);
+    }
+  }
   cx.trace(qp, p, v);
   return v;
 }

@@ -84,11 +84,13 @@ struct CoreConfig {
   // pass share its time, and a strict pacer would let a QP send one packet per pass.
   uint64_t pace_slack_ns = 10'000;
   // How RC QPs recover losses (reliability.hpp). Under selective repeat, a QP that has heard
-  // nothing for sr_probe_ns sends its newest packet again (a tail-loss probe): a loss at the
-  // tail of a burst has nothing behind it to be reported by, and waiting out the QP's full
-  // timeout for it would cost far more than one duplicate packet (IRN's short RTO, TCP's TLP).
+  // nothing for sr_probe_ns (or, once measured, three round trips, at least sr_probe_min_ns)
+  // probes: a loss at the tail of a burst has nothing behind it to be reported by, and waiting
+  // out the QP's full timeout for it would cost far more than one duplicate packet (IRN's short
+  // RTO, TCP's tail-loss probe).
   Reliability reliability = Reliability::Gbn;
   uint64_t sr_probe_ns = 500'000;
+  uint64_t sr_probe_min_ns = 100'000;  // once round trips are measured: 3 of them, at least this
   // Called with the verdict on every request (responder) and response (completer), if set.
   std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
 };

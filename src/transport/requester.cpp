@@ -213,6 +213,11 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
       ++cx.ctr().retransmitted_packets;
     } else {
       req.high = psn + 1;
+      if (!req.timing && !uc) {
+        req.timing = true;
+        qp.rtt.psn = psn;
+        qp.rtt.sent_at = now;
+      }
     }
 
     if (uc) {
@@ -241,6 +246,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
 
 void requester_go_back(Context& cx, Qp& qp, Psn psn) {
   qp.sr_send.limit = qp.req.high - 1;  // selective repeat: everything not held, unless a SACK narrows it
+  qp.req.timing = false;
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
   // Assigned WQEs are contiguous from the oldest uncompleted one.

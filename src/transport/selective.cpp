@@ -129,7 +129,12 @@ void sr_forget(Qp& qp, Psn from, Psn to) {
 
 uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
   const uint64_t t = core::transport_timeout_ns(qp.attr().timeout);
-  return qp.req.sr && t ? std::min(t, cx.config().sr_probe_ns) : t;
+  if (!qp.req.sr || !t) return t;
+  // Three round trips once one is known (a lost resend in a stalled window waits for this),
+  // within [sr_probe_min_ns, sr_probe_ns].
+  const auto& c = cx.config();
+  const uint64_t probe = qp.rtt.srtt_ns ? std::clamp(3 * qp.rtt.srtt_ns, c.sr_probe_min_ns, c.sr_probe_ns) : c.sr_probe_ns;
+  return std::min(t, probe);
 }
 
 }  // namespace uroce::transport

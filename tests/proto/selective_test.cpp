@@ -184,6 +184,25 @@ TEST(SelectiveRepeat, LostResendIsResentByTheProbe) {
   EXPECT_LT(took, 2 * t.a.nic->config().sr_probe_ns);
 }
 
+// A resend lost again is seen as soon as a request sent after it is reported held (the link
+// keeps order), and resent again without waiting for a probe.
+TEST(SelectiveRepeat, LostResendIsSeenByLaterPackets) {
+  PairOptions o = sr_pair();
+  o.config = [](transport::CoreConfig& c) {
+    c.reliability = Reliability::Sr;
+    c.max_inflight_pkts = 16;  // new packets go out after the resend, as the window moves
+  };
+  CorePair t(o);
+  t.sim.link().set_filter(lose_times(kPsnA + 2, 2));
+  const uint64_t took = write_once(t, 40 * 1024, 21);
+  const auto& ca = t.a.nic->counters();
+  EXPECT_EQ(ca.sr_lost_resends, 1u);
+  EXPECT_EQ(ca.sr_probes, 0u);
+  EXPECT_EQ(ca.retransmitted_packets, 2u);
+  EXPECT_EQ(ca.retransmit_timeouts, 0u);
+  EXPECT_LT(took, t.a.nic->config().sr_probe_min_ns);
+}
+
 // A responder that ignores the announcement (any other RoCE stack: the bit is reserved) sends
 // a sequence NAK, and the requester goes back N as standard RoCE does.
 TEST(SelectiveRepeat, PeerWithoutItGetsGoBackN) {
