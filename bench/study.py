@@ -15,6 +15,7 @@ out_dir = os.path.join(root, 'docs', 'study')
 LOSSES = [0, 1e-5, 1e-4, 1e-3, 1e-2, 5e-2]
 RATES = [10, 100]
 SENDERS = [8, 16, 32, 64, 128, 256]
+CCS = ['none', 'dcqcn', 'timely']
 WINDOW = 256  # the requester's window in packets (CoreConfig::max_inflight_pkts)
 
 
@@ -78,7 +79,7 @@ def loss_grid(build, seeds):
 def incast_grid(build, duration, seed):
     rows = []
     for pfc in [False, True]:
-        for cc in ['none', 'dcqcn']:
+        for cc in CCS:
             for n in SENDERS:
                 args = ['--scenario', 'incast', '--senders', n, '--cc', cc, '--msg-bytes', 262144, '--in-flight', 2,
                         '--duration-ms', duration, '--seed', seed] + (['--pfc'] if pfc else [])
@@ -178,13 +179,14 @@ def write_doc(lg, ig, eg, meta):
       'stalls on that hole meanwhile. A probe timer from measured round trips (which the '
       'delay-based congestion control needs too) would take this away.')
     w('')
-    w('## 2. Incast: none against DCQCN, lossy against PFC')
+    w('## 2. Incast: none, DCQCN and TIMELY, lossy and PFC')
     w('')
-    w(f"`uroce-sim --scenario incast --senders N --cc none|dcqcn [--pfc] --msg-bytes 262144 --in-flight 2 "
+    w(f"`uroce-sim --scenario incast --senders N --cc none|dcqcn|timely [--pfc] --msg-bytes 262144 --in-flight 2 "
       f"--duration-ms {meta['incast_ms']} --seed {meta['seed']}`: N senders stream 256 KiB WRITEs (2 "
       f"outstanding each) to one receiver through a switch; every link and port runs at 100 Gb/s; the port to "
       f"the receiver has a 2 MiB buffer (tail drop past it; with PFC, XOFF at 1 MiB and XON at 512 KiB); "
-      f"DCQCN marks with the paper's RED (Kmin/Kmax 12.5/500 KB, Pmax 1 % at 100 Gb/s). One more sender "
+      f"DCQCN marks with the paper's RED (Kmin/Kmax 12.5/500 KB, Pmax 1 % at 100 Gb/s); TIMELY takes the "
+      f"round trips the completer measures (one per round trip per QP) with the paper's values. One more sender "
       f"writes 8 KiB every 100 us: the short flow. Drops, queue and Jain's index are measured in the "
       f"second half (after convergence); go-back-N throughout.")
     w('')
@@ -292,7 +294,7 @@ def main():
                                        ('short_fct_p99_us', 'incast_short_fct', 'short WRITE p99, us', True)]:
             s = {}
             for pfc in [False, True]:
-                for cc in ['none', 'dcqcn']:
+                for cc in CCS:
                     s[f"{cc} {'PFC' if pfc else 'lossy'}"] = [(r['senders'], max(r['run'][key], 1e-3) if logy else r['run'][key])
                                                               for r in ig if r['cc'] == cc and r['pfc'] == pfc]
             plot(name, f"Incast N:1, 100 Gb/s, {incast_ms} ms (uroce-sim, seed 1)", 'senders', label, s, logx=True,

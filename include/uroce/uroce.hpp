@@ -39,8 +39,9 @@ struct DeviceOptions {
   // Packets to other uroce devices of the same user on this host go through shared memory
   // rings instead of UDP (same packets; counters shm_*). Off: false or $UROCE_SHM=0.
   bool same_host_shm = true;
-  // Congestion control of every RC/UC QP's sender: "none" (send as fast as the window allows)
-  // or "dcqcn" (CNPs from the peer cut a QP's rate; a pacer spaces its packets). Empty:
+  // Congestion control of every RC/UC QP's sender: "none" (send as fast as the window allows),
+  // "dcqcn" (CNPs from the peer cut a QP's rate; a pacer spaces its packets) or "timely" (RC:
+  // the rate follows measured round trips, the paper's values; paced too). Empty:
   // $UROCE_CC, else "none". DCQCN's parameters: cc_params "dcqcn_paper" (default) or
   // "mellanox" ($UROCE_CC_PARAMS), at a line rate of line_gbps ($UROCE_LINE_GBPS, else 100).
   std::string cc;

@@ -36,13 +36,14 @@ namespace {
 Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   const std::string algo = env_or(o.cc, "UROCE_CC"), params = env_or(o.cc_params, "UROCE_CC_PARAMS");
   if (!algo.empty() && !cc::parse_algo(algo, cfg.cc))
-    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn)");
+    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn, timely)");
   double gbps = o.line_gbps;
   if (gbps == 0) {
     const std::string e = env_or("", "UROCE_LINE_GBPS");
     gbps = e.empty() ? 100 : std::strtod(e.c_str(), nullptr);
   }
   if (!(gbps > 0 && gbps <= 1e4)) return make_error(EINVAL, "UROCE_LINE_GBPS/line_gbps must be in (0, 10000] Gb/s");
+  cfg.timely = cc::TimelyParams::paper(gbps * 1e9);
   if (!cc::DcqcnParams::by_name(params.empty() ? "dcqcn_paper" : params, gbps * 1e9, cfg.dcqcn))
     return make_error(EINVAL, "UROCE_CC_PARAMS/cc_params: unknown parameter set '" + params + "' (dcqcn_paper, mellanox)");
   return {};

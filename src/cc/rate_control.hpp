@@ -25,9 +25,10 @@ class RateControl {
   virtual uint64_t next_timer() const = 0;
 };
 
-enum class Algo : uint8_t { None, Dcqcn };
-// "none" or "dcqcn"; false for another name.
+enum class Algo : uint8_t { None, Dcqcn, Timely };
+// "none", "dcqcn" or "timely"; false for another name.
 bool parse_algo(std::string_view name, Algo& out);
+std::string_view to_string(Algo a);
 
 
 }  // namespace uroce::cc

@@ -85,6 +85,7 @@ IncastResult run_incast(const IncastScenario& s) {
   transport::CoreConfig cfg;
   cfg.cc = s.cc;
   cfg.dcqcn = dcqcn;
+  cfg.timely = cc::TimelyParams::paper(rate);
   cfg.cnp_interval_ns = dcqcn.cnp_interval_ns;
   cfg.reliability = s.reliability;
   cfg.seed = s.seed;
@@ -199,7 +200,7 @@ std::string to_json(const IncastScenario& s, const IncastResult& r) {
                 "\"drops_second_half\":%llu,\"pauses\":%llu,\"cnps\":%llu,\"fct_p50_us\":%.3f,\"fct_p99_us\":%.3f,"
                 "\"short_fct_p50_us\":%.3f,\"short_fct_p99_us\":%.3f,\"queue_p99_bytes\":%llu,"
                 "\"jain_fairness\":%.5f,\"qp_error\":%s,\"failed_flows\":%u,\"trace_sha256\":\"%s\"}",
-                s.senders, s.cc == cc::Algo::Dcqcn ? "dcqcn" : "none", s.pfc ? "true" : "false",
+                s.senders, std::string(cc::to_string(s.cc)).c_str(), s.pfc ? "true" : "false",
                 std::string(to_string(s.reliability)).c_str(), s.rate_gbps, s.msg_bytes,
                 (unsigned long long)s.buffer_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
                 r.goodput_ratio, (unsigned long long)r.retransmitted_pkts, (unsigned long long)r.drops,

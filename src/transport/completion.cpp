@@ -101,9 +101,15 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.sr_send = core::SrSendState{};
   qp.sr_hold.reset();
   qp.pacer = cc::Pacer{};
-  const bool paced = cfg_.cc == cc::Algo::Dcqcn && (qp.type() == QpType::RC || qp.type() == QpType::UC);
-  qp.rate = paced ? std::make_unique<cc::DcqcnRp>(cfg_.dcqcn) : nullptr;
-  qp.req.paced = paced;
+  // DCQCN reacts to CNPs (RC and UC); TIMELY to round trips, which only RC measures.
+  const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
+  if (cfg_.cc == cc::Algo::Dcqcn && (rc || uc))
+    qp.rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn);
+  else if (cfg_.cc == cc::Algo::Timely && rc)
+    qp.rate = std::make_unique<cc::Timely>(cfg_.timely);
+  else
+    qp.rate = nullptr;
+  qp.req.paced = qp.rate != nullptr;
 }
 
 void ProtocolCore::reset_qp(Qp& qp) {

@@ -183,3 +183,48 @@ TEST(Congestion, NoRateControlByDefault) {
   EXPECT_FALSE(t.a.qp->rate);
   EXPECT_FALSE(t.b.qp->rate);
 }
+
+// TIMELY takes the round trips the completer measures: one timed request per round trip, from
+// its send to the ACK that covers it. One 4 KiB WRITE at a time over a link of 2 x 300 us: every
+// round trip (600 us) is over T_high (500 us), so from the second sample on each cuts the rate
+// by beta (1 - T_high / rtt). Over a 2 us link the round trips are under T_low: the rate stays
+// at the line. Exact values: the link delays are exact, and a WRITE's ACK leaves at once.
+TEST(Congestion, TimelyFollowsMeasuredRoundTrips) {
+  for (uint64_t delay : {300'000ull, 2'000ull}) {
+    PairOptions o;
+    o.faults.delay_ns = delay;
+    o.timeout = 16;  // 268 ms: no timeout in these round trips
+    o.config = [](transport::CoreConfig& c) {
+      c.cc = cc::Algo::Timely;
+      c.timely = cc::TimelyParams::paper(10e9);
+    };
+    CorePair t(o);
+    ASSERT_TRUE(t.a.qp->rate);
+    std::vector<uint8_t> src(4096, 0x5a), dst(4096);
+    auto ms = t.reg(t.a, src.data(), src.size());
+    auto md = t.reg(t.b, dst.data(), dst.size());
+    Sge sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
+    SendWr wr;
+    wr.opcode = WrOpcode::RdmaWrite;
+    wr.sg_list = std::span<const Sge>(&sge, 1);
+    wr.remote_addr = uint64_t(uintptr_t(dst.data()));
+    wr.rkey = md.rkey;
+    wr.send_flags = kSendSignaled;
+    std::vector<double> rates;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(t.send(t.a, wr));
+      EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
+      rates.push_back(t.a.qp->rate->rate_bps());
+    }
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(t.a.qp->rtt.srtt_ns, 2 * delay);  // the ACK leaves as the WRITE arrives
+    if (delay > 250'000) {
+      const double cut = 1 - 0.8 * (1 - 500'000.0 / 600'000);
+      EXPECT_EQ(rates[0], 10e9);  // the first sample only sets the base
+      EXPECT_DOUBLE_EQ(rates[1], 10e9 * cut);
+      EXPECT_DOUBLE_EQ(rates[2], 10e9 * cut * cut);
+    } else {
+      EXPECT_EQ(rates, (std::vector<double>{10e9, 10e9, 10e9}));
+    }
+  }
+}

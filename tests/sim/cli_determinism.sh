@@ -21,7 +21,7 @@ for more in "--scenario incast --senders 4 --cc dcqcn --duration-ms 1 --json" \
   [ "$x" = "$y" ] || { echo "FAIL: same seed, different output for $more:"; echo "$x"; echo "$y"; exit 1; }
   echo "$x" | grep -q '"trace_sha256":"[0-9a-f]\{64\}"' || { echo "FAIL: no digest: $x"; exit 1; }
 done
-for bad in "--scenario incast --cc timely" "--scenario incast --senders 0" "--scenario loss --reliability xy" "--scenario loss --loss 2" "--scenario loss --mtu 1500"; do
+for bad in "--scenario incast --cc swift" "--scenario incast --senders 0" "--scenario loss --reliability xy" "--scenario loss --loss 2" "--scenario loss --mtu 1500"; do
   "$bin/uroce-sim" $bad > /dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || { echo "FAIL: '$bad' exited $rc, not 2"; exit 1; }
