@@ -190,6 +190,8 @@ struct ConnectOptions {
   uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
+  // RC: "gbn" or "sr" for this QP (see DeviceOptions::reliability); empty: the device's.
+  std::string reliability;
 };
 
 }  // namespace uroce

@@ -202,6 +202,10 @@ class QueuePair {
   Status connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o = {});
   // UD: RESET -> INIT -> RTR -> RTS with this Q_Key; sends then name their destination (SendWr::ah).
   Status activate_ud(uint32_t qkey, uint32_t sq_psn = 0);
+  // RC, in RESET or INIT: "gbn" or "sr" for this QP instead of the device's choice
+  // (DeviceOptions::reliability). EINVAL otherwise. selective_repeat(): what it uses.
+  Status set_reliability(const std::string& mode);
+  bool selective_repeat() const;
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

@@ -373,6 +373,18 @@ Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const Conn
   return s;
 }
 
+Status QueuePair::set_reliability(const std::string& mode) {
+  auto r = transport::parse_reliability(mode);
+  if (!r) return make_error(EINVAL, "set_reliability: '" + mode + "' is not gbn or sr");
+  auto g = core_->lock();
+  return core_->nic->set_reliability(*qp_, *r);
+}
+
+bool QueuePair::selective_repeat() const {
+  auto g = core_->lock();
+  return qp_->req.sr;
+}
+
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
   auto g = core_->lock();
   return transport::activate_ud(*core_->nic, *qp_, qkey, sq_psn);

@@ -11,6 +11,11 @@
 
 namespace uroce::compat {
 
+// IEEE OUI-sized vendor id: "uro" (a software device has no assigned one; rxe and siw do likewise).
+inline constexpr uint32_t kVendorId = 0x75726f;
+// ECE options of uroce's QPs (ibv_query_ece / ibv_set_ece, under kVendorId): selective repeat.
+inline constexpr uint32_t kEceSelectiveRepeat = 1;
+
 // Async events name their QP or SRQ: keep handle -> program pointer per device.
 template <class T>
 void track(ibv_context* ctx, std::map<uint32_t, T*> UDevice::*m, uint32_t key, T* obj) {

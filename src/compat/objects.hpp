@@ -76,6 +76,7 @@ struct UQp {
   std::vector<PendingWr> batch;  // entries are reused: their vectors keep their capacity
   size_t batch_len = 0;
   int batch_err = 0;
+  bool ece_set = false;  // ibv_set_ece chose the QP's options: ibv_query_ece reports those
 };
 
 struct UAh {

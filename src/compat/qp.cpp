@@ -228,6 +228,30 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   return 0;
 }
 
+// ECE: uroce's one vendor option is selective repeat. A connection manager exchanges what
+// ibv_query_ece reports and hands the agreed options to ibv_set_ece (in RESET or INIT); a QP
+// uses selective repeat only with a peer that answers in kind, so agreeing is all it takes.
+int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
+  if (!qp || !ece) return EINVAL;
+  *ece = {};
+  ece->vendor_id = kVendorId;
+  UQp* u = from<UQp>(qp);
+  // What it offers until options are set (a connection manager sends this), then what was set.
+  const bool sr = u->ece_set ? u->qp->selective_repeat() : true;
+  ece->options = qp->qp_type == IBV_QPT_RC && sr ? kEceSelectiveRepeat : 0;
+  return 0;
+}
+
+int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
+  if (!qp || !ece || ece->comp_mask) return EINVAL;
+  if (ece->vendor_id != kVendorId) return EOPNOTSUPP;  // another vendor's options mean nothing here
+  if (ece->options & ~kEceSelectiveRepeat) return EOPNOTSUPP;
+  Status s = from<UQp>(qp)->qp->set_reliability(ece->options & kEceSelectiveRepeat ? "sr" : "gbn");
+  if (!s) return s.error().code;
+  from<UQp>(qp)->ece_set = true;
+  return 0;
+}
+
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   QpAttr a = from<UQp>(qp)->qp->query();
   *attr = ibv_qp_attr{};

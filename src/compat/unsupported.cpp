@@ -31,8 +31,6 @@ extern "C" {
 
 int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
-int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 
 // Kernel-ABI helpers that librdmacm imports; uroce has no kernel side to copy from.
 void ibv_copy_ah_attr_from_kern(void*, const void*) {}

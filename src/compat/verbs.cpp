@@ -52,8 +52,6 @@ ibv_device g_device = [] {
   return d;
 }();
 
-// IEEE OUI-sized vendor id: "uro" (a software device has no assigned one; rxe and siw do likewise).
-constexpr uint32_t kVendorId = 0x75726f;
 
 // The extended query: the basic attributes, and the port count a program with more than 255
 // ports would read from phys_port_cnt_ex.

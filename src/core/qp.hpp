@@ -207,6 +207,7 @@ class Qp {
   // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
   std::unique_ptr<cc::RateControl> rate;
   cc::Pacer pacer;
+  std::optional<bool> sr_choice;  // selective repeat chosen for this QP; unset: the device's default
   SrSendState sr_send;
   std::unique_ptr<SrHold> sr_hold;
   // Round trips (RC): one new request at a time is timed from its send to the ACK or response

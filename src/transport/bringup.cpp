@@ -6,6 +6,11 @@ namespace uroce::transport {
 
 Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o) {
+  if (!o.reliability.empty()) {
+    auto r = parse_reliability(o.reliability);
+    if (!r) return make_error(EINVAL, "reliability: '" + o.reliability + "' is not gbn or sr");
+    if (Status s = nic.set_reliability(qp, *r); !s) return s;
+  }
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = o.access;

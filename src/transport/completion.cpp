@@ -97,7 +97,7 @@ void ProtocolCore::flush(Qp& qp) {
 }
 
 void ProtocolCore::start_qp_options(Qp& qp) {
-  qp.req.sr = cfg_.reliability == Reliability::Sr && qp.type() == QpType::RC;
+  qp.req.sr = qp.type() == QpType::RC && qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr);
   qp.sr_send = core::SrSendState{};
   qp.sr_hold.reset();
   qp.pacer = cc::Pacer{};

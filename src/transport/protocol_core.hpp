@@ -148,6 +148,8 @@ class ProtocolCore {
   bool cq_busy(core::Cq* cq) const;
   bool srq_busy(core::Srq* srq) const;
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
+  // This QP's reliability, instead of the device's (RC, in RESET or INIT: before it talks).
+  Status set_reliability(core::Qp& qp, Reliability r);
   Status destroy_qp(core::Qp* qp);
   core::Qp* qp(Qpn qpn);
 

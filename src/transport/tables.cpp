@@ -160,6 +160,15 @@ bool ProtocolCore::srq_busy(core::Srq* srq) const {
   return it != srq_users_.end() && it->second;
 }
 
+Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
+  if (qp.type() != QpType::RC) return make_error(EINVAL, "reliability: RC QPs only");
+  if (qp.state() != QpState::Reset && qp.state() != QpState::Init)
+    return make_error(EINVAL, "reliability: set it in RESET or INIT, before the QP talks");
+  qp.sr_choice = r == Reliability::Sr;
+  qp.req.sr = *qp.sr_choice;
+  return {};
+}
+
 Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))

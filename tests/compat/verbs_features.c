@@ -126,6 +126,42 @@ static void second_context(struct ibv_device* dev, struct ibv_mr* mr, char* buf)
   ibv_destroy_cq(cq1);
 }
 
+/* ECE: uroce's vendor option is selective repeat. An RC QP offers it until options are set,
+ * takes only uroce's vendor id and options, and only before it talks; a pair that agreed on it
+ * moves data. */
+static void check_ece(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
+  struct ibv_qp *c = make_qp(IBV_QPT_RC, cq, NULL), *d = make_qp(IBV_QPT_RC, cq, NULL);
+  struct ibv_ece e;
+  memset(&e, 0xff, sizeof e);
+  CHECK(c && d && ibv_query_ece(c, &e) == 0 && e.vendor_id == 0x75726f && e.options == 1 && e.comp_mask == 0,
+        "query_ece offers selective repeat (vendor 0x75726f, options 1)");
+  struct ibv_ece other = {.vendor_id = 0x15b3, .options = 1};
+  CHECK(ibv_set_ece(c, &other) == EOPNOTSUPP, "set_ece with another vendor's id: EOPNOTSUPP");
+  struct ibv_ece unknown = {.vendor_id = 0x75726f, .options = 3};
+  CHECK(ibv_set_ece(c, &unknown) == EOPNOTSUPP, "set_ece with an unknown option: EOPNOTSUPP");
+  struct ibv_ece sr = {.vendor_id = 0x75726f, .options = 1};
+  CHECK(ibv_set_ece(c, &sr) == 0 && ibv_set_ece(d, &sr) == 0, "set_ece(selective repeat) in RESET");
+  CHECK(connect_rc(c, d->qp_num, 500, 600) == 0 && connect_rc(d, c->qp_num, 600, 500) == 0, "ECE pair to RTS");
+  CHECK(ibv_query_ece(c, &e) == 0 && e.options == 1, "query_ece reports what was set");
+  CHECK(ibv_set_ece(c, &sr) == EINVAL, "set_ece after RTR: EINVAL");
+  static char rbuf[4096];
+  struct ibv_mr* rmr = ibv_reg_mr(pd, rbuf, sizeof rbuf, IBV_ACCESS_LOCAL_WRITE);
+  memset(buf, 'e', 3000);
+  struct ibv_wc wc;
+  int got = 0;
+  CHECK(rmr && post_recv(d, NULL, rmr, rbuf, sizeof rbuf, 91) == 0 && post_send(c, IBV_WR_SEND, mr, buf, 3000, 0, 0, 92) == 0,
+        "SEND on the ECE pair");
+  for (int i = 0; i < 2 && wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS; ++i) got += wc.wr_id == 91 || wc.wr_id == 92;
+  CHECK(got == 2 && memcmp(rbuf, buf, 3000) == 0, "it arrives whole and both sides complete");
+  struct ibv_qp* g = make_qp(IBV_QPT_RC, cq, NULL);
+  struct ibv_ece none = {.vendor_id = 0x75726f, .options = 0};
+  CHECK(g && ibv_set_ece(g, &none) == 0 && ibv_query_ece(g, &e) == 0 && e.options == 0, "set_ece(0): go-back-N, reported");
+  ibv_destroy_qp(g);
+  ibv_destroy_qp(c);
+  ibv_destroy_qp(d);
+  ibv_dereg_mr(rmr);
+}
+
 static atomic_int qp_destroyed;
 static void* destroy_qp_thread(void* qp) {
   if (ibv_destroy_qp(qp) == 0) atomic_store(&qp_destroyed, 1);
@@ -157,6 +193,7 @@ int main(void) {
   struct ibv_qp *a = make_qp(IBV_QPT_RC, cq2, NULL), *b = make_qp(IBV_QPT_RC, cq, NULL);
   CHECK(ch && cq && a && b, "channel, CQs, RC QPs");
   CHECK(connect_rc(a, b->qp_num, 10, 20) == 0 && connect_rc(b, a->qp_num, 20, 10) == 0, "RC QPs to RTS");
+  check_ece(cq2, mr, buf);
   CHECK(ibv_req_notify_cq(cq, 0) == 0, "req_notify_cq");
   post_recv(b, NULL, mr, buf + 4096, 1024, 7);
   strcpy(buf, "event");

@@ -291,3 +291,28 @@ TEST(Api, SelectiveRepeatThroughALossyEngine) {
   EXPECT_GT(c["rx_sacks"], 0u);
   EXPECT_EQ(c["tx_naks_seq"], 0u);
 }
+
+// Reliability per QP: ConnectOptions::reliability or set_reliability in RESET/INIT, over the
+// device's default; refused for a bad name, once the QP talks, and for UD.
+TEST(Api, ReliabilityPerQp) {
+  auto dev = std::move(*Device::open());
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(16));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto u = std::move(*pd->create_qp({QpType::UD, cq.get(), cq.get()}));
+  EXPECT_FALSE(a->selective_repeat());  // the device's default: go-back-N
+  EXPECT_EQ(a->set_reliability("fast").error().code, EINVAL);
+  EXPECT_EQ(u->set_reliability("sr").error().code, EINVAL);
+  ASSERT_TRUE(b->set_reliability("sr"));
+  EXPECT_TRUE(b->selective_repeat());
+  const Gid gid = *dev->query_gid(0);
+  ConnectOptions o;
+  o.reliability = "sr";
+  ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 7}, 9, o));
+  ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7));
+  EXPECT_TRUE(a->selective_repeat());
+  EXPECT_EQ(a->set_reliability("gbn").error().code, EINVAL);  // in RTS
+  o.reliability = "xyz";
+  EXPECT_EQ(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7, o).error().code, EINVAL);
+}
