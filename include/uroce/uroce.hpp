@@ -206,6 +206,10 @@ class QueuePair {
   // (DeviceOptions::reliability). EINVAL otherwise. selective_repeat(): what it uses.
   Status set_reliability(const std::string& mode);
   bool selective_repeat() const;
+  // "none", "dcqcn" or "timely" for this QP instead of the device's (DeviceOptions::cc): RC (and
+  // UC but for TIMELY), in RESET or INIT. congestion_control(): what it uses.
+  Status set_congestion_control(const std::string& algo);
+  std::string congestion_control() const;
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

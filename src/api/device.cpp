@@ -380,6 +380,19 @@ Status QueuePair::set_reliability(const std::string& mode) {
   return core_->nic->set_reliability(*qp_, *r);
 }
 
+Status QueuePair::set_congestion_control(const std::string& algo) {
+  cc::Algo a;
+  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not none, dcqcn or timely");
+  auto g = core_->lock();
+  return core_->nic->set_congestion_control(*qp_, a);
+}
+
+std::string QueuePair::congestion_control() const {
+  auto g = core_->lock();
+  if (!qp_->rate) return "none";
+  return std::string(cc::to_string(qp_->cc_choice.value_or(core_->nic->config().cc)));
+}
+
 bool QueuePair::selective_repeat() const {
   auto g = core_->lock();
   return qp_->req.sr;

@@ -208,6 +208,7 @@ class Qp {
   std::unique_ptr<cc::RateControl> rate;
   cc::Pacer pacer;
   std::optional<bool> sr_choice;  // selective repeat chosen for this QP; unset: the device's default
+  std::optional<cc::Algo> cc_choice;  // congestion control chosen for this QP; unset: the device's
   SrSendState sr_send;
   std::unique_ptr<SrHold> sr_hold;
   // Round trips (RC): one new request at a time is timed from its send to the ACK or response

@@ -11,6 +11,11 @@ Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint3
     if (!r) return make_error(EINVAL, "reliability: '" + o.reliability + "' is not gbn or sr");
     if (Status s = nic.set_reliability(qp, *r); !s) return s;
   }
+  if (!o.cc.empty()) {
+    cc::Algo algo;
+    if (!cc::parse_algo(o.cc, algo)) return make_error(EINVAL, "cc: '" + o.cc + "' is not none, dcqcn or timely");
+    if (Status s = nic.set_congestion_control(qp, algo); !s) return s;
+  }
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = o.access;

@@ -103,9 +103,10 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY to round trips, which only RC measures.
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
-  if (cfg_.cc == cc::Algo::Dcqcn && (rc || uc))
+  const cc::Algo algo = qp.cc_choice.value_or(cfg_.cc);
+  if (algo == cc::Algo::Dcqcn && (rc || uc))
     qp.rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn);
-  else if (cfg_.cc == cc::Algo::Timely && rc)
+  else if (algo == cc::Algo::Timely && rc)
     qp.rate = std::make_unique<cc::Timely>(cfg_.timely);
   else
     qp.rate = nullptr;

@@ -150,6 +150,8 @@ class ProtocolCore {
   Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
   // This QP's reliability, instead of the device's (RC, in RESET or INIT: before it talks).
   Status set_reliability(core::Qp& qp, Reliability r);
+  // This QP's congestion control, instead of the device's (RC; DCQCN also UC; in RESET or INIT).
+  Status set_congestion_control(core::Qp& qp, cc::Algo a);
   Status destroy_qp(core::Qp* qp);
   core::Qp* qp(Qpn qpn);
 

@@ -169,6 +169,17 @@ Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
   return {};
 }
 
+Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
+  const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
+  if (!(rc || (uc && a != cc::Algo::Timely)))
+    return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY needs ACKs)");
+  if (qp.state() != QpState::Reset && qp.state() != QpState::Init)
+    return make_error(EINVAL, "congestion control: set it in RESET or INIT, before the QP talks");
+  qp.cc_choice = a;
+  start_qp_options(qp);
+  return {};
+}
+
 Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))

@@ -316,3 +316,28 @@ TEST(Api, ReliabilityPerQp) {
   o.reliability = "xyz";
   EXPECT_EQ(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7, o).error().code, EINVAL);
 }
+
+// Congestion control per QP, the same way: over the device's default, refused for a bad name,
+// TIMELY on UC (no ACKs to time), and once the QP talks.
+TEST(Api, CongestionControlPerQp) {
+  auto dev = std::move(*Device::open());
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(16));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto uc = std::move(*pd->create_qp({QpType::UC, cq.get(), cq.get()}));
+  EXPECT_EQ(a->congestion_control(), "none");
+  EXPECT_EQ(a->set_congestion_control("bbr").error().code, EINVAL);
+  EXPECT_EQ(uc->set_congestion_control("timely").error().code, EINVAL);
+  ASSERT_TRUE(uc->set_congestion_control("dcqcn"));
+  EXPECT_EQ(uc->congestion_control(), "dcqcn");
+  ASSERT_TRUE(b->set_congestion_control("timely"));
+  const Gid gid = *dev->query_gid(0);
+  ConnectOptions o;
+  o.cc = "dcqcn";
+  ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 7}, 9, o));
+  ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7));
+  EXPECT_EQ(a->congestion_control(), "dcqcn");
+  EXPECT_EQ(b->congestion_control(), "timely");
+  EXPECT_EQ(a->set_congestion_control("none").error().code, EINVAL);  // in RTS
+}
