@@ -4,6 +4,7 @@
 #               fuzzer, then interop with Linux Soft-RoCE in a qemu guest)
 #   make build  build only (release, into build/)
 #   make bench  run the benchmarks (results in bench/results/)
+#   make study  the lossy-fabric study: simulator and real engine (docs/study.md)
 
 JOBS       ?= $(shell nproc)
 BUILD      ?= build
