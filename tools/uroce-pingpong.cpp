@@ -108,6 +108,7 @@ struct Side {
   explicit Side(const Args& args)
       : a(args), ud(args.type == QpType::UD), grh(ud ? kGrhBytes : 0), slot(args.size + grh) {
     dev = must(Device::open(), "open device");
+    tool::set_device(dev.get());  // a failure prints the counters
     pd = must(dev->alloc_pd(), "alloc_pd");
     cq = must(dev->create_cq(1024), "create_cq");
     sbuf.resize(a.size);

@@ -204,7 +204,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
         core::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
-    std::memcpy(dst, p.payload.data(), len);
+    if (dst != p.payload.data()) std::memcpy(dst, p.payload.data(), len);  // else placed on arrival (selective.cpp)
   }
   r.write_offset += len;
   r.epsn = p.bth.psn + 1;

@@ -4,8 +4,10 @@
 // where nothing comes after a loss to report it. Requests are still executed in PSN
 // order, so completions and verbs semantics are those of go-back-N.
 #include <algorithm>
+#include <cstring>
 
 #include "transport/roles.hpp"
+#include "transport/sgl.hpp"
 
 namespace uroce::transport {
 
@@ -16,6 +18,27 @@ using wire::Psn;
 namespace {
 
 uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
+
+// Where a WRITE MIDDLE packet past a hole goes, if it can go there now: it belongs to the
+// WRITE in progress (every earlier message has executed, so nothing earlier can overwrite it)
+// and its bytes fall inside that WRITE's registered range. Its payload is written there at
+// once; everything else waits in order (a LAST or ONLY packet too, so that a program polling
+// the last byte of a WRITE never sees it before the bytes ahead of it). Null: not placeable.
+uint8_t* place_now(Context& cx, Qp& qp, const wire::Packet& p) {
+  const auto& r = qp.resp;
+  const uint32_t flags = p.info().flags, mtu = qp.mtu();
+  if (r.msg != core::RespMsg::Write || (flags & (wire::kFirst | wire::kLast)) || !(flags & wire::kWrite) ||
+      p.payload.size() != mtu)
+    return nullptr;
+  const uint64_t offset = r.write_offset + uint64_t(Psn::distance(r.epsn, p.bth.psn)) * mtu;
+  if (offset + mtu > r.write_len) return nullptr;  // past the WRITE in progress: a later message's
+  uint8_t* dst = nullptr;
+  if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + offset, mtu, kAccessRemoteWrite, &dst) !=
+      core::KeyCheck::Ok)
+    return nullptr;  // executed in order, it is NAKed there
+  std::memcpy(dst, p.payload.data(), mtu);
+  return dst;
+}
 
 }  // namespace
 
@@ -38,8 +61,14 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
   if (!s.valid) ++h.count;
   s.valid = true;
   s.p = p;
-  s.bytes.assign(p.payload.begin(), p.payload.end());
-  s.p.payload = {s.bytes.data(), s.bytes.size()};
+  if (uint8_t* dst = place_now(cx, qp, p)) {
+    s.bytes.clear();
+    s.p.payload = {dst, p.payload.size()};  // executing it later finds its bytes in place
+    ++cx.ctr().rx_sr_placed;
+  } else {
+    s.bytes.assign(p.payload.begin(), p.payload.end());
+    s.p.payload = {s.bytes.data(), s.bytes.size()};
+  }
   ++cx.ctr().rx_sr_held;
   return Verdict::Held;
 }

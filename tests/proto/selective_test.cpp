@@ -101,6 +101,7 @@ TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
   EXPECT_EQ(t.a.nic->counters().sr_probes, 0u);
   const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
   EXPECT_EQ(cb.rx_sr_held, 5u);  // PSNs 3..7 of the message
+  EXPECT_EQ(cb.rx_sr_placed, 4u);  // 3..6 written at once; 7, the LAST, when its turn comes
   EXPECT_EQ(ca.retransmitted_packets, 1u);
   EXPECT_EQ(ca.retransmit_timeouts, 0u);
   EXPECT_EQ(cb.tx_naks_seq, 0u);
@@ -113,6 +114,41 @@ TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
                                Verdict::Execute, Verdict::Execute, Verdict::Execute, Verdict::Execute};
   EXPECT_EQ(at_b, want);
   EXPECT_FALSE(transport::sr_holding(*t.b.qp));
+}
+
+// Past a hole, the MIDDLE packets of the WRITE in progress are written to memory as they
+// arrive; its LAST packet waits for the hole (a program polling the WRITE's last byte sees it
+// last), and so does everything of the next message.
+TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  bool block = true;  // PSN 2 is lost for as long as this holds
+  t.sim.link().set_filter([&block](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    return !(block && request_psn(f, b, psn) && psn == kPsnA + 2);
+  });
+  Buffers b = make_buffers(t, 16 * 1024, 22);
+  ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));             // PSNs 0..7
+  ASSERT_TRUE(post_write(t, b, 2, 8 * 1024, 8 * 1024));      // PSNs 8..15
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 13; }, 100'000));
+  auto same = [&](uint32_t from, uint32_t len) { return std::memcmp(b.src.data() + from, b.dst.data() + from, len) == 0; };
+  auto zero = [&](uint32_t from, uint32_t len) {
+    return std::all_of(b.dst.begin() + from, b.dst.begin() + from + len, [](uint8_t x) { return x == 0; });
+  };
+  EXPECT_TRUE(same(0, 2048));          // PSNs 0, 1: in sequence
+  EXPECT_TRUE(zero(2048, 1024));       // the hole
+  EXPECT_TRUE(same(3072, 4 * 1024));   // 3..6: placed
+  EXPECT_TRUE(zero(7168, 1024));       // 7, the first WRITE's LAST: held
+  EXPECT_TRUE(zero(8192, 8 * 1024));   // the second WRITE: held, its address unknown till its turn
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 4u);
+  block = false;
+  std::vector<Wc> got;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[1].wr_id, 2u);
+  EXPECT_EQ(got[1].status, WcStatus::Success);
+  EXPECT_TRUE(same(0, 16 * 1024));
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 4u);
 }
 
 TEST(SelectiveRepeat, SeveralHolesEachResentOnce) {
