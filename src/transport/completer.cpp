@@ -235,9 +235,25 @@ Psn next_psn(Qp& qp) {
   return w.assigned ? w.first_psn + qp.req.pkt : qp.req.high;
 }
 
+// Resends of the last round went out before any PSN from round_high on. Once `highest` (held)
+// is one of those, a resent hole still missing was lost again (the link keeps order): the
+// holes may all go again.
+void note_lost_resends(Context& cx, Qp& qp, Psn highest) {
+  auto& s = qp.sr_send;
+  const Psn una = qp.comp.una;
+  if (!s.round || Psn::distance(una, s.round_high) > Psn::distance(una, highest)) return;
+  s.round = false;
+  Psn h = una;
+  while (h < highest && sr_sacked(qp, h)) h += 1;
+  if (h < highest && Psn::distance(una, h) <= Psn::distance(una, s.resent_upto)) {
+    s.resent_upto = una - 1;
+    ++cx.ctr().sr_lost_resends;
+  }
+}
+
 // A selective ACK: an ACK of its PSN, and which later PSNs the responder holds. Holes below
-// the highest held PSN are resent, each once until a timeout (a resend lost again is the
-// timer's); held PSNs are skipped by every resend.
+// the highest held PSN are resent, each once per round (a round's resend seen lost, or a
+// probe, starts another); held PSNs are skipped by every resend.
 Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   auto& c = qp.comp;
   auto& s = qp.sr_send;
@@ -272,15 +288,7 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   const Verdict plain = c.una <= acked ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
   if (!any) return plain;
   if (!sr_holds_any(qp) || s.highest < highest) s.highest = highest;
-  if (s.round && Psn::distance(c.una, s.round_high) <= Psn::distance(c.una, highest)) {
-    s.round = false;
-    Psn h = c.una;
-    while (h < highest && sr_sacked(qp, h)) h += 1;
-    if (h < highest && Psn::distance(c.una, h) <= Psn::distance(c.una, s.resent_upto)) {
-      s.resent_upto = c.una - 1;  // a resend was lost: the holes go again, without a timer
-      ++cx.ctr().sr_lost_resends;
-    }
-  }
+  note_lost_resends(cx, qp, highest);
   Psn from = c.una;  // or past the holes already resent, if that is still ahead
   if (Psn::distance(c.una, s.resent_upto + 1) <= Psn::distance(c.una, qp.req.high)) from = s.resent_upto + 1;
   while (from < highest && sr_sacked(qp, from)) from += 1;
@@ -438,10 +446,12 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   SendWqe* w = head(qp);
   Psn from = c.una;
   if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;
-  // Selective repeat resends every hole again, and at least the oldest packet: the responder
-  // may hold all the rest, and its answer to that one says where it stands.
-  qp.sr_send.resent_upto = c.una - 1;
-  sr_mark(qp, from, false);
+  if (qp.req.sr) {
+    // Every hole goes again, and at least the oldest packet: the responder may hold all the
+    // rest, and its answer to that one says where it stands.
+    qp.sr_send.resent_upto = c.una - 1;
+    sr_mark(qp, from, false);
+  }
   requester_go_back(cx, qp, from);
   start_retransmit_timer(cx, qp, now);
 }

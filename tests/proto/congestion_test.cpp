@@ -117,6 +117,20 @@ TEST(Congestion, AMarkingLinkDrivesCnpsBothWaysCounted) {
   EXPECT_EQ(t.sim.link().stats().ce_marked, t.sim.link().stats().delivered);
 }
 
+// A signaled RDMA WRITE of all of src (registered on a, through sge) into dst (registered on b).
+static SendWr write_all(CorePair& t, std::vector<uint8_t>& src, std::vector<uint8_t>& dst, Sge& sge) {
+  auto ms = t.reg(t.a, src.data(), src.size());
+  auto md = t.reg(t.b, dst.data(), dst.size());
+  sge = Sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::RdmaWrite;
+  wr.sg_list = std::span<const Sge>(&sge, 1);
+  wr.remote_addr = uint64_t(uintptr_t(dst.data()));
+  wr.rkey = md.rkey;
+  wr.send_flags = kSendSignaled;
+  return wr;
+}
+
 // DCQCN paces a QP at its rate, and a CNP halves it (alpha starts at 1). At 8 Gb/s a byte takes
 // a nanosecond: a 16 KiB WRITE at MTU 1024 is 16 packets of 1056 + 15 x 1040 = 16656 bytes on
 // the wire (BTH, RETH on the first, payload, ICRC), so the pacer is booked 16656 ns past the
@@ -131,15 +145,8 @@ TEST(Congestion, DcqcnPacesAQpAndACnpHalvesItsRate) {
   CorePair t(o);
   ASSERT_TRUE(t.a.qp->rate);
   std::vector<uint8_t> src(16 * 1024, 0x33), dst(16 * 1024);
-  auto ms = t.reg(t.a, src.data(), src.size());
-  auto md = t.reg(t.b, dst.data(), dst.size());
-  Sge sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
-  SendWr wr;
-  wr.opcode = WrOpcode::RdmaWrite;
-  wr.sg_list = std::span<const Sge>(&sge, 1);
-  wr.remote_addr = uint64_t(uintptr_t(dst.data()));
-  wr.rkey = md.rkey;
-  wr.send_flags = kSendSignaled;
+  Sge sge;
+  const SendWr wr = write_all(t, src, dst, sge);
 
   auto timed_write = [&](uint64_t& started) {
     started = t.sim.now();
@@ -201,15 +208,8 @@ TEST(Congestion, TimelyFollowsMeasuredRoundTrips) {
     CorePair t(o);
     ASSERT_TRUE(t.a.qp->rate);
     std::vector<uint8_t> src(4096, 0x5a), dst(4096);
-    auto ms = t.reg(t.a, src.data(), src.size());
-    auto md = t.reg(t.b, dst.data(), dst.size());
-    Sge sge{uint64_t(uintptr_t(src.data())), uint32_t(src.size()), ms.lkey};
-    SendWr wr;
-    wr.opcode = WrOpcode::RdmaWrite;
-    wr.sg_list = std::span<const Sge>(&sge, 1);
-    wr.remote_addr = uint64_t(uintptr_t(dst.data()));
-    wr.rkey = md.rkey;
-    wr.send_flags = kSendSignaled;
+    Sge sge;
+    const SendWr wr = write_all(t, src, dst, sge);
     std::vector<double> rates;
     for (int i = 0; i < 3; ++i) {
       ASSERT_TRUE(t.send(t.a, wr));
