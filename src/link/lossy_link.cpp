@@ -86,9 +86,11 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
 
 namespace {
 
-uint64_t& per_sender(std::vector<std::pair<Gid, uint64_t>>& v, const Gid& sender) {
+// A sender's entry, made on first use (a list: up to a few hundred hosts, scanned per frame).
+template <class T>
+T& per_sender(std::vector<std::pair<Gid, T>>& v, const Gid& sender) {
   auto it = std::find_if(v.begin(), v.end(), [&](const auto& w) { return w.first == sender; });
-  if (it == v.end()) it = v.insert(v.end(), {sender, 0});
+  if (it == v.end()) it = v.insert(v.end(), {sender, T{}});
   return it->second;
 }
 
@@ -97,11 +99,7 @@ uint64_t& per_sender(std::vector<std::pair<Gid, uint64_t>>& v, const Gid& sender
 uint64_t& LossyLink::wire_free(const Gid& sender) { return per_sender(wire_free_, sender); }
 uint64_t& LossyLink::paused_until(const Gid& sender) { return per_sender(paused_, sender); }
 
-std::deque<LossyLink::Frame>& LossyLink::sender_queue(const Gid& sender) {
-  auto it = std::find_if(sender_q_.begin(), sender_q_.end(), [&](const auto& s) { return s.first == sender; });
-  if (it == sender_q_.end()) it = sender_q_.insert(sender_q_.end(), {sender, {}});
-  return it->second;
-}
+std::deque<LossyLink::Frame>& LossyLink::sender_queue(const Gid& sender) { return per_sender(sender_q_, sender); }
 
 void LossyLink::at_sender(Frame turn) {
   std::deque<Frame>& q = sender_queue(turn.flow.src);

@@ -1,13 +1,13 @@
 // Selective repeat (IRN-style, between uroce QPs): a responder keeps requests that arrive past
-// a hole and reports them in a selective ACK; the requester resends only the holes below the
-// highest PSN reported, once each until a timeout, and a probe covers the tail of a burst,
-// where nothing comes after a loss to report it. Requests are still executed in PSN
-// order, so completions and verbs semantics are those of go-back-N.
+// a hole (placing the WRITE in progress in memory at once) and reports them in a selective ACK;
+// the requester resends only the holes below the highest PSN reported, again when a resend is
+// seen lost, and a probe covers the tail of a burst, where nothing comes after a loss to report
+// it. Requests are still executed in PSN order, so completions and verbs semantics are those of
+// go-back-N. The completer's side (SACKs, probes) is in completer.cpp.
 #include <algorithm>
 #include <cstring>
 
 #include "transport/roles.hpp"
-#include "transport/sgl.hpp"
 
 namespace uroce::transport {
 
