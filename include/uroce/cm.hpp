@@ -53,6 +53,9 @@ struct CmConnectParams {
   uint8_t hop_limit = 64, traffic_class = 0;
   uint32_t flow_label = 0;
   std::vector<uint8_t> private_data;  // up to 92 bytes (IP CM: its 36-byte header first)
+  // ECE (enhanced connection establishment): a vendor's QP options offered to the peer, in the
+  // REQ's vendor ID and its MAD's attribute modifier, as Linux's CM carries them. 0: none.
+  uint32_t ece_vendor_id = 0, ece_options = 0;
 };
 
 struct CmAcceptParams {
@@ -62,6 +65,7 @@ struct CmAcceptParams {
   uint8_t rnr_retry_count = 7;
   bool srq = false;
   std::vector<uint8_t> private_data;  // up to 196 bytes
+  uint32_t ece_vendor_id = 0, ece_options = 0;  // ECE agreed, as in a REQ
 };
 
 enum class CmEventType : uint8_t {
@@ -94,6 +98,7 @@ struct CmEvent {
   uint16_t reject_reason = 0;   // Rejected
   uint32_t qkey = 0;            // SidrReply
   uint8_t sidr_status = 0;      // SidrReply: 0 valid, 1 no such service, 2 rejected
+  uint32_t ece_vendor_id = 0, ece_options = 0;  // ConnectRequest, ConnectReply: the peer's ECE
   std::vector<uint8_t> private_data;
 };
 

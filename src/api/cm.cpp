@@ -148,11 +148,15 @@ CmEvent ConnectionManager::Impl::convert(const cm::Event& e) {
       c.rnr_retry_count = r.rnr_retry_count;
       c.srq = r.srq;
       c.private_data = r.private_data;
+      c.ece_vendor_id = r.vendor_id;
+      c.ece_options = r.ece_options;
       break;
     }
     case cm::EventType::RepReceived: {
       const cm::Rep& r = *e.rep;
       c.type = CmEventType::ConnectReply;
+      c.ece_vendor_id = r.vendor_id;
+      c.ece_options = r.ece_options;
       c.remote_qpn = r.local_qpn;
       c.sq_psn = r.starting_psn;
       c.responder_resources = r.responder_resources;
@@ -308,6 +312,8 @@ Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {
   r.flow_label = p.flow_label;
   r.local_ack_timeout = 14;
   r.private_data = p.private_data;
+  r.vendor_id = p.ece_vendor_id & 0xffffff;
+  r.ece_options = p.ece_options;
   return impl_->call([&](cm::Manager& m, uint64_t now) { return m.connect(p.peer, std::move(r), now); });
 }
 
@@ -321,6 +327,8 @@ Status ConnectionManager::accept(uint32_t id, const CmAcceptParams& p) {
   r.srq = p.srq;
   r.target_ack_delay = 15;
   r.private_data = p.private_data;
+  r.vendor_id = p.ece_vendor_id & 0xffffff;
+  r.ece_options = p.ece_options;
   return impl_->call([&](cm::Manager& m, uint64_t now) { return m.accept(id, std::move(r), now); });
 }
 

@@ -78,7 +78,7 @@ Result<CommId> Manager::connect(const Gid& peer, Req req, uint64_t now) {
   c.state = State::ReqSent;
   c.peer = peer;
   c.tid = next_tid_++;
-  send_kept(c, make_mad(CmAttr::Req, c.tid, req), now);
+  send_kept(c, make_mad(CmAttr::Req, c.tid, req, req.ece_options), now);
   return id;
 }
 
@@ -91,7 +91,7 @@ Status Manager::accept(CommId id, Rep rep, uint64_t now) {
   rep.local_ca_guid = cfg_.ca_guid;
   c->state = State::RepSent;
   --pending_;
-  send_kept(*c, make_mad(CmAttr::Rep, c->tid, rep), now);
+  send_kept(*c, make_mad(CmAttr::Rep, c->tid, rep, rep.ece_options), now);
   return {};
 }
 

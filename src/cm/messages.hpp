@@ -24,7 +24,8 @@ enum class TransportType : uint8_t { RC = 0, UC = 1, RD = 2 };
 
 struct Req {
   uint32_t local_comm_id = 0;
-  uint32_t vendor_id = 0;
+  uint32_t vendor_id = 0;      // ECE: the vendor whose options ece_options are (0: none)
+  uint32_t ece_options = 0;    // ECE: carried in the MAD header's attribute modifier, as Linux's CM does
   uint64_t service_id = 0;
   uint64_t local_ca_guid = 0;
   uint32_t local_qkey = 0;
@@ -58,7 +59,8 @@ struct Rep {
   uint32_t local_comm_id = 0, remote_comm_id = 0;
   uint32_t local_qkey = 0;
   uint32_t local_qpn = 0;
-  uint32_t vendor_id = 0;
+  uint32_t vendor_id = 0;      // ECE, as in a REQ
+  uint32_t ece_options = 0;
   uint32_t starting_psn = 0;
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
@@ -147,11 +149,12 @@ bool encode(const SidrRep& m, MadData out);
 
 // A whole MAD: the CM's header (attribute, transaction ID), then the message.
 template <class M>
-Mad make_mad(CmAttr attr, uint64_t tid, const M& m) {
+Mad make_mad(CmAttr attr, uint64_t tid, const M& m, uint32_t attr_mod = 0) {
   Mad mad{};
   MadHeader h;
   h.tid = tid;
   h.attr_id = uint16_t(attr);
+  h.attr_mod = attr_mod;
   write_header(h, mad);
   (void)encode(m, MadData(mad.data() + kMadHeaderBytes, kMadDataBytes));
   return mad;

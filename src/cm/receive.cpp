@@ -14,8 +14,16 @@ void Manager::on_mad(std::span<const uint8_t> mad, const Gid& from, uint64_t now
   ++ctr_.mads_in;
   ConstMadData d(mad.data() + kMadHeaderBytes, kMadDataBytes);
   switch (CmAttr(h->attr_id)) {
-    case CmAttr::Req: return on_req(*h, decode_req(d), from, now);
-    case CmAttr::Rep: return on_rep(decode_rep(d), from);
+    case CmAttr::Req: {
+      Req r = decode_req(d);
+      r.ece_options = h->attr_mod;
+      return on_req(*h, std::move(r), from, now);
+    }
+    case CmAttr::Rep: {
+      Rep r = decode_rep(d);
+      r.ece_options = h->attr_mod;
+      return on_rep(r, from);
+    }
     case CmAttr::Rtu: return on_rtu(decode_rtu(d));
     case CmAttr::Rej: return on_rej(decode_rej(d));
     case CmAttr::Mra: return on_mra(decode_mra(d), now);

@@ -104,7 +104,8 @@ static void check_reject_with_private_data(void) {
   rdma_destroy_id(id);
 }
 
-/* Options and ECE as the kernel's rdma_cm and librdmacm answer them for a device without ECE. */
+/* Options, and ECE for a program's own QP: what it sets goes out in the REQ, the passive side
+ * reads it with rdma_get_remote_ece and may refuse it with rdma_reject_ece. */
 static void check_options_and_ece(void) {
   struct rdma_cm_id* ud = NULL;
   CHECK(rdma_create_id(ch, &ud, NULL, RDMA_PS_UDP) == 0, "create UD id");
@@ -118,10 +119,10 @@ static void check_options_and_ece(void) {
   memset(&ece, 0xff, sizeof ece);
   CHECK(rdma_get_remote_ece(id, &ece) == 0 && ece.vendor_id == 0 && ece.options == 0 && ece.comp_mask == 0,
         "no remote ECE: all zero");
-  struct ibv_ece mine = {.vendor_id = 0x15b3, .options = 1};
-  CHECK(rdma_set_local_ece(id, &mine) == -1 && errno == EOPNOTSUPP, "local ECE: EOPNOTSUPP, got %s", strerror(errno));
-  mine.vendor_id = 0;
-  CHECK(rdma_set_local_ece(id, &mine) == -1 && errno == EINVAL, "local ECE without a vendor: EINVAL");
+  struct ibv_ece none = {.vendor_id = 0, .options = 1};
+  CHECK(rdma_set_local_ece(id, &none) == -1 && errno == EINVAL, "local ECE without a vendor: EINVAL");
+  struct ibv_ece mine = {.vendor_id = 0x15b3, .options = 0x2a};
+  CHECK(rdma_set_local_ece(id, &mine) == 0, "local ECE for the program's own QP: %s", strerror(errno));
   struct ibv_ah_attr ah = {.is_global = 1};
   ah.grh.dgid.raw[15] = 1;
   errno = 0;
@@ -132,6 +133,9 @@ static void check_options_and_ece(void) {
   struct rdma_cm_id* req = ev ? ev->id : NULL;
   ack(ev);
   if (req) {
+    memset(&ece, 0, sizeof ece);
+    CHECK(rdma_get_remote_ece(req, &ece) == 0 && ece.vendor_id == 0x15b3 && ece.options == 0x2a && ece.comp_mask == 0,
+          "the REQ carried it: vendor %#x options %#x", ece.vendor_id, ece.options);
     CHECK(rdma_reject_ece(req, NULL, 0) == 0, "reject_ece: %s", strerror(errno));
     ev = expect(RDMA_CM_EVENT_REJECTED);
     if (ev) CHECK(ev->status == 35, "REJ for ECE: status 35, got %d", ev->status);
@@ -139,6 +143,46 @@ static void check_options_and_ece(void) {
     rdma_destroy_id(req);
   }
   rdma_destroy_id(id);
+}
+
+/* ECE between two uroce QPs made by rdma_create_qp: the active side offers what its QP does
+ * (ibv_query_ece), the passive QP takes it, and the REP brings the passive QP's back. An active
+ * QP set to go-back-N (ibv_set_ece, options 0) makes the passive one go-back-N too. */
+static void connect_with_qps(uint32_t offer, uint32_t* active_after, uint32_t* passive_after) {
+  struct rdma_cm_id* id = resolved_client(&server);
+  struct ibv_qp_init_attr qa = {.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+                                .qp_type = IBV_QPT_RC};
+  CHECK(rdma_create_qp(id, NULL, &qa) == 0, "active QP: %s", strerror(errno));
+  struct ibv_ece e = {.vendor_id = 0x75726f, .options = offer};
+  CHECK(id->qp && ibv_set_ece(id->qp, &e) == 0, "active QP's ECE set to %u", offer);
+  struct rdma_conn_param p = {.responder_resources = 1, .initiator_depth = 1, .retry_count = 7, .rnr_retry_count = 7};
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* req = ev ? ev->id : NULL;
+  ack(ev);
+  if (!req) return;
+  CHECK(rdma_create_qp(req, NULL, &qa) == 0, "passive QP: %s", strerror(errno));
+  CHECK(rdma_accept(req, &p) == 0, "accept: %s", strerror(errno));
+  for (int i = 0; i < 2; i++) ack(expect(RDMA_CM_EVENT_ESTABLISHED));
+  struct ibv_ece a = {0}, b = {0};
+  CHECK(ibv_query_ece(id->qp, &a) == 0 && ibv_query_ece(req->qp, &b) == 0 && a.vendor_id == 0x75726f &&
+            b.vendor_id == 0x75726f, "both QPs report uroce's ECE");
+  *active_after = a.options;
+  *passive_after = b.options;
+  rdma_disconnect(id);
+  for (int i = 0; i < 2; i++) ack(expect(RDMA_CM_EVENT_DISCONNECTED));
+  rdma_destroy_qp(req);
+  rdma_destroy_qp(id);
+  rdma_destroy_id(req);
+  rdma_destroy_id(id);
+}
+
+static void check_ece_agreed(void) {
+  uint32_t a = 9, b = 9;
+  connect_with_qps(1, &a, &b);
+  CHECK(a == 1 && b == 1, "selective repeat offered and agreed: active %u, passive %u", a, b);
+  connect_with_qps(0, &a, &b);
+  CHECK(a == 0 && b == 0, "go-back-N offered: the passive QP takes it (active %u, passive %u)", a, b);
 }
 
 static void check_accept_and_disconnect(void) {
@@ -259,6 +303,7 @@ int main(int argc, char** argv) {
   check_addresses();
   check_reject_with_private_data();
   check_options_and_ece();
+  check_ece_agreed();
   check_accept_and_disconnect();
   check_no_listener();
   check_peer_gone(gone);

@@ -76,6 +76,7 @@ struct Id {
   uint32_t rq_psn = 0;          // the first PSN our QP receives (0 until chosen: rq_psn_of)
   CmEvent offer;                // the peer's REQ (passive) or REP (active)
   rdma_conn_param ours{};       // resources we asked for (connect) or gave (accept)
+  ibv_ece local_ece{};          // ECE for an id without a QP (rdma_set_local_ece); with one, its QP's
   uint8_t tos = 0;
   std::optional<uint8_t> ack_timeout;  // RDMA_OPTION_ID_ACK_TIMEOUT: the QP's local ACK timeout
   uint32_t qkey = kUdpQkey;
@@ -142,6 +143,10 @@ int qp_attr_for(Id* id, ibv_qp_attr* a, int* mask);  // a->qp_state says which
 int move_qp(Id* id, ibv_qp_state to);
 int ready_qp(Id* id);  // RTR then RTS with what the peer offered
 uint32_t rq_psn_of(Id* id);  // conn.cpp: the first PSN our QP receives, chosen on first use
+// ECE (conn.cpp): what this id offers or agreed (its QP's, else rdma_set_local_ece's), and the
+// peer's options applied to its QP (a provider that has none, or other vendors', ignores them).
+ibv_ece local_ece(Id* id);
+void apply_peer_ece(Id* id);
 void qp_to_error(Id* id);
 
 inline Id* from(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }

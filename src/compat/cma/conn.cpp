@@ -75,6 +75,9 @@ int connect_rc(Id* id, const rdma_conn_param* p) {
   c.rnr_retry_count = id->ours.rnr_retry_count;
   c.traffic_class = id->tos;
   c.private_data = ip_cm_private_data(local_gid(id), dst_gid(id), id->port, user_data(p));
+  const ibv_ece ece = local_ece(id);
+  c.ece_vendor_id = ece.vendor_id;
+  c.ece_options = ece.options;
   auto r = id->dev->cm->connect(c);
   if (!r) return r.error().code;
   id->comm = *r;
@@ -93,11 +96,29 @@ int accept_rc(Id* id, const rdma_conn_param* p) {
   a.initiator_depth = id->ours.initiator_depth;
   a.rnr_retry_count = id->ours.rnr_retry_count;
   a.private_data = user_data(p);
+  if (id->offer.ece_vendor_id) {  // ECE answers ECE: a peer that offered none gets none
+    const ibv_ece ece = local_ece(id);
+    a.ece_vendor_id = ece.vendor_id;
+    a.ece_options = ece.options;
+  }
   if (Status s = id->dev->cm->accept(*id->comm, a); !s) return s.error().code;
   return 0;
 }
 
 }  // namespace
+
+ibv_ece local_ece(Id* id) {
+  ibv_ece e{};
+  if (!id->id.qp) return id->local_ece;
+  if (ibv_query_ece(id->id.qp, &e) != 0) e = {};  // the provider has no ECE
+  return e;
+}
+
+void apply_peer_ece(Id* id) {
+  if (!id->id.qp || !id->offer.ece_vendor_id) return;
+  ibv_ece e{id->offer.ece_vendor_id, id->offer.ece_options, 0};
+  (void)ibv_set_ece(id->id.qp, &e);  // not ours, or not now: the QP keeps its own
+}
 
 uint32_t rq_psn_of(Id* id) {
   if (!id->rq_psn) id->rq_psn = random_psn();
@@ -235,16 +256,23 @@ int rdma_disconnect(rdma_cm_id* cid) {
 
 extern "C" {
 
-// ECE (enhanced connection establishment) negotiates vendor options of the QPs; uroce's QPs have
-// none, as rxe's: a local ECE is "not supported", as ibv_set_ece says, and a peer's is none.
+// ECE (enhanced connection establishment) agrees on vendor options of the QPs in the REQ and
+// REP. An id with a QP offers what ibv_query_ece says (uroce: selective repeat) and applies the
+// peer's with ibv_set_ece; these two are for programs that bring their own QPs.
 int rdma_set_local_ece(rdma_cm_id* cid, ibv_ece* ece) {
   if (!cid || cid->qp || !ece || !ece->vendor_id || ece->comp_mask) return fail(EINVAL);
-  return fail(EOPNOTSUPP);
+  auto& r = registry();
+  std::lock_guard g(r.mu);
+  from(cid)->local_ece = *ece;
+  return 0;
 }
 
 int rdma_get_remote_ece(rdma_cm_id* cid, ibv_ece* ece) {
   if (!cid || cid->qp || !ece) return fail(EINVAL);
-  *ece = {};
+  auto& r = registry();
+  std::lock_guard g(r.mu);
+  const Id* id = from(cid);
+  *ece = {id->offer.ece_vendor_id, id->offer.ece_options, 0};
   return 0;
 }
 

@@ -173,6 +173,7 @@ int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
   cid->qp = qp;
   cid->qp_type = attr->qp_type;
   cid->pd = attr->pd;
+  if (id->passive) apply_peer_ece(id);  // a QP for a request takes the options it offered
   bool ok = move_qp(id, IBV_QPS_INIT) == 0;
   if (ok && attr->qp_type == IBV_QPT_UD) ok = move_qp(id, IBV_QPS_RTR) == 0 && move_qp(id, IBV_QPS_RTS) == 0;
   if (!ok) {

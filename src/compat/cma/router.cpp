@@ -83,6 +83,7 @@ void on_reply(CmDevice& d, Id* id, const CmEvent& e) {
     set_conn(post(id, RDMA_CM_EVENT_CONNECT_RESPONSE), e, 0);
     return;
   }
+  apply_peer_ece(id);  // before RTR, where the QP's options take effect
   if (ready_qp(id) != 0) {
     int err = errno;
     (void)d.cm->reject(*id->comm, kRejConsumer);
