@@ -58,6 +58,14 @@ Status reliability(const DeviceOptions& o, transport::CoreConfig& cfg) {
   return {};
 }
 
+// The share of arriving packets the device loses on purpose (studies of lossy fabrics).
+Result<double> injected_loss(const DeviceOptions& o) {
+  double loss = o.rx_loss;
+  if (const std::string e = env_or("", "UROCE_RX_LOSS"); loss == 0 && !e.empty()) loss = std::strtod(e.c_str(), nullptr);
+  if (!(loss >= 0 && loss < 1)) return make_error(EINVAL, "UROCE_RX_LOSS/rx_loss must be in [0, 1)");
+  return loss;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
@@ -92,14 +100,13 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   }
   if (auto st = congestion_control(opts, cfg); !st) return st.error();
   if (auto st = reliability(opts, cfg); !st) return st.error();
+  auto loss = injected_loss(opts);
+  if (!loss) return loss.error();
   core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
   core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
-  double loss = opts.rx_loss;
-  if (const char* e = std::getenv("UROCE_RX_LOSS"); e && loss == 0) loss = std::strtod(e, nullptr);
-  if (!(loss >= 0 && loss < 1)) return make_error(EINVAL, "UROCE_RX_LOSS/rx_loss must be in [0, 1)");
-  core->engine->set_rx_loss(loss, opts.rx_loss_seed);
+  core->engine->set_rx_loss(*loss, opts.rx_loss_seed);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
   core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
   return std::unique_ptr<Device>(new Device(std::move(core)));

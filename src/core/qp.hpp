@@ -113,6 +113,9 @@ struct ResponderState {
   RespSeq seq = RespSeq::InSequence;
   bool ack_pending = false;
   bool in_ack_list = false;
+  // Requests held past a hole (selective repeat, Qp::sr_hold): counted here, in a line every
+  // request touches anyway, so a QP holding nothing never reads the cold hold.
+  uint16_t held = 0;
   // Current SEND message: the receive WQE taken for it.
   bool have_recv = false;
   uint64_t recv_wr_id = 0;
@@ -151,8 +154,7 @@ struct HeldRequest {
   std::vector<uint8_t> bytes;
 };
 struct SrHold {
-  std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns
-  uint32_t count = 0;
+  std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns (how many: ResponderState::held)
 };
 
 class Qp {

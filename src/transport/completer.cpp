@@ -52,10 +52,8 @@ void gap_retry(Context& cx, Qp& qp, Psn from) {
   requester_go_back(cx, qp, from);
   // Under selective repeat the requests after it arrived (or are reported missing on their
   // own): only the READ is asked for again, not every later request and its responses.
-  if (qp.req.sr) {
-    sr_mark(qp, from, false);
-    qp.sr_send.limit = from;
-  }
+  if (qp.req.sr) qp.sr_send.limit = from;
+  sr_mark(qp, from, false);
   c.rewind = core::Rewind::GapRetried;
   c.rewound_to = from;
 }

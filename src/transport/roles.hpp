@@ -60,7 +60,8 @@ Verdict sr_hold(Context& cx, core::Qp& qp, const wire::Packet& p);
 bool sr_holding(const core::Qp& qp);
 void sr_release(Context& cx, core::Qp& qp, wire::Psn from, uint64_t now);
 void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
-// Requester: whether the responder reported psn held; marking and forgetting such reports.
+// Requester: whether the responder reported psn held; marking (nothing under go-back-N) and
+// forgetting such reports.
 bool sr_sacked(const core::Qp& qp, wire::Psn psn);
 void sr_mark(core::Qp& qp, wire::Psn psn, bool held);
 void sr_forget(core::Qp& qp, wire::Psn from, wire::Psn to);

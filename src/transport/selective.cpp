@@ -58,7 +58,7 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
     ++cx.ctr().rx_duplicate;
     return Verdict::Duplicate;
   }
-  if (!s.valid) ++h.count;
+  if (!s.valid) ++qp.resp.held;
   s.valid = true;
   s.p = p;
   if (uint8_t* dst = place_now(cx, qp, p)) {
@@ -73,7 +73,7 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Held;
 }
 
-bool sr_holding(const Qp& qp) { return qp.sr_hold && qp.sr_hold->count; }
+bool sr_holding(const Qp& qp) { return qp.resp.held != 0; }
 
 namespace {
 
@@ -82,11 +82,11 @@ namespace {
 void forget_passed(Qp& qp, Psn from) {
   core::SrHold& h = *qp.sr_hold;
   const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
-  for (uint32_t i = 0; i < n && h.count; ++i) {
+  for (uint32_t i = 0; i < n && qp.resp.held; ++i) {
     core::HeldRequest& s = h.slot[slot_of(from + i)];
     if (s.valid && s.p.bth.psn == from + i) {
       s.valid = false;
-      --h.count;
+      --qp.resp.held;
     }
   }
 }
@@ -98,13 +98,13 @@ void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now) {
   for (uint32_t i = 0; i <= kSackPsns && sr_holding(qp); ++i) {
     forget_passed(qp, from);
     core::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
-    if (!qp.sr_hold->count || !s.valid || s.p.bth.psn != r.epsn) return;
+    if (!r.held || !s.valid || s.p.bth.psn != r.epsn) return;
     from = r.epsn;
     responder_execute(cx, qp, s.p, now);
     if (r.epsn == from) {  // not taken (no receive WQE, or an error): the requester sends it again
       if (s.valid) {
         s.valid = false;
-        --qp.sr_hold->count;
+        --r.held;
       }
       return;
     }
@@ -141,6 +141,7 @@ bool sr_sacked(const Qp& qp, Psn psn) {
 }
 
 void sr_mark(Qp& qp, Psn psn, bool held) {
+  if (!qp.req.sr) return;  // go-back-N keeps no such state
   const uint32_t k = slot_of(psn);
   uint64_t& word = qp.sr_send.sacked[k / 64];
   word = held ? word | (uint64_t(1) << (k % 64)) : word & ~(uint64_t(1) << (k % 64));

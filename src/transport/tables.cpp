@@ -160,12 +160,21 @@ bool ProtocolCore::srq_busy(core::Srq* srq) const {
   return it != srq_users_.end() && it->second;
 }
 
+namespace {
+
+// A QP's own options are chosen before it talks: nothing is in flight to carry over.
+Status before_it_talks(const Qp& qp, const char* what) {
+  if (qp.state() == QpState::Reset || qp.state() == QpState::Init) return {};
+  return make_error(EINVAL, std::string(what) + ": set it in RESET or INIT, before the QP talks");
+}
+
+}  // namespace
+
 Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
   if (qp.type() != QpType::RC) return make_error(EINVAL, "reliability: RC QPs only");
-  if (qp.state() != QpState::Reset && qp.state() != QpState::Init)
-    return make_error(EINVAL, "reliability: set it in RESET or INIT, before the QP talks");
+  if (Status s = before_it_talks(qp, "reliability"); !s) return s;
   qp.sr_choice = r == Reliability::Sr;
-  qp.req.sr = *qp.sr_choice;
+  start_qp_options(qp);
   return {};
 }
 
@@ -173,8 +182,7 @@ Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
   if (!(rc || (uc && a != cc::Algo::Timely)))
     return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY needs ACKs)");
-  if (qp.state() != QpState::Reset && qp.state() != QpState::Init)
-    return make_error(EINVAL, "congestion control: set it in RESET or INIT, before the QP talks");
+  if (Status s = before_it_talks(qp, "congestion control"); !s) return s;
   qp.cc_choice = a;
   start_qp_options(qp);
   return {};
