@@ -157,6 +157,15 @@ struct SrHold {
   std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns (how many: ResponderState::held)
 };
 
+// Selective repeat, the requester's READs: responses that arrived past a gap, already written
+// into their READ's local buffer, by PSN. Allocated when a QP first places one.
+struct SrReadMap {
+  static constexpr uint32_t kSpan = 4096;  // PSNs past the first missing response
+  std::array<uint64_t, kSpan / 64> got{};
+  uint32_t count = 0;
+  wire::Psn seen;  // the highest placed (responses before it that are not here were lost)
+};
+
 class Qp {
  public:
   Qp(Qpn qpn, QpType type, PdHandle pd, Cq* send_cq, Cq* recv_cq, const QpCap& cap);
@@ -213,6 +222,7 @@ class Qp {
   std::optional<cc::Algo> cc_choice;  // congestion control chosen for this QP; unset: the device's
   SrSendState sr_send;
   std::unique_ptr<SrHold> sr_hold;
+  std::unique_ptr<SrReadMap> sr_read;
   // Round trips (RC): one new request at a time is timed from its send to the ACK or response
   // that covers it; none while the requester goes back (a resend makes the sample ambiguous).
   struct {

@@ -25,6 +25,9 @@ SendWqe* head(Qp& qp) {
   return w.assigned || w.failed ? &w : nullptr;
 }
 
+// Selective repeat: READ responses placed past a gap wait for it (SrReadMap).
+bool placed(const Qp& qp) { return qp.sr_read && qp.sr_read->count; }
+
 void fatal(Context& cx, Qp& qp, WcStatus st) {
   if (SendWqe* w = head(qp)) cx.complete_send(qp, *w, st);
   cx.qp_to_error(qp);
@@ -44,11 +47,19 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   cx.schedule(qp);
 }
 
-// Retransmits from the first missing response, once per gap until progress is made.
-void gap_retry(Context& cx, Qp& qp, Psn from) {
+// Retransmits from the first missing response, once per gap until progress is made. Every
+// response before `upto` has been sent: under selective repeat a READ asks again only for
+// those of its responses that did not arrive.
+void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
   auto& c = qp.comp;
   if (c.rewind == core::Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
+  if (qp.req.sr && head(qp)->opcode == WrOpcode::RdmaRead) {
+    sr_reask_reads(cx, qp, from, upto);
+    c.rewind = core::Rewind::GapRetried;
+    c.rewound_to = from;
+    return;
+  }
   requester_go_back(cx, qp, from);
   // Under selective repeat the requests after it arrived (or are reported missing on their
   // own): only the READ is asked for again, not every later request and its responses.
@@ -69,7 +80,7 @@ bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = t
     if (is_rd_atomic(w->opcode)) {
       Psn missing = w->first_psn + w->resp_pkts;
       if (acked >= missing) {
-        if (retry) gap_retry(cx, qp, missing);
+        if (retry) gap_retry(cx, qp, missing, acked + 1);
         return false;
       }
       break;
@@ -101,9 +112,93 @@ WcStatus nak_status(NakCode code) {
   return WcStatus::RemOpErr;
 }
 
+// Whether a READ response fits at position k of READ w: a full MTU but at the end. Its
+// opcode says where in a response stream it stands; under selective repeat a stream can be
+// the answer to a re-ask of any run of the READ's responses (sr_reask_reads).
+bool response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packet& p) {
+  const uint32_t mtu = qp.mtu();
+  const bool last = k + 1 == w.npkts;
+  const Opcode op = p.bth.opcode;
+  const bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
+                           : (qp.req.sr || op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
+  return pos_ok && p.payload.size() == (last ? w.length - k * mtu : mtu);
+}
+
+// Selective repeat: responses placed past a gap complete what they can once the gap is filled,
+// in order; a SEND or WRITE between READs was executed if a later READ's response arrived.
+void advance_placed(Context& cx, Qp& qp, bool& progress) {
+  while (qp.sr_read && qp.sr_read->count) {
+    SendWqe* w = head(qp);
+    if (!w || w->failed) return;
+    if (w->opcode != WrOpcode::RdmaRead) {
+      if (is_rd_atomic(w->opcode) || !(w->last_psn() < qp.sr_read->seen)) return;
+      qp.comp.una = w->last_psn() + 1;
+      cx.complete_send(qp, *w, WcStatus::Success);
+      progress = true;
+      continue;
+    }
+    const Psn e = w->first_psn + w->resp_pkts;
+    if (!sr_read_take(qp, e)) return;
+    ++w->resp_pkts;
+    qp.comp.una = e + 1;
+    progress = true;
+    if (w->resp_pkts == w->npkts) cx.complete_send(qp, *w, WcStatus::Success);
+  }
+}
+
+// Selective repeat: a READ response past the first one missing is written into its READ's
+// buffer at once. The responses between the last one placed and it were lost (responses
+// arrive in order): those alone are asked for again.
+Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
+  const Psn psn = p.bth.psn;
+  SendWqe* h = head(qp);
+  const Psn missing = h->first_psn + h->resp_pkts;
+  auto& sq = qp.sq;
+  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  uint32_t idx = sq.done.load(std::memory_order_relaxed);
+  for (; idx != prod && sq.slot(idx).assigned && sq.slot(idx).last_psn() < psn; ++idx) {
+  }
+  SendWqe* w = idx != prod && sq.slot(idx).assigned ? &sq.slot(idx) : nullptr;
+  if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn ||
+      Psn::distance(missing, psn) >= core::SrReadMap::kSpan) {
+    ++cx.ctr().rx_out_of_sequence;
+    gap_retry(cx, qp, missing, psn);
+    return Verdict::GapRetry;
+  }
+  if (sr_read_got(qp, psn)) {
+    ++cx.ctr().rx_duplicate;
+    return Verdict::Stale;
+  }
+  const uint32_t k = Psn::distance(w->first_psn, psn);
+  if (!response_fits(qp, *w, k, p)) {
+    ++cx.ctr().rx_malformed;
+    return Verdict::Unexpected;
+  }
+  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
+                  uint32_t(p.payload.size())) != core::KeyCheck::Ok) {
+    fatal(cx, qp, WcStatus::LocProtErr);
+    return Verdict::Fatal;
+  }
+  const bool first = !qp.sr_read || !qp.sr_read->count;
+  const Psn from = first || qp.sr_read->seen < missing ? missing : qp.sr_read->seen + 1;
+  sr_read_set(qp, psn);
+  ++cx.ctr().rx_sr_read_placed;
+  if (from < psn) {
+    if (h->opcode != WrOpcode::RdmaRead && from == missing) gap_retry(cx, qp, missing, psn);  // an atomic's answer
+    sr_reask_reads(cx, qp, from, psn);
+    // An ACK past the gap that was sent before the re-ask arrived says nothing new.
+    qp.comp.rewind = core::Rewind::GapRetried;
+    qp.comp.rewound_to = missing;
+  }
+  return Verdict::Held;
+}
+
 Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
+  if (!retire_acked(cx, qp, psn - 1, progress, !qp.req.sr)) {
+    if (!qp.req.sr) return Verdict::GapRetry;
+    return place_past_gap(cx, qp, p);
+  }
   SendWqe* w = head(qp);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn()) {
     ++cx.ctr().rx_duplicate;
@@ -116,32 +211,27 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
       return Verdict::Stale;
     }
     ++cx.ctr().rx_out_of_sequence;
-    gap_retry(cx, qp, expect);
+    gap_retry(cx, qp, expect, psn);
     return Verdict::GapRetry;
   }
-  const uint32_t mtu = qp.mtu();
-  uint32_t k = w->resp_pkts;
-  bool last = k + 1 == w->npkts;
-  uint32_t want = last ? w->length - k * mtu : mtu;
   // A retried READ restarts its response stream with FIRST (or ONLY) at the PSN it asked for.
-  Opcode op = p.bth.opcode;
-  bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
-                     : (op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
-  if (!pos_ok || p.payload.size() != want) {
+  const uint32_t k = w->resp_pkts;
+  if (!response_fits(qp, *w, k, p)) {
     ++cx.ctr().rx_malformed;
     return Verdict::Unexpected;
   }
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * mtu, p.payload.data(), want) !=
-      core::KeyCheck::Ok) {
+  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
+                  uint32_t(p.payload.size())) != core::KeyCheck::Ok) {
     fatal(cx, qp, WcStatus::LocProtErr);
     return Verdict::Fatal;
   }
   ++w->resp_pkts;
   qp.comp.una = psn + 1;
   progress = true;
-  if (last) cx.complete_send(qp, *w, WcStatus::Success);
+  if (w->resp_pkts == w->npkts) cx.complete_send(qp, *w, WcStatus::Success);
+  sr_read_take(qp, psn);  // placed before, and answered again
   return Verdict::Acked;
 }
 
@@ -363,6 +453,7 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
     v = on_atomic_ack(cx, qp, p, progress);
   }
   if (qp.state() == QpState::Err) return Verdict::Fatal;
+  if (placed(qp)) advance_placed(cx, qp, progress);  // the ACK or answer ahead of them came
   if (c.fatal && progress && retire_acked(cx, qp, c.fatal->psn - 1, progress, false)) {
     fatal(cx, qp, c.fatal->status);  // everything before the NAKed request has completed
     return Verdict::Fatal;
@@ -389,6 +480,27 @@ Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64
   return v;
 }
 
+namespace {
+
+// The PSN after the last READ the responder is known to have executed, READ w (the oldest,
+// which answered) or the one of the last response placed: parts of those may be asked for
+// again. A READ that never answered is asked for again whole, as first sent, since the
+// responder may never have had it: a part would be taken for a new, shorter READ.
+Psn answered_upto(Qp& qp, const SendWqe& w) {
+  Psn upto = w.last_psn() + 1;
+  if (!placed(qp)) return upto;
+  auto& sq = qp.sq;
+  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
+    const SendWqe& x = sq.slot(i);
+    if (x.first_psn > qp.sr_read->seen) break;
+    upto = x.last_psn() + 1;
+  }
+  return upto;
+}
+
+}  // namespace
+
 void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   if (uint64_t t = retransmit_timeout(cx, qp)) {
@@ -411,7 +523,9 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     ++cx.ctr().sr_probes;
     auto& s = qp.sr_send;
     SendWqe* w = head(qp);
-    if (w && !w->failed && is_rd_atomic(w->opcode)) {  // its responses were lost: ask again
+    if (w && !w->failed && w->opcode == WrOpcode::RdmaRead && (w->resp_pkts || placed(qp))) {
+      sr_reask_reads(cx, qp, w->first_psn + w->resp_pkts, answered_upto(qp, *w));  // responses were lost
+    } else if (w && !w->failed && is_rd_atomic(w->opcode)) {  // it or its answer was lost: ask again
       const Psn from = w->first_psn + w->resp_pkts;
       c.rewind = core::Rewind::None;
       sr_mark(qp, from, false);

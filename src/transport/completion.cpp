@@ -100,6 +100,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.req.sr = qp.type() == QpType::RC && qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr);
   qp.sr_send = core::SrSendState{};
   qp.sr_hold.reset();
+  qp.sr_read.reset();
   qp.resp.held = 0;
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY to round trips, which only RC measures.

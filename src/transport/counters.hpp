@@ -14,7 +14,8 @@ namespace uroce::transport {
   X(rx_dup_unmatched) X(resp_queue_full) X(rx_runt) X(rx_bad_dest) X(rx_ud_too_long) \
   X(rx_icrc_ip_seen) X(rx_icrc_ip_assumed) X(rx_icrc_ip_solved) X(rx_icrc_absent)     \
   X(tx_payload_by_ref) X(rx_ce_marked) X(tx_cnps) X(rx_cnps) X(rx_sr_held) X(tx_sacks)  \
-  X(rx_sacks) X(sr_probes) X(sr_lost_resends) X(rx_sr_placed)
+  X(rx_sacks) X(sr_probes) X(sr_lost_resends) X(rx_sr_placed)  \
+  X(rx_sr_read_placed) X(sr_read_reasks)
 
 struct Counters {
 #define UROCE_COUNTER_FIELD(name) uint64_t name = 0;

@@ -314,9 +314,15 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
   const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
+  // The rest of the READ from this PSN on; or, from a requester under selective repeat, any
+  // whole packets of it (it asks again only for the responses it lacks).
+  const auto length_ok = [&] {
+    if (p.reth.dma_len == res->len - off) return true;
+    return p.bth.sr && p.reth.dma_len < res->len - off && p.reth.dma_len % qp.mtu() == 0 && p.reth.dma_len;
+  };
   bool match = res && (atomic ? p.atomic.va == res->va && Rkey(p.atomic.rkey) == res->rkey
                               : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
-                                    off <= res->len && p.reth.dma_len == res->len - off);
+                                    off <= res->len && length_ok());
   if (!match) {
     ++cx.ctr().rx_dup_unmatched;
     return Verdict::DuplicateDropped;
@@ -337,7 +343,7 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
     cx.schedule(qp);
     return Verdict::Duplicate;
   }
-  uint32_t len = uint32_t(res->len - off);
+  const uint32_t len = p.reth.dma_len;
   if (!check_read(cx, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
   ++cx.ctr().rx_read_dup;
   queue_read(cx, qp, p.bth.psn, res->va + off, res->rkey, len, true);

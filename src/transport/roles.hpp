@@ -67,6 +67,13 @@ void sr_mark(core::Qp& qp, wire::Psn psn, bool held);
 void sr_forget(core::Qp& qp, wire::Psn from, wire::Psn to);
 // True if the responder reported a PSN past una held (SrSendState::highest is current).
 bool sr_holds_any(const core::Qp& qp);
+// Requester, READs: responses already placed past a gap, by PSN (take: forgets one, true if it
+// was there); asking again for the missing responses of every READ whose PSNs fall in [from, to),
+// each run of them apart.
+bool sr_read_got(const core::Qp& qp, wire::Psn psn);
+void sr_read_set(core::Qp& qp, wire::Psn psn);
+bool sr_read_take(core::Qp& qp, wire::Psn psn);
+void sr_reask_reads(Context& cx, core::Qp& qp, wire::Psn from, wire::Psn to);
 // When the QP's timer fires after its last progress: its `timeout` attribute, or first, under
 // selective repeat, the tail-loss probe's. start_retransmit_timer runs it from now.
 uint64_t retransmit_timeout(const Context& cx, const core::Qp& qp);

@@ -157,6 +157,91 @@ void sr_forget(Qp& qp, Psn from, Psn to) {
   for (uint32_t i = 0; i < n; ++i) sr_mark(qp, from + i, false);
 }
 
+// ---- requester: READ responses past a gap ----
+
+namespace {
+
+uint32_t read_slot(Psn psn) { return psn.value() % core::SrReadMap::kSpan; }
+
+// How many runs of missing responses one call asks for apart; the last run asked for reaches
+// to the last missing response (the responder answers as many re-asks as it has READ resources).
+constexpr uint32_t kMaxReasks = 8;
+
+}  // namespace
+
+bool sr_read_got(const Qp& qp, Psn psn) {
+  if (!qp.sr_read) return false;
+  const uint32_t k = read_slot(psn);
+  return (qp.sr_read->got[k / 64] >> (k % 64)) & 1;
+}
+
+void sr_read_set(Qp& qp, Psn psn) {
+  if (!qp.sr_read) qp.sr_read = std::make_unique<core::SrReadMap>();
+  core::SrReadMap& m = *qp.sr_read;
+  const uint32_t k = read_slot(psn);
+  if (!m.count || Psn::distance(m.seen, psn) < core::SrReadMap::kSpan) m.seen = psn;  // the higher
+  m.got[k / 64] |= uint64_t(1) << (k % 64);
+  ++m.count;
+}
+
+bool sr_read_take(Qp& qp, Psn psn) {
+  if (!sr_read_got(qp, psn)) return false;
+  const uint32_t k = read_slot(psn);
+  qp.sr_read->got[k / 64] &= ~(uint64_t(1) << (k % 64));
+  --qp.sr_read->count;
+  return true;
+}
+
+namespace {
+
+// A READ request for the responses [from, to) of READ w only: the responder answers it from
+// the READ it executed, as it answers a retried READ (responder.cpp, duplicate READs).
+void reask(Context& cx, Qp& qp, const core::SendWqe& w, Psn from, Psn to) {
+  TxPacket* tx = start_packet(cx, qp);
+  if (!tx) return;  // like a lost request: the probe asks again
+  const uint32_t mtu = qp.mtu();
+  const uint64_t off = uint64_t(Psn::distance(w.first_psn, from)) * mtu;
+  const uint64_t end = std::min<uint64_t>(uint64_t(Psn::distance(w.first_psn, to)) * mtu, w.length);
+  wire::Packet p;
+  p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
+  p.bth.dest_qp = qp.attr().dest_qp_num;
+  p.bth.psn = from;
+  p.bth.sr = true;
+  p.reth = {w.remote_addr + off, w.rkey, uint32_t(end - off)};
+  ++cx.ctr().sr_read_reasks;
+  ++cx.ctr().retransmitted_packets;
+  send_packet(cx, tx, p);
+}
+
+}  // namespace
+
+void sr_reask_reads(Context& cx, Qp& qp, Psn from, Psn to) {
+  auto& sq = qp.sq;
+  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
+  uint32_t runs = 0;
+  for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
+    const core::SendWqe& w = sq.slot(i);
+    if (w.first_psn >= to) break;
+    if (w.failed || w.opcode != WrOpcode::RdmaRead || w.last_psn() < from) continue;
+    Psn q = std::max(from, w.first_psn + w.resp_pkts);
+    const Psn hi = std::min(to, w.last_psn() + 1);
+    while (q < hi) {
+      while (q < hi && sr_read_got(qp, q)) q += 1;
+      if (!(q < hi)) break;
+      Psn end = q + 1;
+      if (++runs == kMaxReasks) {
+        for (Psn e = end; e < hi; e += 1)
+          if (!sr_read_got(qp, e)) end = e + 1;
+      } else {
+        while (end < hi && !sr_read_got(qp, end)) end += 1;
+      }
+      reask(cx, qp, w, q, end);
+      if (runs == kMaxReasks) return;
+      q = end;
+    }
+  }
+}
+
 uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
   const uint64_t t = core::transport_timeout_ns(qp.attr().timeout);
   if (!qp.req.sr || !t) return t;

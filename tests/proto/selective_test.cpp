@@ -31,6 +31,28 @@ bool request_psn(const wire::FlowAddr& f, const std::vector<uint8_t>& b, uint32_
   return true;
 }
 
+// The PSN of a READ response B sends to A.
+bool response_psn(const wire::FlowAddr& f, const std::vector<uint8_t>& b, uint32_t& psn) {
+  if (f.dst != Gid::from_ipv4(kIpA)) return false;
+  wire::Packet p;
+  if (wire::decode(b, p) != wire::ParseError::None || !(p.info().flags & wire::kReadResponse)) return false;
+  psn = p.bth.psn.value();
+  return true;
+}
+
+// Loses the first transmission of each listed PSN of B's READ responses.
+link::LossyLink::Filter lose_responses_once(std::vector<uint32_t> psns) {
+  auto seen = std::make_shared<std::vector<uint32_t>>();
+  return [psns, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    if (!response_psn(f, b, psn)) return true;
+    bool listed = std::find(psns.begin(), psns.end(), psn) != psns.end();
+    bool first = std::find(seen->begin(), seen->end(), psn) == seen->end();
+    seen->push_back(psn);
+    return !(listed && first);
+  };
+}
+
 // Loses the first transmission of each listed PSN of A's requests.
 link::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
   auto seen = std::make_shared<std::vector<uint32_t>>();
@@ -69,6 +91,28 @@ Status post_write(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_
   return t.send(t.a, w);
 }
 
+// A READ of `len` bytes at `off` of B's buffer into A's (the Buffers' dst is B's, src A's).
+Status post_read(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_t len) {
+  Sge sg{uint64_t(b.src.data() + off), len, b.s.lkey};
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = WrOpcode::RdmaRead;
+  w.send_flags = kSendSignaled;
+  w.sg_list = {&sg, 1};
+  w.remote_addr = uint64_t(b.dst.data() + off);
+  w.rkey = b.d.rkey;
+  return t.send(t.a, w);
+}
+
+// Buffers for READs: the pattern in B's memory (dst), A's (src) zero.
+Buffers make_read_buffers(CorePair& t, size_t len, uint64_t pattern) {
+  Buffers b{std::vector<uint8_t>(len), std::vector<uint8_t>(len), {}, {}};
+  fill_pattern(b.dst.data(), len, pattern);
+  b.s = t.reg(t.a, b.src.data(), len);
+  b.d = t.reg(t.b, b.dst.data(), len);
+  return b;
+}
+
 PairOptions sr_pair() {
   PairOptions o;
   o.psn_a = kPsnA;
@@ -88,6 +132,16 @@ uint64_t write_once(CorePair& t, uint32_t bytes, uint64_t pattern) {
   EXPECT_EQ(wc.status, WcStatus::Success);
   EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
   return t.sim.now() - t0;
+}
+
+// One READ of `bytes` by A from B, which must complete successfully and arrive whole.
+void read_once(CorePair& t, uint32_t bytes, uint64_t pattern) {
+  Buffers b = make_read_buffers(t, bytes, pattern);
+  EXPECT_TRUE(post_read(t, b, 1, 0, bytes));
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
 }
 
 TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
@@ -371,6 +425,144 @@ TEST(SelectiveRepeat, ResendsFarLessThanGoBackN) {
   EXPECT_GT(lost[1], 0u);
   EXPECT_LE(resent[1], 2 * lost[1]);
   EXPECT_GT(resent[0], 4 * resent[1]);
+}
+
+// READ responses past a lost one are written into the READ's buffer as they arrive; only the
+// lost one is asked for again, by a READ of that one packet.
+TEST(SelectiveRepeat, ReadResponsesArePlacedPastAGap) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  bool block = true;  // the response with PSN 2 is lost for as long as this holds
+  t.sim.link().set_filter([&block](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    return !(block && response_psn(f, b, psn) && psn == kPsnA + 2);
+  });
+  Buffers b = make_read_buffers(t, 8 * 1024, 31);
+  ASSERT_TRUE(post_read(t, b, 1, 0, 8 * 1024));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.a.nic->counters().rx_sr_read_placed == 5; }, 100'000));
+  auto same = [&](uint32_t from, uint32_t len) { return std::memcmp(b.src.data() + from, b.dst.data() + from, len) == 0; };
+  EXPECT_TRUE(same(0, 2048));
+  EXPECT_TRUE(std::all_of(b.src.begin() + 2048, b.src.begin() + 3072, [](uint8_t x) { return x == 0; }));
+  EXPECT_TRUE(same(3072, 5 * 1024));  // 3..7, LAST included: nobody looks before the completion
+  Wc none[1];
+  EXPECT_EQ(t.a.scq->poll(none), 0);
+  EXPECT_EQ(t.a.nic->counters().sr_read_reasks, 1u);  // lost too, while blocked
+  block = false;
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.byte_len, 8 * 1024u);
+  EXPECT_TRUE(same(0, 8 * 1024));
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(ca.rx_sr_read_placed, 5u);
+  EXPECT_EQ(ca.sr_read_reasks, 1u + ca.sr_probes);  // each probe asks for PSN 2 alone
+  EXPECT_EQ(cb.rx_read_dup, ca.sr_read_reasks);
+  EXPECT_EQ(ca.retransmit_timeouts, 0u);
+  EXPECT_EQ(ca.rx_duplicate, 0u);
+}
+
+TEST(SelectiveRepeat, SeveralHolesInAReadEachAskedForOnce) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_responses_once({kPsnA + 1, kPsnA + 4, kPsnA + 5, kPsnA + 30}));
+  read_once(t, 40 * 1024, 32);
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(ca.sr_read_reasks, 3u);  // PSN 1, PSNs 4-5, PSN 30
+  EXPECT_EQ(cb.rx_read_dup, 3u);
+  EXPECT_EQ(cb.tx_packets, 40u + 4u);
+  EXPECT_EQ(ca.rx_duplicate, 0u);
+  EXPECT_EQ(ca.sr_probes, 0u);
+  EXPECT_EQ(ca.retransmit_timeouts, 0u);
+}
+
+// Responses of a later READ are placed while an earlier one has a hole; the WRITE between them
+// completes once the hole is filled, and everything completes in order.
+TEST(SelectiveRepeat, ReadsPastAHoleCompleteInOrder) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_responses_once({kPsnA + 3}));
+  Buffers r = make_read_buffers(t, 16 * 1024, 33);
+  Buffers w = make_buffers(t, 4 * 1024, 34);
+  ASSERT_TRUE(post_read(t, r, 1, 0, 8 * 1024));     // PSNs 0..7
+  ASSERT_TRUE(post_write(t, w, 2, 0, 4 * 1024));    // PSNs 8..11
+  ASSERT_TRUE(post_read(t, r, 3, 8 * 1024, 8 * 1024));  // PSNs 12..19
+  std::vector<Wc> got;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 3, got));
+  ASSERT_EQ(got.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].wr_id, i + 1);
+    EXPECT_EQ(got[i].status, WcStatus::Success);
+  }
+  EXPECT_EQ(0, std::memcmp(r.src.data(), r.dst.data(), r.src.size()));
+  EXPECT_EQ(0, std::memcmp(w.src.data(), w.dst.data(), w.src.size()));
+  const auto& ca = t.a.nic->counters();
+  EXPECT_EQ(ca.rx_sr_read_placed, 4u + 8u);
+  EXPECT_EQ(ca.sr_read_reasks, 1u);
+  EXPECT_EQ(ca.retransmitted_packets, 1u);
+  EXPECT_EQ(ca.rx_duplicate, 0u);
+  EXPECT_EQ(ca.sr_probes, 0u);
+}
+
+// A lost last response is asked for alone by the probe.
+TEST(SelectiveRepeat, ReadTailLossAskedForByTheProbe) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_responses_once({kPsnA + 7}));
+  read_once(t, 8 * 1024, 35);
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(ca.sr_probes, 1u);
+  EXPECT_EQ(ca.sr_read_reasks, 1u);
+  EXPECT_EQ(cb.rx_read_dup, 1u);
+  EXPECT_EQ(cb.tx_packets, 9u);
+  EXPECT_EQ(ca.retransmit_timeouts, 0u);
+}
+
+// A READ the responder never got is asked for again whole, as first sent: a part of it would
+// be executed as a new, shorter READ.
+TEST(SelectiveRepeat, LostReadRequestIsSentAgainWhole) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  t.sim.link().set_filter(lose_once({kPsnA}));
+  read_once(t, 8 * 1024, 36);
+  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(ca.sr_probes, 1u);
+  EXPECT_EQ(ca.sr_read_reasks, 0u);
+  EXPECT_EQ(cb.rx_read_dup, 0u);
+  EXPECT_EQ(cb.tx_packets, 8u);
+  EXPECT_EQ(t.b.qp->resp.epsn, wire::Psn(kPsnA + 8));
+}
+
+// A part of an executed READ is answered again only when asked for under selective repeat, in
+// whole packets; the rest of it, as IBA has it, always.
+TEST(SelectiveRepeat, PartOfAReadIsAnsweredOnlyUnderSelectiveRepeat) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  Buffers b = make_read_buffers(t, 8 * 1024, 37);
+  ASSERT_TRUE(post_read(t, b, 1, 0, 8 * 1024));
+  EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
+  auto ask = [&](bool sr, uint32_t len) {
+    wire::Packet p;
+    p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
+    p.bth.dest_qp = t.b.qp->qpn().value();
+    p.bth.psn = wire::Psn(kPsnA + 2);
+    p.bth.sr = sr;
+    p.reth = {uint64_t(b.dst.data() + 2048), b.d.rkey, len};
+    t.inject(t.b, t.a, p);
+    t.sim.run_until([] { return false; }, 50'000);
+  };
+  const auto& cb = t.b.nic->counters();
+  ask(false, 1024);
+  EXPECT_EQ(cb.rx_dup_unmatched, 1u);
+  ask(true, 1000);
+  EXPECT_EQ(cb.rx_dup_unmatched, 2u);
+  EXPECT_EQ(cb.rx_read_dup, 0u);
+  ask(true, 2048);
+  EXPECT_EQ(cb.rx_read_dup, 1u);
+  EXPECT_EQ(cb.tx_packets, 8u + 2u);
+  ask(false, 6 * 1024);
+  EXPECT_EQ(cb.rx_read_dup, 2u);
+  EXPECT_EQ(cb.tx_packets, 8u + 2u + 6u);
+  EXPECT_EQ(t.a.qp->state(), QpState::Rts);
 }
 
 }  // namespace
