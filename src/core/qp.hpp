@@ -32,8 +32,13 @@ struct RequesterState {
   wire::Psn psn;           // next new PSN to assign
   wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
+  uint32_t recv_seq = 0;   // receive WQEs the WQEs assigned so far consume at the responder
   bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
   bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
+  // The peer takes it too (agreed for this QP, or it sent a SACK): SENDs carry a PlaceETH and
+  // a READ asks again for only the responses it lacks. A device-wide choice alone may face any
+  // stack, which would drop uroce's SEND opcodes and answer such READs its own way.
+  bool peer_sr = false;
   bool timing = false;     // a new request's round trip is being timed (Qp::rtt)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
   uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
@@ -116,8 +121,9 @@ struct ResponderState {
   // Requests held past a hole (selective repeat, Qp::sr_hold): counted here, in a line every
   // request touches anyway, so a QP holding nothing never reads the cold hold.
   uint16_t held = 0;
-  // Current SEND message: the receive WQE taken for it.
+  // Current SEND message: the receive WQE taken for it (the recv_taken'th, from 1).
   bool have_recv = false;
+  uint32_t recv_taken = 0;
   uint64_t recv_wr_id = 0;
   uint32_t recv_len = 0;   // capacity of its SGEs
   uint32_t recv_offset = 0;

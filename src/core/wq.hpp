@@ -36,6 +36,7 @@ struct alignas(64) SendWqe {
   wire::Psn first_psn;
   uint32_t npkts;
   uint32_t resp_pkts;   // READ response packets received so far
+  uint32_t recv_seq;    // SEND, WRITE with immediate: the receive WQE it consumes (PlaceETH)
 
   wire::Psn last_psn() const { return first_psn + (npkts - 1); }  // once assigned
 };

@@ -54,7 +54,7 @@ void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
   auto& c = qp.comp;
   if (c.rewind == core::Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
-  if (qp.req.sr && head(qp)->opcode == WrOpcode::RdmaRead) {
+  if (qp.req.peer_sr && head(qp)->opcode == WrOpcode::RdmaRead) {
     sr_reask_reads(cx, qp, from, upto);
     c.rewind = core::Rewind::GapRetried;
     c.rewound_to = from;
@@ -120,7 +120,7 @@ bool response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packe
   const bool last = k + 1 == w.npkts;
   const Opcode op = p.bth.opcode;
   const bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
-                           : (qp.req.sr || op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
+                           : (qp.req.peer_sr || op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
   return pos_ok && p.payload.size() == (last ? w.length - k * mtu : mtu);
 }
 
@@ -195,8 +195,8 @@ Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
 
 Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(cx, qp, psn - 1, progress, !qp.req.sr)) {
-    if (!qp.req.sr) return Verdict::GapRetry;
+  if (!retire_acked(cx, qp, psn - 1, progress, !qp.req.peer_sr)) {
+    if (!qp.req.peer_sr) return Verdict::GapRetry;
     return place_past_gap(cx, qp, p);
   }
   SendWqe* w = head(qp);
@@ -354,6 +354,7 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     return Verdict::Unexpected;
   }
   ++cx.ctr().rx_sacks;
+  qp.req.peer_sr = true;  // the peer is one of ours
   const Psn acked = p.bth.psn;
   if (!retire_acked(cx, qp, acked, progress)) {
     // A READ's responses are missing (asked for again by its own PSN), yet every request up
@@ -523,7 +524,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     ++cx.ctr().sr_probes;
     auto& s = qp.sr_send;
     SendWqe* w = head(qp);
-    if (w && !w->failed && w->opcode == WrOpcode::RdmaRead && (w->resp_pkts || placed(qp))) {
+    if (w && !w->failed && w->opcode == WrOpcode::RdmaRead && qp.req.peer_sr && (w->resp_pkts || placed(qp))) {
       sr_reask_reads(cx, qp, w->first_psn + w->resp_pkts, answered_upto(qp, *w));  // responses were lost
     } else if (w && !w->failed && is_rd_atomic(w->opcode)) {  // it or its answer was lost: ask again
       const Psn from = w->first_psn + w->resp_pkts;

@@ -98,6 +98,7 @@ void ProtocolCore::flush(Qp& qp) {
 
 void ProtocolCore::start_qp_options(Qp& qp) {
   qp.req.sr = qp.type() == QpType::RC && qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr);
+  qp.req.peer_sr = qp.req.sr && qp.sr_choice.has_value();
   qp.sr_send = core::SrSendState{};
   qp.sr_hold.reset();
   qp.sr_read.reset();

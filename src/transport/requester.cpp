@@ -62,6 +62,7 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   }
   w.npkts = wqe_packets(w, qp.mtu());
   w.first_psn = req.psn;
+  if (traits(w.opcode).send || traits(w.opcode).imm) w.recv_seq = req.recv_seq++;
   w.resp_pkts = 0;
   w.assigned = true;
   req.psn += w.npkts;
@@ -89,6 +90,10 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
     return true;
   }
   p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, qp.type() == QpType::UC);
+  if (req.peer_sr && traits(w.opcode).send) {  // selective repeat: a SEND says where it goes
+    p.bth.opcode = wire::placed_send(p.bth.opcode);
+    p.place = {w.recv_seq, req.pkt};
+  }
   last = req.pkt + 1 == w.npkts;
   uint32_t len = std::min(mtu, w.length - offset);
   if (w.is_inline) {

@@ -129,6 +129,7 @@ bool take_recv(Context& cx, Qp& qp) {
   r.recv_len = w.length;
   r.recv_offset = 0;
   r.have_recv = true;
+  ++r.recv_taken;
   return true;
 }
 
@@ -138,6 +139,15 @@ Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
   ++cx.ctr().tx_rnr_naks;
   answer(cx, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
   return Verdict::Rnr;
+}
+
+// A SEND packet held past a hole whose bytes were placed on arrival (selective.cpp): its
+// payload is where this packet's bytes go in the receive WQE.
+bool placed_send(Context& cx, const Qp& qp, const wire::Packet& p) {
+  const auto& r = qp.resp;
+  return r.held && !p.payload.empty() &&
+         sgl_locate(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
+                    uint32_t(p.payload.size())) == p.payload.data();
 }
 
 Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
@@ -154,8 +164,8 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
-                  p.payload.data(), len) != core::KeyCheck::Ok) {
+  if (!placed_send(cx, qp, p) && sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()),
+                                             r.recv_offset, p.payload.data(), len) != core::KeyCheck::Ok) {
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "transport/roles.hpp"
+#include "transport/sgl.hpp"
 
 namespace uroce::transport {
 
@@ -18,6 +19,35 @@ using wire::Psn;
 namespace {
 
 uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
+
+// Where a SEND packet past a hole goes, if it can go there now: its PlaceETH names the
+// receive WQE of the SEND in progress, or one posted and not yet taken (without an SRQ, whose
+// WQEs are taken in whatever order its QPs need them), and its bytes fit in that WQE, in one
+// SGE the program may write. Everything else waits for its turn.
+uint8_t* place_send(Context& cx, Qp& qp, const wire::Packet& p) {
+  const auto& r = qp.resp;
+  const uint32_t len = uint32_t(p.payload.size());
+  const uint64_t offset = uint64_t(p.place.pkt) * qp.mtu();
+  const Sge* sges = nullptr;
+  uint32_t n = 0, cap = 0;
+  if (r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
+    sges = r.recv_sges.data();
+    n = uint32_t(r.recv_sges.size());
+    cap = r.recv_len;
+  } else if (!qp.srq) {
+    const uint32_t ahead = p.place.recv_seq - (r.recv_taken + 0u);
+    const uint32_t first = qp.rq.done.load(std::memory_order_relaxed);
+    if (ahead >= qp.rq.prod.load(std::memory_order_acquire) - first) return nullptr;  // not posted yet
+    sges = qp.rq.sges(first + ahead);
+    n = qp.rq.slot(first + ahead).num_sge;
+    cap = qp.rq.slot(first + ahead).length;
+  }
+  if (!sges || !len || offset + len > cap) return nullptr;
+  const uint8_t* at = sgl_locate(cx.mrs(), qp.pd(), sges, n, offset, len);
+  if (!at || sgl_scatter(cx.mrs(), qp.pd(), sges, n, offset, p.payload.data(), len) != core::KeyCheck::Ok)
+    return nullptr;
+  return const_cast<uint8_t*>(at);
+}
 
 // Where a WRITE MIDDLE packet past a hole goes, if it can go there now: it belongs to the
 // WRITE in progress (every earlier message has executed, so nothing earlier can overwrite it)
@@ -61,7 +91,8 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
   if (!s.valid) ++qp.resp.held;
   s.valid = true;
   s.p = p;
-  if (uint8_t* dst = place_now(cx, qp, p)) {
+  const bool send = p.info().headers & wire::kPlaceEth;
+  if (uint8_t* dst = send ? place_send(cx, qp, p) : place_now(cx, qp, p)) {
     s.bytes.clear();
     s.p.payload = {dst, p.payload.size()};  // executing it later finds its bytes in place
     ++cx.ctr().rx_sr_placed;

@@ -36,6 +36,9 @@ inline constexpr uint32_t kSackPsns = 256;
 inline constexpr uint32_t kSackLen = kSackPsns / 8;
 
 struct Reth { uint64_t va = 0; uint32_t rkey = 0; uint32_t dma_len = 0; };
+// uroce's PlaceETH (UROCE_SEND_*): which receive WQE the message consumes, counted from the
+// connection's first, and which packet of the message this is.
+struct PlaceEth { uint32_t recv_seq = 0; uint32_t pkt = 0; };
 struct Deth { uint32_t qkey = 0; uint32_t src_qp = 0; };
 struct AtomicEth { uint64_t va = 0; uint32_t rkey = 0; uint64_t swap_add = 0; uint64_t compare = 0; };
 

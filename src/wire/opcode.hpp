@@ -27,14 +27,21 @@ enum class Opcode : uint8_t {
   // an ACK for the PSN in its BTH plus which later PSNs arrived. Sent only to requesters that
   // announce selective repeat (Bth::sr), so no other stack ever receives one.
   UROCE_SACK = 0xc1,
+  // uroce's SEND under selective repeat: RC_SEND_* (0x00..0x05) plus 0xc8, with a PlaceETH
+  // naming the receive WQE and the packet's place in the message, so that a responder can put
+  // it into that WQE's buffer while an earlier packet is missing. Only to and from QPs that
+  // announce selective repeat.
+  UROCE_SEND_FIRST = 0xc8, UROCE_SEND_MIDDLE = 0xc9, UROCE_SEND_LAST = 0xca, UROCE_SEND_LAST_IMM = 0xcb,
+  UROCE_SEND_ONLY = 0xcc, UROCE_SEND_ONLY_IMM = 0xcd,
 };
 
 enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Invalid = 7 };
 
-// Which headers follow the BTH, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH.
+// Which headers follow the BTH, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
+// IETH, and uroce's PlaceETH.
 enum HdrMask : uint32_t {
   kDeth = 1u << 0, kReth = 1u << 1, kAtomicEth = 1u << 2, kAeth = 1u << 3,
-  kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6,
+  kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6, kPlaceEth = 1u << 7,
 };
 
 // What an opcode means for the requester, completer and responder.
@@ -55,16 +62,22 @@ struct OpcodeInfo {
 
 inline constexpr uint8_t kBthLen = 12, kDethLen = 8, kRethLen = 16, kAtomicEthLen = 28,
                          kAethLen = 4, kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4,
-                         kIcrcLen = 4;
+                         kPlaceEthLen = 8, kIcrcLen = 4;
 
 constexpr uint8_t headers_len(uint32_t h) {
   return uint8_t(kBthLen + (h & kDeth ? kDethLen : 0) + (h & kReth ? kRethLen : 0) +
                  (h & kAtomicEth ? kAtomicEthLen : 0) + (h & kAeth ? kAethLen : 0) +
                  (h & kAtomicAckEth ? kAtomicAckEthLen : 0) + (h & kImmDt ? kImmDtLen : 0) +
-                 (h & kIeth ? kIethLen : 0));
+                 (h & kIeth ? kIethLen : 0) + (h & kPlaceEth ? kPlaceEthLen : 0));
 }
 
+// A SEND opcode as a QP under selective repeat sends it (RC_SEND_FIRST..RC_SEND_ONLY_IMM).
+constexpr Opcode placed_send(Opcode rc) { return Opcode(uint8_t(rc) + 0xc8); }
+
 namespace detail {
+inline constexpr std::string_view kUroceSendNames[] = {"UROCE_SEND_FIRST", "UROCE_SEND_MIDDLE", "UROCE_SEND_LAST",
+                                                       "UROCE_SEND_LAST_IMM", "UROCE_SEND_ONLY", "UROCE_SEND_ONLY_IMM"};
+
 constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   std::array<OpcodeInfo, 256> t{};
   auto set = [&t](Opcode op, std::string_view name, Transport tr, uint32_t h, uint32_t f) {
@@ -108,6 +121,10 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   set(Opcode::UD_SEND_ONLY_IMM, "UD_SEND_ONLY_IMM", Transport::UD, kDeth | kImmDt, S | kOnly | I);
   set(Opcode::CNP, "CNP", Transport::CNP, 0, 0);
   set(Opcode::UROCE_SACK, "UROCE_SACK", RC, kAeth, kAck | kPayload | kResponse | kOnly);
+  for (uint8_t o = 0; o <= 0x05; ++o) {  // the RC SENDs' meaning, and where they go
+    const OpcodeInfo& rc = t[o];
+    t[0xc8 + o] = OpcodeInfo{kUroceSendNames[o], RC, rc.headers | kPlaceEth, rc.flags, headers_len(rc.headers | kPlaceEth)};
+  }
   return t;
 }
 }  // namespace detail
@@ -121,5 +138,7 @@ static_assert(headers_len(kReth | kImmDt) == 32);
 static_assert(opcode_info(Opcode::RC_WRITE_ONLY_IMM).header_len == 32);
 static_assert(opcode_info(Opcode::RC_ATOMIC_ACKNOWLEDGE).header_len == 24);
 static_assert(opcode_info(Opcode::RC_COMPARE_SWAP).header_len == 40);
+static_assert(opcode_info(Opcode::UROCE_SEND_LAST_IMM).header_len == 24);
+static_assert(placed_send(Opcode::RC_SEND_ONLY_IMM) == Opcode::UROCE_SEND_ONLY_IMM);
 
 }  // namespace uroce::wire

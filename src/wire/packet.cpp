@@ -79,6 +79,10 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
     out.ieth = read_be32(p + off);
     off += kIethLen;
   }
+  if (info.headers & kPlaceEth) {
+    out.place = {read_be32(p + off), read_be32(p + off + 4)};
+    off += kPlaceEthLen;
+  }
   size_t body = buf.size() - off - kIcrcLen;
   if (!(info.flags & kPayload)) {
     // CNPs carry 16 reserved bytes (A17.9.3); every other payload-less opcode carries nothing.
@@ -144,6 +148,11 @@ size_t encode_headers(const Packet& pk, uint8_t* p) {
   if (info.headers & kIeth) {
     write_be32(p + off, pk.ieth);
     off += kIethLen;
+  }
+  if (info.headers & kPlaceEth) {
+    write_be32(p + off, pk.place.recv_seq);
+    write_be32(p + off + 4, pk.place.pkt);
+    off += kPlaceEthLen;
   }
   return off;
 }

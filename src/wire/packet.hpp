@@ -17,6 +17,7 @@ struct Packet {
   uint64_t atomic_orig = 0;  // AtomicAckETH
   uint32_t imm = 0;          // ImmDt, as carried on the wire (big-endian value)
   uint32_t ieth = 0;
+  PlaceEth place;
   std::span<const uint8_t> payload;  // without pad bytes
 
   const OpcodeInfo& info() const { return opcode_info(bth.opcode); }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transport/bringup.hpp"
@@ -51,6 +52,8 @@ struct PairOptions {
   std::function<void(transport::CoreConfig&)> config;
   // Then to b's alone (two different peers).
   std::function<void(transport::CoreConfig&)> config_b;
+  // Chosen for both QPs, as two peers agree on it (ECE, the C++ API's connect).
+  std::optional<transport::Reliability> reliability;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -80,6 +83,9 @@ class CorePair {
     auto qp = s.nic->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
     ASSERT_TRUE(qp.ok()) << qp.error().message;
     s.qp = *qp;
+    if (opt.reliability) {
+      ASSERT_TRUE(s.nic->set_reliability(*s.qp, *opt.reliability));
+    }
   }
 
   void connect(Side& s, Side& peer, uint32_t my_psn, uint32_t peer_psn, uint32_t peer_ip) {

@@ -66,6 +66,14 @@ link::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
   };
 }
 
+// Loses one PSN of A's requests for as long as `block` holds.
+link::LossyLink::Filter lose_while(const bool& block, uint32_t psn) {
+  return [&block, psn](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t got;
+    return !(block && request_psn(f, b, got) && got == psn);
+  };
+}
+
 struct Buffers {
   std::vector<uint8_t> src, dst;
   CorePair::Keys s, d;
@@ -113,11 +121,12 @@ Buffers make_read_buffers(CorePair& t, size_t len, uint64_t pattern) {
   return b;
 }
 
+// Both QPs under selective repeat, agreed for them.
 PairOptions sr_pair() {
   PairOptions o;
   o.psn_a = kPsnA;
   o.timeout = 14;  // 67 ms: any recovery faster than that was not the full timeout
-  o.config = selective;
+  o.reliability = Reliability::Sr;
   return o;
 }
 
@@ -177,10 +186,7 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   PairOptions o = sr_pair();
   CorePair t(o);
   bool block = true;  // PSN 2 is lost for as long as this holds
-  t.sim.link().set_filter([&block](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
-    uint32_t psn;
-    return !(block && request_psn(f, b, psn) && psn == kPsnA + 2);
-  });
+  t.sim.link().set_filter(lose_while(block, kPsnA + 2));
   Buffers b = make_buffers(t, 16 * 1024, 22);
   ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));             // PSNs 0..7
   ASSERT_TRUE(post_write(t, b, 2, 8 * 1024, 8 * 1024));      // PSNs 8..15
@@ -563,6 +569,191 @@ TEST(SelectiveRepeat, PartOfAReadIsAnsweredOnlyUnderSelectiveRepeat) {
   EXPECT_EQ(cb.rx_read_dup, 2u);
   EXPECT_EQ(cb.tx_packets, 8u + 2u + 6u);
   EXPECT_EQ(t.a.qp->state(), QpState::Rts);
+}
+
+// Two SENDs from A into receive WQEs B posted, for the SEND tests.
+struct Sends {
+  std::vector<uint8_t> src, dst;
+  CorePair::Keys s, d;
+  std::vector<uint32_t> lens;
+};
+
+Sends make_sends(CorePair& t, std::vector<uint32_t> lens, uint64_t pattern) {
+  size_t total = 0;
+  for (uint32_t l : lens) total += l;
+  Sends x{std::vector<uint8_t>(total), std::vector<uint8_t>(total), {}, {}, lens};
+  fill_pattern(x.src.data(), total, pattern);
+  x.s = t.reg(t.a, x.src.data(), total);
+  x.d = t.reg(t.b, x.dst.data(), total);
+  return x;
+}
+
+void post_recvs(CorePair& t, Sends& x, size_t from, size_t to) {
+  size_t off = 0;
+  for (size_t i = 0; i < to; ++i) {
+    if (i >= from) {
+      Sge rs{uint64_t(x.dst.data() + off), x.lens[i], x.d.lkey};
+      ASSERT_TRUE(t.recv(t.b, {i, {&rs, 1}}));
+    }
+    off += x.lens[i];
+  }
+}
+
+void post_sends(CorePair& t, Sends& x) {
+  size_t off = 0;
+  for (size_t i = 0; i < x.lens.size(); ++i) {
+    Sge sg{uint64_t(x.src.data() + off), x.lens[i], x.s.lkey};
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = WrOpcode::Send;
+    w.send_flags = kSendSignaled;
+    w.sg_list = {&sg, 1};
+    ASSERT_TRUE(t.send(t.a, w));
+    off += x.lens[i];
+  }
+}
+
+// Both SENDs complete in order at both ends, every byte where it belongs.
+void expect_sends_done(CorePair& t, Sends& x) {
+  std::vector<Wc> sent, recvd;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, x.lens.size(), sent));
+  ASSERT_TRUE(t.wait_wc(t.b.rcq, x.lens.size(), recvd));
+  for (size_t i = 0; i < x.lens.size(); ++i) {
+    EXPECT_EQ(sent[i].wr_id, i);
+    EXPECT_EQ(sent[i].status, WcStatus::Success);
+    EXPECT_EQ(recvd[i].wr_id, i);
+    EXPECT_EQ(recvd[i].status, WcStatus::Success);
+    EXPECT_EQ(recvd[i].byte_len, x.lens[i]);
+  }
+  size_t total = 0;
+  for (uint32_t l : x.lens) total += l;
+  EXPECT_EQ(0, std::memcmp(x.src.data(), x.dst.data(), total));
+}
+
+// Under selective repeat a SEND's packets say which receive WQE they go to and where: past a
+// hole they are written there at once, for the SEND in progress and for later ones whose
+// receive WQE is posted. The receives still complete in order once the hole is filled.
+TEST(SelectiveRepeat, SendPacketsArePlacedPastAHole) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  bool block = true;
+  t.sim.link().set_filter(lose_while(block, kPsnA + 2));
+  Sends x = make_sends(t, {8 * 1024, 4 * 1024}, 41);
+  post_recvs(t, x, 0, 2);
+  post_sends(t, x);  // PSNs 0..7 and 8..11
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 9; }, 100'000));
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 9u);
+  EXPECT_EQ(0, std::memcmp(x.src.data(), x.dst.data(), 2048));
+  EXPECT_TRUE(std::all_of(x.dst.begin() + 2048, x.dst.begin() + 3072, [](uint8_t v) { return v == 0; }));
+  EXPECT_EQ(0, std::memcmp(x.src.data() + 3072, x.dst.data() + 3072, x.src.size() - 3072));
+  Wc none[1];
+  EXPECT_EQ(t.b.rcq->poll(none), 0);
+  block = false;
+  expect_sends_done(t, x);
+  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, t.b.nic->counters().rx_duplicate + 1);
+}
+
+// A later SEND whose receive WQE is not posted yet is held, not placed; it is executed (into
+// the WQE posted meanwhile) when its turn comes.
+TEST(SelectiveRepeat, SendWithoutItsReceiveYetIsHeld) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  bool block = true;
+  t.sim.link().set_filter(lose_while(block, kPsnA + 2));
+  Sends x = make_sends(t, {8 * 1024, 4 * 1024}, 42);
+  post_recvs(t, x, 0, 1);
+  post_sends(t, x);
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 9; }, 100'000));
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 5u);  // 3..7 of the first
+  EXPECT_TRUE(std::all_of(x.dst.begin() + 8192, x.dst.end(), [](uint8_t v) { return v == 0; }));
+  post_recvs(t, x, 1, 2);
+  block = false;
+  expect_sends_done(t, x);
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 5u);
+  EXPECT_EQ(t.b.nic->counters().tx_rnr_naks, 0u);
+}
+
+// What a SEND's PlaceETH says: the receive WQEs count SENDs and WRITEs with immediate, in the
+// order they were posted; the packet index counts within the message.
+TEST(SelectiveRepeat, SendsNameTheirReceiveWqe) {
+  PairOptions o = sr_pair();
+  CorePair t(o);
+  std::vector<std::pair<uint32_t, uint32_t>> seen;  // (recv_seq, pkt) of each SEND packet
+  std::vector<uint8_t> ops;
+  t.sim.link().set_filter([&](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    wire::Packet p;
+    if (f.dst == Gid::from_ipv4(kIpB) && wire::decode(b, p) == wire::ParseError::None) {
+      ops.push_back(uint8_t(p.bth.opcode));
+      if (p.has(wire::kPlaceEth)) seen.push_back({p.place.recv_seq, p.place.pkt});
+    }
+    return true;
+  });
+  Buffers b = make_buffers(t, 8 * 1024, 43);
+  std::vector<uint8_t> rbuf(16 * 1024);
+  auto rk = t.reg(t.b, rbuf.data(), rbuf.size());
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge rs{uint64_t(rbuf.data() + i * 4096), 4096, rk.lkey};
+    ASSERT_TRUE(t.recv(t.b, {i, {&rs, 1}}));
+  }
+  auto post = [&](uint64_t id, WrOpcode op, uint32_t len) {
+    Sge sg{uint64_t(b.src.data()), len, b.s.lkey};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = op;
+    w.send_flags = kSendSignaled;
+    w.sg_list = {&sg, 1};
+    w.remote_addr = uint64_t(b.dst.data());
+    w.rkey = b.d.rkey;
+    ASSERT_TRUE(t.send(t.a, w));
+  };
+  post(0, WrOpcode::Send, 2048);            // receive 0, packets 0 and 1
+  post(1, WrOpcode::RdmaWriteWithImm, 512);  // receive 1
+  post(2, WrOpcode::RdmaWrite, 512);
+  post(3, WrOpcode::SendWithImm, 512);       // receive 2
+  std::vector<Wc> got;
+  ASSERT_TRUE(t.wait_wc(t.a.scq, 4, got));
+  std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 0}, {0, 1}, {2, 0}};
+  EXPECT_EQ(seen, want);
+  std::vector<uint8_t> want_ops = {0xc8, 0xca, uint8_t(wire::Opcode::RC_WRITE_ONLY_IMM), uint8_t(wire::Opcode::RC_WRITE_ONLY),
+                                   0xcd};
+  EXPECT_EQ(ops, want_ops);
+  std::vector<Wc> recvd;
+  ASSERT_TRUE(t.wait_wc(t.b.rcq, 3, recvd));
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(recvd[i].wr_id, i);
+}
+
+// Chosen for a whole device, selective repeat may face any stack: SENDs keep the standard
+// opcodes until the peer shows it takes part (its first SACK), then carry a PlaceETH.
+TEST(SelectiveRepeat, DeviceWideChoiceWaitsForThePeersFirstSack) {
+  PairOptions o;
+  o.psn_a = kPsnA;
+  o.timeout = 14;
+  o.config = selective;
+  CorePair t(o);
+  std::vector<uint8_t> ops;  // A's requests as they leave, lost ones too
+  auto lose = lose_once({kPsnA + 1});
+  t.sim.link().set_filter([&ops, lose](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
+    uint32_t psn;
+    if (request_psn(f, b, psn)) ops.push_back(b[0]);
+    return lose(f, b);
+  });
+  Sends x = make_sends(t, {4096, 2048, 1024}, 44);
+  post_recvs(t, x, 0, 3);
+  x.lens.pop_back();
+  post_sends(t, x);  // PSNs 0..3, 4..5
+  expect_sends_done(t, x);
+  std::vector<uint8_t> want = {0x00, 0x01, 0x01, 0x02, 0x00, 0x02, 0xc9};  // then PSN 1 again, placed
+  EXPECT_EQ(ops, want);
+  Sge sg{uint64_t(x.src.data() + 6144), 1024, x.s.lkey};
+  SendWr w;
+  w.wr_id = 2;
+  w.opcode = WrOpcode::Send;
+  w.send_flags = kSendSignaled;
+  w.sg_list = {&sg, 1};
+  ASSERT_TRUE(t.send(t.a, w));
+  EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
+  EXPECT_EQ(ops.back(), uint8_t(wire::Opcode::UROCE_SEND_ONLY));
+  EXPECT_EQ(0, std::memcmp(x.src.data(), x.dst.data(), x.src.size()));
 }
 
 }  // namespace

@@ -46,8 +46,16 @@ TEST(Opcode, TableLayout) {
   EXPECT_FALSE(opcode_supported(0xff));
   int supported = 0;
   for (int i = 0; i < 256; ++i) supported += opcode_supported(uint8_t(i));
-  EXPECT_EQ(supported, 23 + 12 + 2 + 1 + 1);  // RC, UC, UD, CNP, uroce's SACK
+  EXPECT_EQ(supported, 23 + 12 + 2 + 1 + 1 + 6);  // RC, UC, UD, CNP, uroce's SACK and SENDs
   EXPECT_EQ(opcode_info(Opcode::UROCE_SACK).header_len, 16);
+  // uroce's SENDs mean what RC's do and add the 8-byte PlaceETH last.
+  for (uint8_t o = 0; o <= 0x05; ++o) {
+    const OpcodeInfo &rc = kOpcodeTable[o], &ur = kOpcodeTable[0xc8 + o];
+    EXPECT_EQ(ur.flags, rc.flags);
+    EXPECT_EQ(ur.headers, rc.headers | kPlaceEth);
+    EXPECT_EQ(ur.header_len, rc.header_len + 8);
+    EXPECT_EQ(ur.transport, Transport::RC);
+  }
 }
 
 // Round trip of every supported opcode with every header field set to a distinct value.
@@ -72,6 +80,7 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     p.atomic_orig = rng();
     p.imm = uint32_t(rng());
     p.ieth = uint32_t(rng());
+    p.place = {uint32_t(rng()), uint32_t(rng())};
     std::vector<uint8_t> payload;
     const auto& info = opcode_info(p.bth.opcode);
     if (info.flags & kPayload) payload.resize(raw % 7 + 1, uint8_t(raw));
@@ -93,6 +102,7 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     EXPECT_EQ(q.bth.sr, p.bth.sr);
     EXPECT_EQ(q.bth.psn, p.bth.psn);
     if (info.headers & kDeth) { EXPECT_EQ(q.deth.qkey, p.deth.qkey); EXPECT_EQ(q.deth.src_qp, p.deth.src_qp); }
+    if (info.headers & kPlaceEth) { EXPECT_EQ(q.place.recv_seq, p.place.recv_seq); EXPECT_EQ(q.place.pkt, p.place.pkt); }
     if (info.headers & kReth) {
       EXPECT_EQ(q.reth.va, p.reth.va); EXPECT_EQ(q.reth.rkey, p.reth.rkey); EXPECT_EQ(q.reth.dma_len, p.reth.dma_len);
     }

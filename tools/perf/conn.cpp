@@ -101,6 +101,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   if (c.peer.size() != o.qps) die("peer has a different number of QPs");
   ConnectOptions co;
   co.min_rnr_timer = 1;  // 10 us: a streaming receiver reposts quickly
+  co.reliability = o.reliability;  // both ends are this tool: agreed per QP
   if (o.mtu) co.path_mtu = tool::mtu_from_bytes(o.mtu);  // else the port's active MTU
   for (uint32_t q = 0; q < o.qps; ++q) must(c.qps[q]->connect(c.peer[q], mine[q].psn, co), "connect");
 }
