@@ -19,14 +19,25 @@ class RateControl {
   virtual void on_cnp(uint64_t now) = 0;
   // A request's round trip, from its first send to the ACK that covers it.
   virtual void on_rtt(uint64_t rtt_ns, uint64_t now) = 0;
+  // Packets the QP may have in flight (a window-based algorithm's window; at least 1).
+  virtual uint32_t window_pkts() const { return UINT32_MAX; }
   // Runs the algorithm's timers up to `now`.
   virtual void advance(uint64_t now) = 0;
   // When advance() next has work (UINT64_MAX: never by itself).
   virtual uint64_t next_timer() const = 0;
 };
 
-enum class Algo : uint8_t { None, Dcqcn, Timely };
-// "none", "dcqcn" or "timely"; false for another name.
+// An algorithm driven by round trips alone (TIMELY, Swift): no byte counter, CNP or timer.
+class RoundTripControl : public RateControl {
+ public:
+  void on_sent(uint64_t, uint64_t) override {}
+  void on_cnp(uint64_t) override {}
+  void advance(uint64_t) override {}
+  uint64_t next_timer() const override { return UINT64_MAX; }
+};
+
+enum class Algo : uint8_t { None, Dcqcn, Timely, Swift };
+// "none", "dcqcn", "timely" or "swift"; false for another name.
 bool parse_algo(std::string_view name, Algo& out);
 std::string_view to_string(Algo a);
 

@@ -28,16 +28,12 @@ struct TimelyParams {
   static TimelyParams paper(double line_rate_bps);
 };
 
-class Timely final : public RateControl {
+class Timely final : public RoundTripControl {
  public:
   explicit Timely(const TimelyParams& p) : p_(p), rate_(p.line_rate_bps) {}
   double rate_bps() const override { return rate_; }
   double gradient() const { return rtt_diff_ / double(p_.min_rtt_ns); }
-  void on_sent(uint64_t, uint64_t) override {}
-  void on_cnp(uint64_t) override {}
   void on_rtt(uint64_t rtt_ns, uint64_t now) override;
-  void advance(uint64_t) override {}
-  uint64_t next_timer() const override { return UINT64_MAX; }
 
  private:
   TimelyParams p_;
