@@ -16,7 +16,7 @@ void usage() {
   std::printf(
       "usage: uroce-sim --scenario loss [--reliability gbn|sr] [--loss P] [--rate-gbps R] [--msg-bytes M]\n"
       "                 [--duration-ms D] [--seed S] [--in-flight N] [--mtu 256..4096] [--json]\n"
-      "       uroce-sim --scenario incast [--senders N] [--cc none|dcqcn|timely] [--pfc] [--buffer-kb K]\n"
+      "       uroce-sim --scenario incast [--senders N] [--cc none|dcqcn|timely|swift] [--pfc] [--buffer-kb K]\n"
       "                 [--reliability gbn|sr] [--rate-gbps R] [--msg-bytes M] [--duration-ms D] [--seed S]\n"
       "                 [--in-flight N] [--mtu 256..4096] [--json]\n"
       "loss: one RC QP pair streams RDMA WRITEs of M bytes (N outstanding) over a link of R Gb/s\n"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
 
   if (scenario == "incast") {
     uroce::cc::Algo algo;
-    if (!uroce::cc::parse_algo(cc, algo)) return fail("--cc " + cc + ": none, dcqcn or timely");
+    if (!uroce::cc::parse_algo(cc, algo)) return fail("--cc " + cc + ": none, dcqcn, timely or swift");
     if (in.senders == 0 || in.senders > 1024) return fail("--senders must be 1 .. 1024");
     if (in.buffer_bytes < 64 * 1024) return fail("--buffer-kb must be at least 64");
     if (s.loss > 0) return fail("--loss belongs to the loss scenario");

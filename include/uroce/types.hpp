@@ -192,7 +192,8 @@ struct ConnectOptions {
   uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
   // RC: "gbn" or "sr" for this QP (see DeviceOptions::reliability); empty: the device's.
   std::string reliability;
-  // "none", "dcqcn" or "timely" for this QP (see DeviceOptions::cc); empty: the device's.
+  // "none", "dcqcn", "timely" or "swift" for this QP (see DeviceOptions::cc); empty: the
+  // device's.
   std::string cc;
 };
 

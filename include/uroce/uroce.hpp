@@ -40,8 +40,9 @@ struct DeviceOptions {
   // rings instead of UDP (same packets; counters shm_*). Off: false or $UROCE_SHM=0.
   bool same_host_shm = true;
   // Congestion control of every RC/UC QP's sender: "none" (send as fast as the window allows),
-  // "dcqcn" (CNPs from the peer cut a QP's rate; a pacer spaces its packets) or "timely" (RC:
-  // the rate follows measured round trips, the paper's values; paced too). Empty:
+  // "dcqcn" (CNPs from the peer cut a QP's rate; a pacer spaces its packets), "timely" (RC:
+  // the rate follows measured round trips, the paper's values; paced too) or "swift" (RC: a
+  // window of packets in flight follows round trips against a target delay). Empty:
   // $UROCE_CC, else "none". DCQCN's parameters: cc_params "dcqcn_paper" (default) or
   // "mellanox" ($UROCE_CC_PARAMS), at a line rate of line_gbps ($UROCE_LINE_GBPS, else 100).
   std::string cc;
@@ -206,8 +207,8 @@ class QueuePair {
   // (DeviceOptions::reliability). EINVAL otherwise. selective_repeat(): what it uses.
   Status set_reliability(const std::string& mode);
   bool selective_repeat() const;
-  // "none", "dcqcn" or "timely" for this QP instead of the device's (DeviceOptions::cc): RC (and
-  // UC but for TIMELY), in RESET or INIT. congestion_control(): what it uses.
+  // "none", "dcqcn", "timely" or "swift" for this QP instead of the device's
+  // (DeviceOptions::cc): RC (and UC for none and DCQCN), in RESET or INIT. congestion_control(): what it uses.
   Status set_congestion_control(const std::string& algo);
   std::string congestion_control() const;
 

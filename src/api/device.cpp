@@ -36,7 +36,7 @@ namespace {
 Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   const std::string algo = env_or(o.cc, "UROCE_CC"), params = env_or(o.cc_params, "UROCE_CC_PARAMS");
   if (!algo.empty() && !cc::parse_algo(algo, cfg.cc))
-    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn, timely)");
+    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn, timely, swift)");
   double gbps = o.line_gbps;
   if (gbps == 0) {
     const std::string e = env_or("", "UROCE_LINE_GBPS");
@@ -44,6 +44,7 @@ Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   }
   if (!(gbps > 0 && gbps <= 1e4)) return make_error(EINVAL, "UROCE_LINE_GBPS/line_gbps must be in (0, 10000] Gb/s");
   cfg.timely = cc::TimelyParams::paper(gbps * 1e9);
+  cfg.swift = cc::SwiftParams::for_line_rate(gbps * 1e9);
   if (!cc::DcqcnParams::by_name(params.empty() ? "dcqcn_paper" : params, gbps * 1e9, cfg.dcqcn))
     return make_error(EINVAL, "UROCE_CC_PARAMS/cc_params: unknown parameter set '" + params + "' (dcqcn_paper, mellanox)");
   return {};
@@ -389,7 +390,7 @@ Status QueuePair::set_reliability(const std::string& mode) {
 
 Status QueuePair::set_congestion_control(const std::string& algo) {
   cc::Algo a;
-  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not none, dcqcn or timely");
+  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not none, dcqcn, timely or swift");
   auto g = core_->lock();
   return core_->nic->set_congestion_control(*qp_, a);
 }

@@ -11,6 +11,7 @@
 
 #include "cc/dcqcn.hpp"
 #include "cc/pacer.hpp"
+#include "cc/swift.hpp"
 #include "cc/timely.hpp"
 #include "wire/packet.hpp"
 #include "core/ids.hpp"

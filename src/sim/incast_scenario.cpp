@@ -86,6 +86,10 @@ IncastResult run_incast(const IncastScenario& s) {
   cfg.cc = s.cc;
   cfg.dcqcn = dcqcn;
   cfg.timely = cc::TimelyParams::paper(rate);
+  cfg.swift = cc::SwiftParams::for_line_rate(rate);
+  cfg.swift.mss_bytes = mtu_bytes(s.mtu);
+  // Four hops, a full packet stored and forwarded twice on the way out (the ACK is small).
+  cfg.swift.base_rtt_ns = 4 * s.delay_ns + uint64_t(2 * (mtu_bytes(s.mtu) + 100) * 8 / s.rate_gbps);
   cfg.cnp_interval_ns = dcqcn.cnp_interval_ns;
   cfg.reliability = s.reliability;
   cfg.seed = s.seed;

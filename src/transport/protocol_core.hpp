@@ -81,6 +81,7 @@ struct CoreConfig {
   cc::Algo cc = cc::Algo::None;
   cc::DcqcnParams dcqcn = cc::DcqcnParams::paper(100e9);
   cc::TimelyParams timely = cc::TimelyParams::paper(100e9);  // TIMELY: a rate from round trips
+  cc::SwiftParams swift = cc::SwiftParams::for_line_rate(100e9);  // Swift: a window from delay
   // A paced QP sends while its pacer is at most this far ahead of now: the packets of one
   // pass share its time, and a strict pacer would let a QP send one packet per pass.
   uint64_t pace_slack_ns = 10'000;

@@ -159,7 +159,8 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  const uint32_t window = cx.config().max_inflight_pkts;
+  const uint32_t window = req.paced ? std::min(cx.config().max_inflight_pkts, qp.rate->window_pkts())
+                                    : cx.config().max_inflight_pkts;
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
@@ -218,7 +219,8 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
       ++cx.ctr().retransmitted_packets;
     } else {
       req.high = psn + 1;
-      if (!req.timing && !uc) {
+      // Only a packet that asks for its ACK is timed: the others' ACKs wait for a later one.
+      if (!req.timing && p.bth.ack_req) {
         req.timing = true;
         qp.rtt.psn = psn;
         qp.rtt.sent_at = now;

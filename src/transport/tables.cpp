@@ -180,8 +180,8 @@ Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
 
 Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
-  if (!(rc || (uc && a != cc::Algo::Timely)))
-    return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY needs ACKs)");
+  if (!(rc || (uc && (a == cc::Algo::None || a == cc::Algo::Dcqcn))))
+    return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY and Swift need ACKs)");
   if (Status s = before_it_talks(qp, "congestion control"); !s) return s;
   qp.cc_choice = a;
   start_qp_options(qp);

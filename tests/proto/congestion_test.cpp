@@ -228,3 +228,59 @@ TEST(Congestion, TimelyFollowsMeasuredRoundTrips) {
     }
   }
 }
+
+// Swift's window bounds the packets a QP has in flight. The fabric's round trip is given as
+// 20 us at 10 Gb/s and MTU 1024: a window of 10e9 x 20e-6 / 8192 = 24.41 packets, so a 64 KiB
+// WRITE (64 packets) has 24 out before its first ACK; without congestion control all 64 go.
+// The link takes 2 x 300 us, far over the target (about 31 us), so each round trip's first
+// timed ACK halves the window (max_mdf): the later rounds carry 12, 6, 3 packets, then one
+// (a window under one packet is paced, one packet per round trip).
+TEST(Congestion, SwiftWindowBoundsThePacketsInFlight) {
+  for (bool swift : {true, false}) {
+    uint32_t seen = 0, acked = 0, most = 0;
+    std::vector<uint32_t> rounds;  // packets b received between two ACKs reaching a
+    uint32_t round = 0;
+    PairOptions o;
+    o.faults.delay_ns = 300 * us;
+    o.timeout = 16;
+    o.config = [swift](transport::CoreConfig& c) {
+      if (!swift) return;
+      c.cc = cc::Algo::Swift;
+      c.swift = cc::SwiftParams::for_line_rate(10e9);
+      c.swift.mss_bytes = 1024;
+      c.swift.base_rtt_ns = 20 * us;
+    };
+    o.trace_b = [&](const core::Qp&, const wire::Packet& p, transport::Verdict) {
+      seen = std::max(seen, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
+      most = std::max(most, seen - acked);
+      ++round;
+    };
+    o.trace_a = [&](const core::Qp&, const wire::Packet& p, transport::Verdict) {
+      acked = std::max(acked, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
+      if (round) rounds.push_back(round);
+      round = 0;
+    };
+    CorePair t(o);
+    std::vector<uint8_t> src(64 * 1024), dst(64 * 1024);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + 1);
+    Sge sge;
+    const SendWr wr = write_all(t, src, dst, sge);
+    ASSERT_TRUE(t.send(t.a, wr));
+    EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(seen, 64u);
+    EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+    if (swift) {
+      std::vector<uint32_t> want = {24, 12, 6, 3};
+      want.resize(want.size() + 64 - 45, 1);
+      EXPECT_EQ(rounds, want);
+      EXPECT_EQ(most, 24u);
+      auto* s = dynamic_cast<cc::Swift*>(t.a.qp->rate.get());
+      ASSERT_TRUE(s);
+      EXPECT_LT(s->cwnd(), 1.0);
+    } else {
+      EXPECT_EQ(rounds, std::vector<uint32_t>{64});
+      EXPECT_EQ(most, 64u);
+    }
+  }
+}

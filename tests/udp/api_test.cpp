@@ -318,7 +318,7 @@ TEST(Api, ReliabilityPerQp) {
 }
 
 // Congestion control per QP, the same way: over the device's default, refused for a bad name,
-// TIMELY on UC (no ACKs to time), and once the QP talks.
+// TIMELY and Swift on UC (no ACKs to time), and once the QP talks.
 TEST(Api, CongestionControlPerQp) {
   auto dev = std::move(*Device::open());
   auto pd = std::move(*dev->alloc_pd());
@@ -329,6 +329,7 @@ TEST(Api, CongestionControlPerQp) {
   EXPECT_EQ(a->congestion_control(), "none");
   EXPECT_EQ(a->set_congestion_control("bbr").error().code, EINVAL);
   EXPECT_EQ(uc->set_congestion_control("timely").error().code, EINVAL);
+  EXPECT_EQ(uc->set_congestion_control("swift").error().code, EINVAL);
   ASSERT_TRUE(uc->set_congestion_control("dcqcn"));
   EXPECT_EQ(uc->congestion_control(), "dcqcn");
   ASSERT_TRUE(b->set_congestion_control("timely"));
@@ -340,4 +341,7 @@ TEST(Api, CongestionControlPerQp) {
   EXPECT_EQ(a->congestion_control(), "dcqcn");
   EXPECT_EQ(b->congestion_control(), "timely");
   EXPECT_EQ(a->set_congestion_control("none").error().code, EINVAL);  // in RTS
+  auto c = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  ASSERT_TRUE(c->set_congestion_control("swift"));
+  EXPECT_EQ(c->congestion_control(), "swift");
 }
