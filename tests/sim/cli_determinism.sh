@@ -15,13 +15,14 @@ hc=$(echo "$c" | sed -n 's/.*"trace_sha256":"\([0-9a-f]*\)".*/\1/p')
 # The incast scenario too (a short one), and selective repeat in the loss scenario.
 for more in "--scenario incast --senders 4 --cc dcqcn --duration-ms 1 --json" \
             "--scenario incast --senders 3 --pfc --duration-ms 1 --json" \
+            "--scenario incast --senders 4 --cc swift --duration-ms 1 --json" \
             "--scenario loss --reliability sr --loss 0.01 --duration-ms 2 --json"; do
   x=$("$bin/uroce-sim" $more --seed 9) || { echo "FAIL: uroce-sim $more exited $?"; exit 1; }
   y=$("$bin/uroce-sim" $more --seed 9)
   [ "$x" = "$y" ] || { echo "FAIL: same seed, different output for $more:"; echo "$x"; echo "$y"; exit 1; }
   echo "$x" | grep -q '"trace_sha256":"[0-9a-f]\{64\}"' || { echo "FAIL: no digest: $x"; exit 1; }
 done
-for bad in "--scenario incast --cc swift" "--scenario incast --senders 0" "--scenario loss --reliability xy" "--scenario loss --loss 2" "--scenario loss --mtu 1500"; do
+for bad in "--scenario incast --cc bbr" "--scenario incast --senders 0" "--scenario loss --reliability xy" "--scenario loss --loss 2" "--scenario loss --mtu 1500"; do
   "$bin/uroce-sim" $bad > /dev/null 2>&1
   rc=$?
   [ $rc = 2 ] || { echo "FAIL: '$bad' exited $rc, not 2"; exit 1; }
