@@ -44,7 +44,7 @@ Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   }
   if (!(gbps > 0 && gbps <= 1e4)) return make_error(EINVAL, "UROCE_LINE_GBPS/line_gbps must be in (0, 10000] Gb/s");
   cfg.timely = cc::TimelyParams::paper(gbps * 1e9);
-  cfg.swift = cc::SwiftParams::for_line_rate(gbps * 1e9);
+  cfg.swift = cc::SwiftParams::for_engine(gbps * 1e9);
   if (!cc::DcqcnParams::by_name(params.empty() ? "dcqcn_paper" : params, gbps * 1e9, cfg.dcqcn))
     return make_error(EINVAL, "UROCE_CC_PARAMS/cc_params: unknown parameter set '" + params + "' (dcqcn_paper, mellanox)");
   return {};

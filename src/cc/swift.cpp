@@ -11,6 +11,12 @@ SwiftParams SwiftParams::for_line_rate(double line_rate_bps) {
   return p;
 }
 
+SwiftParams SwiftParams::for_engine(double line_rate_bps) {
+  SwiftParams p = for_line_rate(line_rate_bps);
+  p.queue_target_ns = 50'000;
+  return p;
+}
+
 // With the fabric's round trip known, the QP starts with a window of one bandwidth-delay
 // product; else unbounded until its first round trip.
 Swift::Swift(const SwiftParams& p) : p_(p), rate_(p.line_rate_bps) {
@@ -34,7 +40,9 @@ void Swift::on_rtt(uint64_t rtt, uint64_t now) {
   if (!base_rtt_ || rtt < base_rtt_) base_rtt_ = rtt;
   const uint64_t target = target_ns();
   if (rtt <= target) {
-    cwnd_ += cwnd_ >= 1 ? p_.ai : p_.ai * cwnd_;  // ai per round trip (per ACK below a packet)
+    // ai per round trip: one sample per round trip from a window of packets, one per packet
+    // (each timed) below it, as the paper adds ai per ACK there.
+    cwnd_ += p_.ai;
   } else if (!decreased_ || now - last_decrease_ >= rtt) {
     const double over = double(rtt - target) / double(rtt);
     cwnd_ *= std::max(1 - p_.beta * over, 1 - p_.max_mdf);

@@ -32,6 +32,12 @@ struct SwiftParams {
 
   // uroce's values for a line rate (the paper's rule with targets for a few-microsecond fabric).
   static SwiftParams for_line_rate(double line_rate_bps);
+  // The engine's: a software NIC's own round trip varies by tens of microseconds (an engine
+  // pass or two on each side, threads sharing cores), which a 10 us allowance reads as a queue
+  // and answers by starving the QP (0.55x of none on loopback); 50 us keeps none's goodput with
+  // a window of tens of packets instead of hundreds. (Swift proper keeps a separate target for
+  // the hosts' delay, measured with NIC timestamps.)
+  static SwiftParams for_engine(double line_rate_bps);
 };
 
 class Swift final : public RoundTripControl {

@@ -84,6 +84,19 @@ TEST(Swift, BelowOnePacketThePacketIsPaced) {
   EXPECT_NEAR(s.cwnd(), 10e6 * 1e-3 / 32768, 1e-12);
 }
 
+// Below one packet each packet is timed, and each sample under the target adds ai, as the
+// paper adds ai per ACK there: a window of 0.4768 packets becomes 1.4768 and is ACK-clocked.
+TEST(Swift, BelowOnePacketEachSampleAddsAPacket) {
+  Swift s(fabric());
+  for (int i = 1; i <= 5; ++i) s.on_rtt(1'000'000, uint64_t(i) * 1'000'000);
+  EXPECT_DOUBLE_EQ(s.cwnd(), kBdp / 32);
+  EXPECT_LT(s.rate_bps(), 100e9);
+  s.on_rtt(10'000, 6'000'000);  // under the target
+  EXPECT_DOUBLE_EQ(s.cwnd(), kBdp / 32 + 1);
+  EXPECT_EQ(s.window_pkts(), 1u);
+  EXPECT_EQ(s.rate_bps(), 100e9);
+}
+
 TEST(Swift, NeverAboveTheLineRatesWindow) {
   Swift s(fabric());
   for (uint64_t i = 1; i <= 100; ++i) s.on_rtt(10'000, i * 10'000);  // always under the target
