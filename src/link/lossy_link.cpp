@@ -27,6 +27,7 @@ void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow
   uint64_t leaves = now;
   if (f_.rate_bps > 0 && !queued) {
     uint64_t& free = wire_free(flow.src);
+    if (wire_probe_) wire_probe_(flow.src, free > now ? uint64_t(double(free - now) * f_.rate_bps / 8e9) : 0);
     leaves = std::max(now, free) + uint64_t(double(len) * 8e9 / f_.rate_bps + 0.5);
     free = leaves;
   }

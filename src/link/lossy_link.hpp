@@ -84,6 +84,9 @@ class LossyLink {
   // them, a test's chosen loss) or return false to remove the frame (counted as filtered).
   using Filter = std::function<bool(const wire::FlowAddr&, std::vector<uint8_t>& bytes)>;
   void set_filter(Filter f) { filter_ = std::move(f); }
+  // With a line rate (no PFC): called with the bytes waiting in front of a sender's wire as a
+  // frame joins them (the frame not counted).
+  void set_wire_probe(std::function<void(const Gid& sender, uint64_t queue_bytes)> p) { wire_probe_ = std::move(p); }
 
  private:
   bool chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
@@ -112,6 +115,7 @@ class LossyLink {
   std::vector<std::pair<Gid, std::deque<Frame>>> sender_q_;  // PFC: per sender, frames not yet on the wire
   std::function<void(const Frame&, bool dropped)> trace_;
   Filter filter_;
+  std::function<void(const Gid& sender, uint64_t queue_bytes)> wire_probe_;
   std::priority_queue<Frame, std::vector<Frame>, std::greater<>> q_;
   std::vector<Frame> held_;  // due frames popped for another address, in due order
   std::vector<Gid> attached_;  // addresses with a port

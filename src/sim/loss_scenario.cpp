@@ -65,7 +65,12 @@ LossResult run_loss(const LossScenario& s) {
     posted_at.push_back(sim.now());
     (void)a.post_send(*qa, std::span<const SendWr>(&wr, 1));
   };
-  const uint64_t start = sim.now(), end = start + uint64_t(s.duration_ms * 1e6);
+  const uint64_t start = sim.now(), end = start + uint64_t(s.duration_ms * 1e6), half = (start + end) / 2;
+  std::vector<uint64_t> queue;
+  const Gid sender = Gid::from_ipv4(0x0a000001);
+  sim.link().set_wire_probe([&](const Gid& from, uint64_t q) {
+    if (from == sender && sim.now() >= half) queue.push_back(q);
+  });
   for (uint32_t i = 0; i < s.in_flight; ++i) post();
   sim.run_until(
       [&] {
@@ -91,7 +96,10 @@ LossResult run_loss(const LossScenario& s) {
   r.drops = sim.link().stats().dropped;
   r.fct_p50_us = percentile(fct, 0.5);
   r.fct_p99_us = percentile(fct, 0.99);
+  r.queue_p99_bytes = percentile(queue, 0.99);
+  r.jain_fairness = jain_fairness({r.goodput_gbps});
   r.trace_sha256 = trace.hex();
+  sim.link().set_wire_probe(nullptr);
   return r;
 }
 
@@ -101,10 +109,11 @@ std::string to_json(const LossScenario& s, const LossResult& r) {
                 "{\"scenario\":\"loss\",\"reliability\":\"%s\",\"loss\":%g,\"rate_gbps\":%g,\"msg_bytes\":%u,"
                 "\"duration_ms\":%g,\"seed\":%llu,\"goodput_gbps\":%.4f,\"goodput_ratio\":%.5f,\"messages\":%llu,"
                 "\"retransmitted_pkts\":%llu,\"drops\":%llu,\"fct_p50_us\":%.3f,\"fct_p99_us\":%.3f,"
-                "\"qp_error\":%s,\"trace_sha256\":\"%s\"}",
+                "\"queue_p99_bytes\":%llu,\"jain_fairness\":%.5f,\"qp_error\":%s,\"trace_sha256\":\"%s\"}",
                 std::string(to_string(s.reliability)).c_str(), s.loss, s.rate_gbps, s.msg_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
                 r.goodput_ratio, (unsigned long long)r.messages, (unsigned long long)r.retransmitted_pkts,
-                (unsigned long long)r.drops, r.fct_p50_us, r.fct_p99_us, r.qp_error ? "true" : "false",
+                (unsigned long long)r.drops, r.fct_p50_us, r.fct_p99_us, (unsigned long long)r.queue_p99_bytes,
+                r.jain_fairness, r.qp_error ? "true" : "false",
                 r.trace_sha256.c_str());
   return buf;
 }

@@ -29,6 +29,11 @@ struct LossResult {
   uint64_t retransmitted_pkts = 0;
   uint64_t drops = 0;
   double fct_p50_us = 0, fct_p99_us = 0;  // post to completion
+  // The queue in front of the sender's wire as each of its frames joins it, in the second half
+  // (the requester's window waits there), and Jain's index of the one flow (1: the CLI's
+  // fields are the incast's).
+  uint64_t queue_p99_bytes = 0;
+  double jain_fairness = 0;
   bool qp_error = false;    // the QP failed (retries exhausted): the run stopped there
   std::string trace_sha256;  // of every frame the link decided: time, order, fate, headers
 };

@@ -42,6 +42,8 @@ TEST(LossyLink, ASendersPacketsLeaveAtItsLineRate) {
   link::LossyLink l(1, f);
   const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002), c = Gid::from_ipv4(0x0a000003);
   auto pa = l.attach(a), pb = l.attach(b), pc = l.attach(c);
+  std::vector<std::pair<Gid, uint64_t>> queued;  // what waits in front of a sender's wire
+  l.set_wire_probe([&](const Gid& from, uint64_t q) { queued.emplace_back(from, q); });
   std::vector<uint8_t> bytes(1000);
   for (int i = 0; i < 3; ++i) l.send(bytes.data(), bytes.size(), wire::FlowAddr{a, b, 1, 4791}, 10'000);
   l.send(bytes.data(), 200, wire::FlowAddr{c, b, 1, 4791}, 10'000);
@@ -50,6 +52,9 @@ TEST(LossyLink, ASendersPacketsLeaveAtItsLineRate) {
   link::LossyLink::Frame fr;
   while (l.pop_due(UINT64_MAX, fr)) due.push_back(fr.due);
   EXPECT_EQ(due, (std::vector<uint64_t>{10'700, 11'500, 12'500, 13'500, 20'600}));
+  // At 8 Gb/s a byte takes a nanosecond: a's second and third frames find 1000 and 2000 bytes
+  // ahead of them; c's wire is its own; by 20 us a's has drained.
+  EXPECT_EQ(queued, (std::vector<std::pair<Gid, uint64_t>>{{a, 0}, {a, 1000}, {a, 2000}, {c, 0}, {a, 0}}));
 }
 
 TEST(LossScenario, TheSameSeedGivesTheSameRunAndAnotherSeedAnother) {
@@ -86,6 +91,12 @@ TEST(LossScenario, LossCostsGoBackNGoodput) {
   EXPECT_GT(lossy.retransmitted_pkts, lossy.drops);  // go-back-N resends more than it lost
   EXPECT_LT(lossy.goodput_ratio, clean.goodput_ratio);
   EXPECT_GT(lossy.fct_p50_us, clean.fct_p50_us);
+  // The requester's window (256 packets of 4 KiB) waits in front of the sender's wire; under
+  // go-back-N the resends queue behind it as well.
+  EXPECT_GT(clean.queue_p99_bytes, 900'000u);
+  EXPECT_LT(clean.queue_p99_bytes, 256u * (4096 + 64));
+  EXPECT_GT(lossy.queue_p99_bytes, clean.queue_p99_bytes);
+  EXPECT_EQ(clean.jain_fairness, 1.0);  // one flow
 }
 
 // Selective repeat on the same lossy stream: it resends about what was lost (go-back-N, far
@@ -231,6 +242,24 @@ TEST(IncastScenario, DcqcnStopsTheDropsAndSharesFairly) {
   EXPECT_EQ(dcqcn.drops_second_half, 0u);
   EXPECT_GT(dcqcn.jain_fairness, 0.95);
   EXPECT_LT(dcqcn.queue_p99_bytes, s.buffer_bytes / 2);
+}
+
+// Swift on the same incast: every sender's window bounds what it puts in the queue, so nothing
+// is dropped at all (not even in the first burst), no CNP is needed, the port stays nearly full
+// and the queue stays under half DCQCN's limit above.
+TEST(IncastScenario, SwiftWindowsNeverOverflowTheBuffer) {
+  sim::IncastScenario s;
+  s.senders = 16;
+  s.duration_ms = 10;
+  s.cc = cc::Algo::Swift;
+  const sim::IncastResult r = sim::run_incast(s);
+  EXPECT_FALSE(r.qp_error);
+  EXPECT_EQ(r.drops, 0u);
+  EXPECT_EQ(r.retransmitted_pkts, 0u);
+  EXPECT_EQ(r.cnps, 0u);
+  EXPECT_GT(r.goodput_ratio, 0.9);  // 0.94 in 10 ms, 0.985 in 40
+  EXPECT_GT(r.jain_fairness, 0.99);
+  EXPECT_LT(r.queue_p99_bytes, s.buffer_bytes / 4);
 }
 
 // PFC: nothing is dropped, senders are paused instead.
