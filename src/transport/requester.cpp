@@ -100,11 +100,15 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
     p.payload = {qp.sq.inline_data(req.next) + offset, len};
   } else {
     // Gather straight into the packet buffer, after the headers (or leave the bytes where
-    // they are, for a link that copies them itself).
+    // they are, for a link that copies them itself). Not a resend: it may leave after the
+    // peer's answer has landed in the same buffer in this very pass (ibv_rc_pingpong sends
+    // and receives in one), and its ICRC, computed now, must match the bytes it carries.
     const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
     uint8_t* dst = tx->data + at;
     const Sge* sges = qp.sq.sges(req.next);
-    const uint8_t* src = cx.config().link_gathers ? sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len) : nullptr;
+    const bool resend = p.bth.psn < req.high;
+    const uint8_t* src = cx.config().link_gathers && !resend
+                             ? sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len) : nullptr;
     if (!cx.by_reference(tx, at, src, len) &&
         sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != core::KeyCheck::Ok)
       return false;

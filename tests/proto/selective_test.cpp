@@ -757,3 +757,20 @@ TEST(SelectiveRepeat, DeviceWideChoiceWaitsForThePeersFirstSack) {
 }
 
 }  // namespace
+
+// With a link that takes payloads from registered memory itself (the engine's), first sends go
+// by reference and resends are copied into their packet: a resend may leave after the peer's
+// answer landed in the same buffer in the same pass, and its ICRC must match what it carries.
+TEST(SelectiveRepeat, ResendsAreCopiedNotReferenced) {
+  for (bool sr : {false, true}) {
+    PairOptions o = sr_pair();
+    if (!sr) o.reliability.reset();
+    o.config = [](transport::CoreConfig& c) { c.link_gathers = true; };
+    CorePair t(o);
+    t.sim.link().set_filter(lose_once({kPsnA + 2}));
+    write_once(t, 8 * 1024, 55);  // 8 packets; go-back-N resends 2..7, selective repeat 2
+    const auto& c = t.a.nic->counters();
+    EXPECT_EQ(c.retransmitted_packets, sr ? 1u : 6u);
+    EXPECT_EQ(c.tx_payload_by_ref, 8u);
+  }
+}
