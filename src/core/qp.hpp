@@ -160,8 +160,18 @@ struct HeldRequest {
   wire::Packet p;                // its payload points into `bytes`
   std::vector<uint8_t> bytes;
 };
+// A later WRITE whose FIRST packet arrived past a hole with Bth::place: where its MIDDLE
+// packets go before its turn.
+struct PlacedWrite {
+  wire::Psn first;
+  uint32_t npkts = 0;  // 0: unused
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+};
 struct SrHold {
   std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns (how many: ResponderState::held)
+  std::array<PlacedWrite, 8> writes;              // the latest eight, round robin
+  uint32_t next_write = 0;
 };
 
 // Selective repeat, the requester's READs: responses that arrived past a gap, already written

@@ -33,6 +33,7 @@ struct alignas(64) SendWqe {
   bool assigned;        // PSNs allocated
   bool failed;          // requester found a local error; completes with `error`
   WcStatus error;
+  bool placeable;       // a WRITE no earlier unfinished request can touch (Bth::place)
   wire::Psn first_psn;
   uint32_t npkts;
   uint32_t resp_pkts;   // READ response packets received so far

@@ -46,6 +46,24 @@ void fail_wqe(Context& cx, Qp& qp, SendWqe& w, WcStatus st) {
 }
 
 // Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
+// Selective repeat: a WRITE whose bytes no earlier request still unfinished can touch (every
+// one of them a WRITE elsewhere) may be placed past a hole before those execute. A READ, an
+// atomic or a SEND before it reads or writes memory this side cannot see; so they, or more
+// than 64 to compare, keep it in order.
+bool nothing_earlier_touches(Qp& qp, const SendWqe& w) {
+  auto& sq = qp.sq;
+  const uint32_t from = sq.done.load(std::memory_order_relaxed), n = qp.req.next - from;
+  const uint64_t end = w.remote_addr + w.length;
+  if (n > 64 || end < w.remote_addr) return false;
+  for (uint32_t i = from; i != qp.req.next; ++i) {
+    const SendWqe& e = sq.slot(i);
+    const uint64_t e_end = e.remote_addr + e.length;
+    if (!traits(e.opcode).write || e_end < e.remote_addr) return false;
+    if (e.remote_addr < end && w.remote_addr < e_end) return false;
+  }
+  return true;
+}
+
 bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   auto& req = qp.req;
   const bool rd_atomic = is_rd_atomic(w.opcode);
@@ -64,6 +82,7 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   w.first_psn = req.psn;
   if (traits(w.opcode).send || traits(w.opcode).imm) w.recv_seq = req.recv_seq++;
   w.resp_pkts = 0;
+  w.placeable = req.sr && traits(w.opcode).write && w.npkts > 1 && nothing_earlier_touches(qp, w);
   w.assigned = true;
   req.psn += w.npkts;
   req.pkt = 0;
@@ -208,6 +227,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
     p.bth.sr = req.sr;
+    p.bth.place = w.placeable;
     bool last = true;
     if (!build_request(cx, qp, w, tx, p, last)) {
       cx.release(tx);

@@ -49,22 +49,51 @@ uint8_t* place_send(Context& cx, Qp& qp, const wire::Packet& p) {
   return const_cast<uint8_t*>(at);
 }
 
-// Where a WRITE MIDDLE packet past a hole goes, if it can go there now: it belongs to the
-// WRITE in progress (every earlier message has executed, so nothing earlier can overwrite it)
-// and its bytes fall inside that WRITE's registered range. Its payload is written there at
-// once; everything else waits in order (a LAST or ONLY packet too, so that a program polling
-// the last byte of a WRITE never sees it before the bytes ahead of it). Null: not placeable.
+// Where a later WRITE's packet past a hole goes: its own FIRST's RETH (a MIDDLE packet whose
+// FIRST arrived before it, also past the hole, with Bth::place), or the FIRST itself.
+bool later_write(Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
+  core::SrHold& h = *qp.sr_hold;
+  const uint32_t mtu = qp.mtu();
+  if (p.info().flags & wire::kFirst) {
+    if (p.reth.dma_len <= mtu) return false;
+    h.writes[h.next_write++ % h.writes.size()] = {p.bth.psn, (p.reth.dma_len + mtu - 1) / mtu, p.reth.va, p.reth.rkey};
+    va = p.reth.va;
+    rkey = p.reth.rkey;
+    return true;
+  }
+  for (const core::PlacedWrite& w : h.writes) {
+    const uint32_t k = Psn::distance(w.first, p.bth.psn);
+    if (w.npkts && Psn::distance(qp.resp.epsn, w.first) < kSackPsns && k > 0 && k + 1 < w.npkts) {
+      va = w.va + uint64_t(k) * mtu;
+      rkey = w.rkey;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where a WRITE FIRST or MIDDLE packet past a hole goes, if it can go there now: it belongs to
+// the WRITE in progress (every earlier message has executed, so nothing earlier can overwrite
+// it), or to a later WRITE its requester marked Bth::place (nothing before it still unfinished
+// touches its bytes) whose address is known; and its bytes fall in a region registered for
+// remote writes. Its payload is written there at once; everything else waits in order (a LAST
+// or ONLY packet too, so that a program polling the last byte of a WRITE never sees it before
+// the bytes ahead of it). Null: not placeable.
 uint8_t* place_now(Context& cx, Qp& qp, const wire::Packet& p) {
   const auto& r = qp.resp;
   const uint32_t flags = p.info().flags, mtu = qp.mtu();
-  if (r.msg != core::RespMsg::Write || (flags & (wire::kFirst | wire::kLast)) || !(flags & wire::kWrite) ||
-      p.payload.size() != mtu)
-    return nullptr;
+  if ((flags & wire::kLast) || !(flags & wire::kWrite) || p.payload.size() != mtu) return nullptr;
+  uint64_t va = 0;
+  uint32_t rkey = 0;
   const uint64_t offset = r.write_offset + uint64_t(Psn::distance(r.epsn, p.bth.psn)) * mtu;
-  if (offset + mtu > r.write_len) return nullptr;  // past the WRITE in progress: a later message's
+  if (r.msg == core::RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
+    va = r.write_va + offset;
+    rkey = r.write_rkey.value();
+  } else if (!p.bth.place || !later_write(qp, p, va, rkey)) {
+    return nullptr;
+  }
   uint8_t* dst = nullptr;
-  if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + offset, mtu, kAccessRemoteWrite, &dst) !=
-      core::KeyCheck::Ok)
+  if (cx.mrs().check_remote(core::Rkey(rkey), qp.pd(), va, mtu, kAccessRemoteWrite, &dst) != core::KeyCheck::Ok)
     return nullptr;  // executed in order, it is NAKed there
   std::memcpy(dst, p.payload.data(), mtu);
   return dst;

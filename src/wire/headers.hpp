@@ -28,6 +28,10 @@ struct Bth {
   // A reserved bit of the byte after the destination QP (receivers ignore it, IBA 9.2): set,
   // the requester announces that it takes selective acknowledgements (Opcode::UROCE_SACK).
   bool sr = false;
+  // The next reserved bit (a WRITE's packets, selective repeat only): no request before this
+  // one that may still be unexecuted touches its bytes, so the responder may place them before
+  // those requests execute.
+  bool place = false;
 };
 
 // A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,

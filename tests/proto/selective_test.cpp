@@ -181,7 +181,8 @@ TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
 
 // Past a hole, the MIDDLE packets of the WRITE in progress are written to memory as they
 // arrive; its LAST packet waits for the hole (a program polling the WRITE's last byte sees it
-// last), and so does everything of the next message.
+// last). So are the FIRST and MIDDLE packets of the next WRITE, which touches other bytes:
+// its requester marks it placeable, and its FIRST's RETH says where its MIDDLEs go.
 TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   PairOptions o = sr_pair();
   CorePair t(o);
@@ -199,8 +200,9 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   EXPECT_TRUE(zero(2048, 1024));       // the hole
   EXPECT_TRUE(same(3072, 4 * 1024));   // 3..6: placed
   EXPECT_TRUE(zero(7168, 1024));       // 7, the first WRITE's LAST: held
-  EXPECT_TRUE(zero(8192, 8 * 1024));   // the second WRITE: held, its address unknown till its turn
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 4u);
+  EXPECT_TRUE(same(8192, 7 * 1024));   // 8..14, the second WRITE's FIRST and MIDDLEs: placed
+  EXPECT_TRUE(zero(15 * 1024, 1024));  // 15, its LAST: held
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 11u);
   block = false;
   std::vector<Wc> got;
   ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
@@ -208,7 +210,51 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   EXPECT_EQ(got[1].wr_id, 2u);
   EXPECT_EQ(got[1].status, WcStatus::Success);
   EXPECT_TRUE(same(0, 16 * 1024));
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 4u);
+  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 11u);
+}
+
+// A later WRITE is placed early only when nothing before it that may be unfinished touches its
+// bytes: one that writes over an earlier WRITE's bytes waits for its turn, so the earlier
+// WRITE's resent packet cannot overwrite it; so does one after a READ (what a READ returns
+// of bytes a later unfenced WRITE changes is not defined by verbs, and uroce does not widen
+// that). B ends with the later WRITE's bytes.
+TEST(SelectiveRepeat, LaterWritesWaitWhenSomethingEarlierTouchesTheirBytes) {
+  for (bool read_first : {false, true}) {
+    SCOPED_TRACE(read_first ? "after a READ" : "over an earlier WRITE");
+    CorePair t(sr_pair());
+    bool block = true;
+    // The earlier WRITE's third packet, or the READ's request: the later WRITE is past the hole.
+    t.sim.link().set_filter(lose_while(block, kPsnA + (read_first ? 0 : 2)));
+    Buffers b = make_buffers(t, 24 * 1024, 33);
+    fill_pattern(b.dst.data(), 8 * 1024, 44);  // B's bytes before
+    // First either a WRITE of A's src 0..8 KiB to B's dst 0..8 KiB (PSNs 0..7), or a READ of B's
+    // dst 0..8 KiB (PSNs 0..7); then a WRITE of A's src 8..16 KiB over B's dst 0..8 KiB (8..15).
+    auto op = [&](uint64_t id, WrOpcode code, uint32_t local_off) {
+      Sge sg{uint64_t(b.src.data() + local_off), 8 * 1024, b.s.lkey};
+      SendWr w;
+      w.wr_id = id;
+      w.opcode = code;
+      w.send_flags = kSendSignaled;
+      w.sg_list = {&sg, 1};
+      w.remote_addr = uint64_t(b.dst.data());
+      w.rkey = b.d.rkey;
+      return t.send(t.a, w);
+    };
+    std::memset(b.src.data() + 16 * 1024, 0, 8 * 1024);
+    ASSERT_TRUE(read_first ? op(1, WrOpcode::RdmaRead, 16 * 1024) : op(1, WrOpcode::RdmaWrite, 0));
+    ASSERT_TRUE(op(2, WrOpcode::RdmaWrite, 8 * 1024));
+    const uint64_t held = read_first ? 8 : 13;  // the PSNs past the lost one
+    ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == held; }, 100'000));
+    // Only the earlier WRITE's own MIDDLEs (3..6), in progress, are placed.
+    EXPECT_EQ(t.b.nic->counters().rx_sr_placed, read_first ? 0u : 4u);
+    block = false;
+    std::vector<Wc> got;
+    ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].status, WcStatus::Success);
+    EXPECT_EQ(got[1].status, WcStatus::Success);
+    EXPECT_EQ(0, std::memcmp(b.dst.data(), b.src.data() + 8 * 1024, 8 * 1024));  // the later WRITE's
+  }
 }
 
 TEST(SelectiveRepeat, SeveralHolesEachResentOnce) {
