@@ -87,29 +87,27 @@ Buffers make_buffers(CorePair& t, size_t len, uint64_t pattern) {
   return b;
 }
 
-Status post_write(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_t len) {
-  Sge sg{uint64_t(b.src.data() + off), len, b.s.lkey};
+// A request of A's from its src at local_off to B's dst at remote_off (a READ the other way).
+Status post_op(CorePair& t, Buffers& b, uint64_t wr_id, WrOpcode op, uint32_t local_off, uint32_t remote_off,
+               uint32_t len) {
+  Sge sg{uint64_t(b.src.data() + local_off), len, b.s.lkey};
   SendWr w;
   w.wr_id = wr_id;
-  w.opcode = WrOpcode::RdmaWrite;
+  w.opcode = op;
   w.send_flags = kSendSignaled;
   w.sg_list = {&sg, 1};
-  w.remote_addr = uint64_t(b.dst.data() + off);
+  w.remote_addr = uint64_t(b.dst.data() + remote_off);
   w.rkey = b.d.rkey;
   return t.send(t.a, w);
 }
 
+Status post_write(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_t len) {
+  return post_op(t, b, wr_id, WrOpcode::RdmaWrite, off, off, len);
+}
+
 // A READ of `len` bytes at `off` of B's buffer into A's (the Buffers' dst is B's, src A's).
 Status post_read(CorePair& t, Buffers& b, uint64_t wr_id, uint32_t off, uint32_t len) {
-  Sge sg{uint64_t(b.src.data() + off), len, b.s.lkey};
-  SendWr w;
-  w.wr_id = wr_id;
-  w.opcode = WrOpcode::RdmaRead;
-  w.send_flags = kSendSignaled;
-  w.sg_list = {&sg, 1};
-  w.remote_addr = uint64_t(b.dst.data() + off);
-  w.rkey = b.d.rkey;
-  return t.send(t.a, w);
+  return post_op(t, b, wr_id, WrOpcode::RdmaRead, off, off, len);
 }
 
 // Buffers for READs: the pattern in B's memory (dst), A's (src) zero.
@@ -230,15 +228,7 @@ TEST(SelectiveRepeat, LaterWritesWaitWhenSomethingEarlierTouchesTheirBytes) {
     // First either a WRITE of A's src 0..8 KiB to B's dst 0..8 KiB (PSNs 0..7), or a READ of B's
     // dst 0..8 KiB (PSNs 0..7); then a WRITE of A's src 8..16 KiB over B's dst 0..8 KiB (8..15).
     auto op = [&](uint64_t id, WrOpcode code, uint32_t local_off) {
-      Sge sg{uint64_t(b.src.data() + local_off), 8 * 1024, b.s.lkey};
-      SendWr w;
-      w.wr_id = id;
-      w.opcode = code;
-      w.send_flags = kSendSignaled;
-      w.sg_list = {&sg, 1};
-      w.remote_addr = uint64_t(b.dst.data());
-      w.rkey = b.d.rkey;
-      return t.send(t.a, w);
+      return post_op(t, b, id, code, local_off, 0, 8 * 1024);
     };
     std::memset(b.src.data() + 16 * 1024, 0, 8 * 1024);
     ASSERT_TRUE(read_first ? op(1, WrOpcode::RdmaRead, 16 * 1024) : op(1, WrOpcode::RdmaWrite, 0));
@@ -741,17 +731,7 @@ TEST(SelectiveRepeat, SendsNameTheirReceiveWqe) {
     Sge rs{uint64_t(rbuf.data() + i * 4096), 4096, rk.lkey};
     ASSERT_TRUE(t.recv(t.b, {i, {&rs, 1}}));
   }
-  auto post = [&](uint64_t id, WrOpcode op, uint32_t len) {
-    Sge sg{uint64_t(b.src.data()), len, b.s.lkey};
-    SendWr w;
-    w.wr_id = id;
-    w.opcode = op;
-    w.send_flags = kSendSignaled;
-    w.sg_list = {&sg, 1};
-    w.remote_addr = uint64_t(b.dst.data());
-    w.rkey = b.d.rkey;
-    ASSERT_TRUE(t.send(t.a, w));
-  };
+  auto post = [&](uint64_t id, WrOpcode op, uint32_t len) { ASSERT_TRUE(post_op(t, b, id, op, 0, 0, len)); };
   post(0, WrOpcode::Send, 2048);            // receive 0, packets 0 and 1
   post(1, WrOpcode::RdmaWriteWithImm, 512);  // receive 1
   post(2, WrOpcode::RdmaWrite, 512);
