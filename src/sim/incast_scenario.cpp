@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cc/dcqcn.hpp"
+#include "sim/bdp.hpp"
 #include "sim/frame_digest.hpp"
 #include "sim/sha256.hpp"
 #include "sim/sim.hpp"
@@ -88,8 +89,9 @@ IncastResult run_incast(const IncastScenario& s) {
   cfg.timely = cc::TimelyParams::paper(rate);
   cfg.swift = cc::SwiftParams::for_line_rate(rate);
   cfg.swift.mss_bytes = mtu_bytes(s.mtu);
-  // Four hops, a full packet stored and forwarded twice on the way out (the ACK is small).
-  cfg.swift.base_rtt_ns = 4 * s.delay_ns + uint64_t(2 * (mtu_bytes(s.mtu) + 100) * 8 / s.rate_gbps);
+  // Four hops, a full packet stored and forwarded twice on the way out.
+  cfg.swift.base_rtt_ns = base_rtt_ns(s.rate_gbps, s.delay_ns, 4, 2, s.mtu);
+  cfg.sr_window_pkts = sr_window_pkts(s.rate_gbps, cfg.swift.base_rtt_ns, s.mtu);
   cfg.cnp_interval_ns = dcqcn.cnp_interval_ns;
   cfg.reliability = s.reliability;
   cfg.seed = s.seed;

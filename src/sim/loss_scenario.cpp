@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "sim/bdp.hpp"
 #include "sim/frame_digest.hpp"
 #include "sim/sha256.hpp"
 #include "sim/sim.hpp"
@@ -23,6 +24,8 @@ LossResult run_loss(const LossScenario& s) {
   transport::CoreConfig cfg;
   cfg.seed = s.seed;
   cfg.reliability = s.reliability;
+  cfg.sr_window_pkts = sr_window_pkts(s.rate_gbps, base_rtt_ns(s.rate_gbps, s.delay_ns, 2, 1, s.mtu), s.mtu);
+  const uint32_t window = s.reliability == transport::Reliability::Sr ? cfg.sr_window_pkts : cfg.max_inflight_pkts;
   auto& a = sim.add_nic(0x0a000001, cfg);
   cfg.seed = s.seed + 1;
   auto& b = sim.add_nic(0x0a000002, cfg);
@@ -97,6 +100,7 @@ LossResult run_loss(const LossScenario& s) {
   r.fct_p50_us = percentile(fct, 0.5);
   r.fct_p99_us = percentile(fct, 0.99);
   r.queue_p99_bytes = percentile(queue, 0.99);
+  r.window_pkts = window;
   r.jain_fairness = jain_fairness({r.goodput_gbps});
   r.trace_sha256 = trace.hex();
   sim.link().set_wire_probe(nullptr);
@@ -109,11 +113,11 @@ std::string to_json(const LossScenario& s, const LossResult& r) {
                 "{\"scenario\":\"loss\",\"reliability\":\"%s\",\"loss\":%g,\"rate_gbps\":%g,\"msg_bytes\":%u,"
                 "\"duration_ms\":%g,\"seed\":%llu,\"goodput_gbps\":%.4f,\"goodput_ratio\":%.5f,\"messages\":%llu,"
                 "\"retransmitted_pkts\":%llu,\"drops\":%llu,\"fct_p50_us\":%.3f,\"fct_p99_us\":%.3f,"
-                "\"queue_p99_bytes\":%llu,\"jain_fairness\":%.5f,\"qp_error\":%s,\"trace_sha256\":\"%s\"}",
+                "\"queue_p99_bytes\":%llu,\"window_pkts\":%u,\"jain_fairness\":%.5f,\"qp_error\":%s,\"trace_sha256\":\"%s\"}",
                 std::string(to_string(s.reliability)).c_str(), s.loss, s.rate_gbps, s.msg_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
                 r.goodput_ratio, (unsigned long long)r.messages, (unsigned long long)r.retransmitted_pkts,
                 (unsigned long long)r.drops, r.fct_p50_us, r.fct_p99_us, (unsigned long long)r.queue_p99_bytes,
-                r.jain_fairness, r.qp_error ? "true" : "false",
+                r.window_pkts, r.jain_fairness, r.qp_error ? "true" : "false",
                 r.trace_sha256.c_str());
   return buf;
 }

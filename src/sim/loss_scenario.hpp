@@ -33,6 +33,7 @@ struct LossResult {
   // (the requester's window waits there), and Jain's index of the one flow (1: the CLI's
   // fields are the incast's).
   uint64_t queue_p99_bytes = 0;
+  uint32_t window_pkts = 0;  // the requester's: two BDPs under selective repeat (sim/bdp.hpp)
   double jain_fairness = 0;
   bool qp_error = false;    // the QP failed (retries exhausted): the run stopped there
   std::string trace_sha256;  // of every frame the link decided: time, order, fate, headers

@@ -58,6 +58,9 @@ struct CoreConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
   uint64_t seed = 0;                    // 0: from std::random_device
   uint32_t max_inflight_pkts = 256;     // requester window per QP (a 1 MiB message in flight at MTU 4096)
+  // Selective repeat's window (IRN's BDP-FC): packets in flight at most, the fabric's
+  // bandwidth-delay product; 0: max_inflight_pkts. Go-back-N keeps max_inflight_pkts.
+  uint32_t sr_window_pkts = 0;
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
   // Packets all QPs together may send per pass: a pass stays short however many QPs have work

@@ -64,12 +64,21 @@ bool nothing_earlier_touches(Qp& qp, const SendWqe& w) {
   return true;
 }
 
+// Whether `psn` may go out under `window`: packets from una on, less (selective repeat) those
+// the responder reported held, which left the network (IRN's BDP-FC); selective repeat never
+// goes past what the responder can hold.
+bool window_full(const Qp& qp, Psn psn, uint32_t window) {
+  const uint32_t out = Psn::distance(qp.comp.una, psn);
+  if (!qp.req.sr) return out >= window;
+  return out >= wire::kSackPsns || out - std::min(out, sr_sacked_count(qp)) >= window;
+}
+
 bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   auto& req = qp.req;
   const bool rd_atomic = is_rd_atomic(w.opcode);
   if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
   if (rd_atomic && req.rd_atomic_out >= std::max<uint32_t>(1, qp.attr().max_rd_atomic)) return false;
-  if (Psn::distance(qp.comp.una, req.psn) >= window) return false;
+  if (window_full(qp, req.psn, window)) return false;
   if (!w.is_inline) {
     // READ and atomic results are written into the local SGEs.
     uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
@@ -182,8 +191,10 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  const uint32_t window = req.paced ? std::min(cx.config().max_inflight_pkts, qp.rate->window_pkts())
-                                    : cx.config().max_inflight_pkts;
+  const auto& cfg = cx.config();
+  uint32_t window = req.sr && cfg.sr_window_pkts ? std::min(cfg.max_inflight_pkts, cfg.sr_window_pkts)
+                                                 : cfg.max_inflight_pkts;
+  if (req.paced) window = std::min(window, qp.rate->window_pkts());
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
@@ -218,7 +229,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
         continue;
       }
     }
-    if (Psn::distance(qp.comp.una, psn) >= window && psn != qp.comp.una) return false;
+    if (window_full(qp, psn, window) && psn != qp.comp.una) return false;
     if (req.paced && !pace(cx, qp, now)) return false;
 
     TxPacket* tx = start_packet(cx, qp);

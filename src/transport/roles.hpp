@@ -63,6 +63,8 @@ void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
 // Requester: whether the responder reported psn held; marking (nothing under go-back-N) and
 // forgetting such reports.
 bool sr_sacked(const core::Qp& qp, wire::Psn psn);
+// PSNs past una the responder reported held: out of the network, so out of the window.
+uint32_t sr_sacked_count(const core::Qp& qp);
 void sr_mark(core::Qp& qp, wire::Psn psn, bool held);
 void sr_forget(core::Qp& qp, wire::Psn from, wire::Psn to);
 // True if the responder reported a PSN past una held (SrSendState::highest is current).

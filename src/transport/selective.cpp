@@ -5,6 +5,7 @@
 // it. Requests are still executed in PSN order, so completions and verbs semantics are those of
 // go-back-N. The completer's side (SACKs, probes) is in completer.cpp.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "transport/roles.hpp"
@@ -205,6 +206,12 @@ void sr_mark(Qp& qp, Psn psn, bool held) {
   const uint32_t k = slot_of(psn);
   uint64_t& word = qp.sr_send.sacked[k / 64];
   word = held ? word | (uint64_t(1) << (k % 64)) : word & ~(uint64_t(1) << (k % 64));
+}
+
+uint32_t sr_sacked_count(const Qp& qp) {
+  uint32_t n = 0;
+  for (uint64_t w : qp.sr_send.sacked) n += uint32_t(std::popcount(w));
+  return n;
 }
 
 bool sr_holds_any(const Qp& qp) {

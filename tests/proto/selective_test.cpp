@@ -800,3 +800,23 @@ TEST(SelectiveRepeat, ResendsAreCopiedNotReferenced) {
     EXPECT_EQ(c.tx_payload_by_ref, 8u);
   }
 }
+
+// Selective repeat's window counts what is in the network: packets the responder reported held
+// have left it. With a window of 8 and PSN 2 missing for as long as the test wants, the
+// requester still sends all 32 packets of a WRITE (29 held past the hole); counted from the
+// oldest unacknowledged packet, as go-back-N counts, it would stop at PSN 9.
+TEST(SelectiveRepeat, HeldPacketsLeaveTheWindow) {
+  PairOptions o = sr_pair();
+  o.config = [](transport::CoreConfig& c) { c.sr_window_pkts = 8; };
+  CorePair t(o);
+  bool block = true;
+  t.sim.link().set_filter(lose_while(block, kPsnA + 2));
+  Buffers b = make_buffers(t, 32 * 1024, 66);
+  ASSERT_TRUE(post_write(t, b, 1, 0, 32 * 1024));
+  EXPECT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 29; }, 5'000'000));
+  EXPECT_EQ(t.b.nic->counters().rx_sr_held, 29u);
+  block = false;
+  Wc wc = t.one_wc(t.a.scq);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
+}

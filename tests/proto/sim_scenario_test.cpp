@@ -113,6 +113,13 @@ TEST(LossScenario, SelectiveRepeatKeepsTheGoodput) {
   EXPECT_LE(sr.retransmitted_pkts, sr.drops);  // ACKs are lost too, and need no resend
   EXPECT_GT(gbn.retransmitted_pkts, 10 * sr.retransmitted_pkts);
   EXPECT_GT(sr.goodput_ratio, 2 * gbn.goodput_ratio);
+  // Selective repeat keeps two bandwidth-delay products in flight, not the 256-packet window:
+  // 100 Gb/s over 2 x 2 us and a 4 KiB packet's time is 13.2 packets, so 28, and the queue at
+  // the sender's wire stays near that instead of near 1 MiB.
+  EXPECT_EQ(sr.window_pkts, 28u);
+  EXPECT_EQ(gbn.window_pkts, 256u);
+  EXPECT_LT(sr.queue_p99_bytes, 28u * (4096 + 64));
+  EXPECT_GT(gbn.queue_p99_bytes, 900'000u);
 }
 
 namespace {
