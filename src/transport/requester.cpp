@@ -45,7 +45,6 @@ void fail_wqe(Context& cx, Qp& qp, SendWqe& w, WcStatus st) {
   completer_retire_failed(cx, qp);
 }
 
-// Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
 // Selective repeat: a WRITE whose bytes no earlier request still unfinished can touch (every
 // one of them a WRITE elsewhere) may be placed past a hole before those execute. A READ, an
 // atomic or a SEND before it reads or writes memory this side cannot see; so they, or more
@@ -73,6 +72,7 @@ bool window_full(const Qp& qp, Psn psn, uint32_t window) {
   return out >= wire::kSackPsns || out - std::min(out, sr_sacked_count(qp)) >= window;
 }
 
+// Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
 bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   auto& req = qp.req;
   const bool rd_atomic = is_rd_atomic(w.opcode);
