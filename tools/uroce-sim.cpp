@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
 
   if (scenario == "incast") {
     uroce::cc::Algo algo;
-    if (!uroce::cc::parse_algo(cc, algo)) return fail("--cc " + cc + ": none, dcqcn, timely or swift");
+    if (!uroce::cc::parse_algo(cc, algo)) return fail("--cc " + cc + ": " + std::string(uroce::cc::kAlgoNames));
     if (in.senders == 0 || in.senders > 1024) return fail("--senders must be 1 .. 1024");
     if (in.buffer_bytes < 64 * 1024) return fail("--buffer-kb must be at least 64");
     if (s.loss > 0) return fail("--loss belongs to the loss scenario");

@@ -36,7 +36,8 @@ namespace {
 Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
   const std::string algo = env_or(o.cc, "UROCE_CC"), params = env_or(o.cc_params, "UROCE_CC_PARAMS");
   if (!algo.empty() && !cc::parse_algo(algo, cfg.cc))
-    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (none, dcqcn, timely, swift)");
+    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (" +
+                                  std::string(cc::kAlgoNames) + ")");
   double gbps = o.line_gbps;
   if (gbps == 0) {
     const std::string e = env_or("", "UROCE_LINE_GBPS");
@@ -390,7 +391,7 @@ Status QueuePair::set_reliability(const std::string& mode) {
 
 Status QueuePair::set_congestion_control(const std::string& algo) {
   cc::Algo a;
-  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not none, dcqcn, timely or swift");
+  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not " + std::string(cc::kAlgoNames));
   auto g = core_->lock();
   return core_->nic->set_congestion_control(*qp_, a);
 }

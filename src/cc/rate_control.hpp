@@ -40,6 +40,17 @@ enum class Algo : uint8_t { None, Dcqcn, Timely, Swift };
 // "none", "dcqcn", "timely" or "swift"; false for another name.
 bool parse_algo(std::string_view name, Algo& out);
 std::string_view to_string(Algo a);
+inline constexpr std::string_view kAlgoNames = "none, dcqcn, timely or swift";  // for error messages
+// TIMELY and Swift feed on round trips, which only a QP whose requests are acknowledged (RC) has.
+inline bool needs_round_trips(Algo a) { return a == Algo::Timely || a == Algo::Swift; }
+
+struct DcqcnParams;
+struct TimelyParams;
+struct SwiftParams;
+// A QP's sender under algorithm a (null for none, or for one that needs round trips on a QP
+// whose requests are not acknowledged).
+std::unique_ptr<RateControl> make_rate_control(Algo a, bool acked, const DcqcnParams& dcqcn,
+                                               const TimelyParams& timely, const SwiftParams& swift);
 
 
 }  // namespace uroce::cc

@@ -13,6 +13,8 @@
 
 namespace uroce::sim {
 
+constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;  // the sender and the receiver
+
 LossResult run_loss(const LossScenario& s) {
   link::FaultConfig f;
   f.drop = s.loss;
@@ -25,10 +27,10 @@ LossResult run_loss(const LossScenario& s) {
   cfg.seed = s.seed;
   cfg.reliability = s.reliability;
   cfg.sr_window_pkts = sr_window_pkts(s.rate_gbps, base_rtt_ns(s.rate_gbps, s.delay_ns, 2, 1, s.mtu), s.mtu);
-  const uint32_t window = s.reliability == transport::Reliability::Sr ? cfg.sr_window_pkts : cfg.max_inflight_pkts;
-  auto& a = sim.add_nic(0x0a000001, cfg);
+  const uint32_t window = cfg.window_pkts(s.reliability == transport::Reliability::Sr);
+  auto& a = sim.add_nic(kIpA, cfg);
   cfg.seed = s.seed + 1;
-  auto& b = sim.add_nic(0x0a000002, cfg);
+  auto& b = sim.add_nic(kIpB, cfg);
   auto pa = *a.alloc_pd();
   auto pb = *b.alloc_pd();
   core::Cq* scq = *a.create_cq(4096);
@@ -42,8 +44,8 @@ LossResult run_loss(const LossScenario& s) {
   c.path_mtu = s.mtu;
   c.timeout = 8;  // 1 ms
   c.retry_cnt = 7;
-  Endpoint ea{Gid::from_ipv4(0x0a000002), qb->qpn().value(), 0x100};
-  Endpoint eb{Gid::from_ipv4(0x0a000001), qa->qpn().value(), 0x200};
+  Endpoint ea{Gid::from_ipv4(kIpB), qb->qpn().value(), 0x100};
+  Endpoint eb{Gid::from_ipv4(kIpA), qa->qpn().value(), 0x200};
   LossResult r;
   if (!transport::connect_rc(a, *qa, ea, 0x200, c) || !transport::connect_rc(b, *qb, eb, 0x100, c)) {
     r.qp_error = true;  // not with these fixed settings; said rather than hidden
@@ -70,7 +72,7 @@ LossResult run_loss(const LossScenario& s) {
   };
   const uint64_t start = sim.now(), end = start + uint64_t(s.duration_ms * 1e6), half = (start + end) / 2;
   std::vector<uint64_t> queue;
-  const Gid sender = Gid::from_ipv4(0x0a000001);
+  const Gid sender = Gid::from_ipv4(kIpA);
   sim.link().set_wire_probe([&](const Gid& from, uint64_t q) {
     if (from == sender && sim.now() >= half) queue.push_back(q);
   });

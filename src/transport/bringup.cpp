@@ -13,7 +13,7 @@ Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint3
   }
   if (!o.cc.empty()) {
     cc::Algo algo;
-    if (!cc::parse_algo(o.cc, algo)) return make_error(EINVAL, "cc: '" + o.cc + "' is not none, dcqcn, timely or swift");
+    if (!cc::parse_algo(o.cc, algo)) return make_error(EINVAL, "cc: '" + o.cc + "' is not " + std::string(cc::kAlgoNames));
     if (Status s = nic.set_congestion_control(qp, algo); !s) return s;
   }
   QpAttr a;

@@ -106,15 +106,8 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY and Swift to round trips, which only RC measures.
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
-  const cc::Algo algo = qp.cc_choice.value_or(cfg_.cc);
-  if (algo == cc::Algo::Dcqcn && (rc || uc))
-    qp.rate = std::make_unique<cc::DcqcnRp>(cfg_.dcqcn);
-  else if (algo == cc::Algo::Timely && rc)
-    qp.rate = std::make_unique<cc::Timely>(cfg_.timely);
-  else if (algo == cc::Algo::Swift && rc)
-    qp.rate = std::make_unique<cc::Swift>(cfg_.swift);
-  else
-    qp.rate = nullptr;
+  qp.rate = rc || uc ? cc::make_rate_control(qp.cc_choice.value_or(cfg_.cc), rc, cfg_.dcqcn, cfg_.timely, cfg_.swift)
+                     : nullptr;
   qp.req.paced = qp.rate != nullptr;
 }
 

@@ -27,8 +27,12 @@ class Context {
   void emit(TxPacket* p, size_t ib_len) { core_.emit(p, ib_len); }
   void release(TxPacket* p) { core_.pool_.release(p); }
   // Payload bytes at `src` (registered memory, checked) go into tx by reference when the link
-  // takes them from there itself (CoreConfig::link_gathers): one copy fewer. The memory stays
-  // put until the link has sent the packet (the end of this pass, under the engine lock).
+  // takes them from there itself (CoreConfig::link_gathers): one copy fewer. The link sends the
+  // packet at the end of this pass, under the engine lock; a request executed later in the same
+  // pass may write those bytes (a program's reply landing in the buffer it sends from), and
+  // the packet then carries bytes its ICRC does not cover: the peer drops it as lost. So the
+  // requester copies its resends, which then arrive whole; a READ response lost that way is
+  // asked for again.
   // False: the caller copies them into the packet.
   bool by_reference(TxPacket* tx, uint32_t at, const uint8_t* src, uint32_t len) {
     if (!len || !src || !core_.cfg_.link_gathers) return false;

@@ -12,6 +12,7 @@
 // progress, take_*) must be serialized by the caller (the engine lock). post_send/post_recv and
 // CQ polling are safe from application threads concurrently with the engine.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -61,6 +62,9 @@ struct CoreConfig {
   // Selective repeat's window (IRN's BDP-FC): packets in flight at most, the fabric's
   // bandwidth-delay product; 0: max_inflight_pkts. Go-back-N keeps max_inflight_pkts.
   uint32_t sr_window_pkts = 0;
+  uint32_t window_pkts(bool sr) const {
+    return sr && sr_window_pkts ? std::min(max_inflight_pkts, sr_window_pkts) : max_inflight_pkts;
+  }
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
   // Packets all QPs together may send per pass: a pass stays short however many QPs have work

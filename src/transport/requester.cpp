@@ -191,9 +191,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  const auto& cfg = cx.config();
-  uint32_t window = req.sr && cfg.sr_window_pkts ? std::min(cfg.max_inflight_pkts, cfg.sr_window_pkts)
-                                                 : cfg.max_inflight_pkts;
+  uint32_t window = cx.config().window_pkts(req.sr);
   if (req.paced) window = std::min(window, qp.rate->window_pkts());
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);

@@ -180,7 +180,7 @@ Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
 
 Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
-  if (!(rc || (uc && (a == cc::Algo::None || a == cc::Algo::Dcqcn))))
+  if (!(rc || (uc && !cc::needs_round_trips(a))))
     return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY and Swift need ACKs)");
   if (Status s = before_it_talks(qp, "congestion control"); !s) return s;
   qp.cc_choice = a;

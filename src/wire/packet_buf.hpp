@@ -23,8 +23,8 @@ struct PacketBuf {
   // memory). A link that sends it anywhere else computes the ICRC first (wire/icrc.hpp).
   bool icrc_skipped = false;
   // Payload by reference: bytes [ref_at, ref_at + ref_len) of the packet are not in data but
-  // at `ref`, registered memory of this process that stays put until the link's send()
-  // returns (data holds the rest at its place, the ICRC included). The same-host link copies
+  // at `ref`, registered memory of this process, read when the link's send() runs (data holds
+  // the rest at its place, the ICRC included; what may change them before: transport/context.hpp). The same-host link copies
   // them from there straight into its ring, UDP hands them to the kernel in an iovec;
   // anything else (a capture, IPv6, a test link) makes the packet whole first (materialize).
   const uint8_t* ref = nullptr;
