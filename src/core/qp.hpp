@@ -40,6 +40,10 @@ struct RequesterState {
   // a READ asks again for only the responses it lacks. A device-wide choice alone may face any
   // stack, which would drop uroce's SEND opcodes and answer such READs its own way.
   bool peer_sr = false;
+  // peer_sr is known: agreed for the QP, or read from the first answer that acknowledged a
+  // request (a responder that takes part marks its answers). Never from a later packet: one
+  // forged SACK would otherwise switch a QP to opcodes its peer does not take.
+  bool peer_settled = false;
   bool timing = false;     // a new request's round trip is being timed (Qp::rtt)
   uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
   uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
@@ -69,6 +73,7 @@ struct CompleterState {
   uint64_t retrans_armed_at = 0;  // when that timer started (a short selective-repeat one may be stretched)
   Rewind rewind = Rewind::None;
   wire::Psn rewound_to;
+  uint8_t probes = 0;  // selective repeat's probes since the last progress (each waits twice as long)
   std::optional<PendingFatal> fatal;
 };
 
@@ -119,11 +124,17 @@ struct ResponderState {
   RespSeq seq = RespSeq::InSequence;
   bool ack_pending = false;
   bool in_ack_list = false;
+  // Selective repeat taken from this requester: the QP chose it, and the requester agreed to
+  // it or announced it on a request taken in sequence. Only then are its bits and uroce's
+  // opcodes honoured, requests held past a hole and SACKs sent; and answers carry the bit.
+  bool sr = false;
   // Requests held past a hole (selective repeat, Qp::sr_hold): counted here, in a line every
   // request touches anyway, so a QP holding nothing never reads the cold hold.
   uint16_t held = 0;
-  // Current SEND message: the receive WQE taken for it (the recv_taken'th, from 1).
+  // Current SEND message: the receive WQE taken for it (the recv_taken'th, from 1), and
+  // its first PSN (where a packet goes follows from its PSN).
   bool have_recv = false;
+  wire::Psn msg_first;
   uint32_t recv_taken = 0;
   uint64_t recv_wr_id = 0;
   uint32_t recv_len = 0;   // capacity of its SGEs
@@ -157,7 +168,7 @@ struct SrSendState {
 // is filled and then executed in PSN order. Allocated when a QP first holds one.
 struct HeldRequest {
   bool valid = false;
-  wire::Packet p;                // its payload points into `bytes`
+  wire::Packet p;                // its payload points into `bytes`, its own copy, even when placed
   std::vector<uint8_t> bytes;
 };
 // A later WRITE whose FIRST packet arrived past a hole with Bth::place: where its MIDDLE

@@ -39,6 +39,7 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   c.retry_left = qp.attr().retry_cnt;
   c.rnr_left = qp.attr().rnr_retry;
   c.rewind = core::Rewind::None;
+  c.probes = 0;
   if (c.una == qp.req.psn) {
     c.retrans_deadline = 0;
   } else {
@@ -345,7 +346,10 @@ void note_lost_resends(Context& cx, Qp& qp, Psn highest) {
 Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   auto& c = qp.comp;
   auto& s = qp.sr_send;
-  if (!qp.req.sr) {  // we never announced selective repeat: not an answer of ours
+  // Only from a peer that takes part: agreed, or shown by the first answer (which may be
+  // this SACK, marked as its answers are). We never announced it, or the peer does not take
+  // part: not an answer of ours.
+  if (!qp.req.sr || (!qp.req.peer_sr && (qp.req.peer_settled || !p.bth.sr))) {
     ++cx.ctr().rx_bad_opcode;
     return Verdict::Unexpected;
   }
@@ -354,7 +358,6 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     return Verdict::Unexpected;
   }
   ++cx.ctr().rx_sacks;
-  qp.req.peer_sr = true;  // the peer is one of ours
   const Psn acked = p.bth.psn;
   if (!retire_acked(cx, qp, acked, progress)) {
     // A READ's responses are missing (asked for again by its own PSN), yet every request up
@@ -364,13 +367,17 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     for (Psn q = c.una; q <= acked && Psn::distance(c.una, q) < wire::kSackPsns; q += 1)
       if (q != missing) sr_mark(qp, q, true);
   }
+  // The bitmap is what the responder holds now: a PSN it no longer reports (a copy it dropped
+  // when a stranger's request conflicted with it) is a hole again.
   bool any = false;
   Psn highest;
   for (uint32_t i = 1; i < wire::kSackPsns; ++i) {
     const Psn q = acked + 1 + i;
     if (q >= qp.req.high) break;  // never sent: nothing of ours
-    if (!((p.payload[i / 8] >> (i % 8)) & 1) || q < c.una) continue;
-    sr_mark(qp, q, true);
+    if (q < c.una) continue;
+    const bool held = (p.payload[i / 8] >> (i % 8)) & 1;
+    sr_mark(qp, q, held);
+    if (!held) continue;
     highest = q;
     any = true;
   }
@@ -429,6 +436,8 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
     }
     switch (p.aeth.type()) {
       case AethType::Ack:
+        // A responder that takes part sends a plain ACK only while it holds nothing.
+        if (qp.req.peer_sr) qp.sr_send.sacked = {};
         v = !retire_acked(cx, qp, psn, progress) ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
         break;
       case AethType::RnrNak:
@@ -469,6 +478,10 @@ Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64
   const Psn una = qp.comp.una;
   Verdict v = on_response(cx, qp, p, now);
   if (qp.comp.una != una) {
+    if (!qp.req.peer_settled) {  // the first answer that acknowledged a request: marked, or not
+      qp.req.peer_sr = p.bth.sr;
+      qp.req.peer_settled = true;
+    }
     if (qp.req.sr) sr_forget(qp, una, qp.comp.una);
     if (qp.req.timing && qp.rtt.psn < qp.comp.una) {  // the timed request is answered
       qp.req.timing = false;
@@ -539,7 +552,8 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     } else {
       requester_go_back(cx, qp, qp.req.high - 1);
     }
-    c.retrans_deadline = std::min(now + cx.config().sr_probe_ns, c.retrans_armed_at + full);
+    if (c.probes < 255) ++c.probes;
+    c.retrans_deadline = std::min(now + retransmit_timeout(cx, qp), c.retrans_armed_at + full);
     cx.arm_timer(qp, c.retrans_deadline);
     return;
   }

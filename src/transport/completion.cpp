@@ -99,6 +99,8 @@ void ProtocolCore::flush(Qp& qp) {
 void ProtocolCore::start_qp_options(Qp& qp) {
   qp.req.sr = qp.type() == QpType::RC && qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr);
   qp.req.peer_sr = qp.req.sr && qp.sr_choice.has_value();
+  qp.req.peer_settled = !qp.req.sr || qp.sr_choice.has_value();
+  qp.resp.sr = qp.req.peer_sr;
   qp.sr_send = core::SrSendState{};
   qp.sr_hold.reset();
   qp.sr_read.reset();
@@ -121,11 +123,11 @@ void ProtocolCore::reset_qp(Qp& qp) {
     qp.rq.reset();
   }
   qp.req = core::RequesterState{};
-  start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.comp = core::CompleterState{};
   size_t resources = qp.resp.resources.size();
   qp.resp = core::ResponderState{};
   qp.resp.resources.assign(resources, core::RdAtomicResource{});
+  start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;
   std::erase(ack_list_, &qp);

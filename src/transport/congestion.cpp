@@ -9,8 +9,12 @@
 namespace uroce::transport {
 
 using core::Qp;
+using wire::Psn;
 
-void congestion_on_marked_request(Context& cx, Qp& qp, uint64_t now) {
+void congestion_on_marked_request(Context& cx, Qp& qp, const wire::Packet& req, uint64_t now) {
+  // Only a request inside the responder's PSN window, behind or ahead, tells of this
+  // connection's path: a stale one, or a stranger's, must not make the QP send CNPs.
+  if (Psn::distance(qp.resp.epsn - wire::kSackPsns, req.bth.psn) >= 2 * wire::kSackPsns) return;
   ++cx.ctr().rx_ce_marked;
   if (!qp.np.on_ce(now)) return;
   TxPacket* tx = start_packet(cx, qp);

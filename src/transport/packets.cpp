@@ -62,7 +62,9 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
   bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
                (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
                (info.transport == wire::Transport::UD && q->type() == QpType::UD);
-  if (!match) {
+  // uroce's own opcodes (SENDs with a PlaceETH) only on a QP that took selective repeat from
+  // its peer: to any other they are as unknown as to rxe or a NIC.
+  if (!match || ((info.headers & wire::kPlaceEth) && !q->resp.sr)) {
     ++ctr_.rx_bad_opcode;
     return;
   }
@@ -87,7 +89,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
-    if (wire::ce_marked(ip.tos)) congestion_on_marked_request(cx, *q, now);
+    if (wire::ce_marked(ip.tos)) congestion_on_marked_request(cx, *q, p, now);
     responder_on_request(cx, *q, p, now);
   } else {
     if (st != QpState::Rts && st != QpState::Sqd) {

@@ -237,6 +237,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     p.bth.psn = psn;
     p.bth.sr = req.sr;
     p.bth.place = w.placeable;
+    p.bth.resent = req.sr && psn < req.high;
     bool last = true;
     if (!build_request(cx, qp, w, tx, p, last)) {
       cx.release(tx);

@@ -24,10 +24,7 @@ namespace {
 void send_aeth(Context& cx, Qp& qp, Psn psn, Aeth aeth) {
   TxPacket* tx = start_packet(cx, qp);
   if (!tx) return;  // like a lost ACK: the requester's timer recovers
-  wire::Packet p;
-  p.bth.opcode = Opcode::RC_ACKNOWLEDGE;
-  p.bth.dest_qp = qp.attr().dest_qp_num;
-  p.bth.psn = psn;
+  wire::Packet p = response_to(qp, Opcode::RC_ACKNOWLEDGE, psn);
   p.aeth = aeth;
   send_packet(cx, tx, p);
 }
@@ -141,15 +138,6 @@ Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
   return Verdict::Rnr;
 }
 
-// A SEND packet held past a hole whose bytes were placed on arrival (selective.cpp): its
-// payload is where this packet's bytes go in the receive WQE.
-bool placed_send(Context& cx, const Qp& qp, const wire::Packet& p) {
-  const auto& r = qp.resp;
-  return r.held && !p.payload.empty() &&
-         sgl_locate(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
-                    uint32_t(p.payload.size())) == p.payload.data();
-}
-
 Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
@@ -158,14 +146,15 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
       return rnr_nak(cx, qp, p.bth.psn);
     }
     r.recv_offset = 0;
+    r.msg_first = p.bth.psn;
   }
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
-  if (!placed_send(cx, qp, p) && sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()),
-                                             r.recv_offset, p.payload.data(), len) != core::KeyCheck::Ok) {
+  if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
+                  p.payload.data(), len) != core::KeyCheck::Ok) {
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }
@@ -214,7 +203,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
         core::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
-    if (dst != p.payload.data()) std::memcpy(dst, p.payload.data(), len);  // else placed on arrival (selective.cpp)
+    std::memcpy(dst, p.payload.data(), len);
   }
   r.write_offset += len;
   r.epsn = p.bth.psn + 1;
@@ -328,7 +317,8 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   // whole packets of it (it asks again only for the responses it lacks).
   const auto length_ok = [&] {
     if (p.reth.dma_len == res->len - off) return true;
-    return p.bth.sr && p.reth.dma_len < res->len - off && p.reth.dma_len % qp.mtu() == 0 && p.reth.dma_len;
+    return p.bth.sr && qp.resp.sr && p.reth.dma_len < res->len - off && p.reth.dma_len % qp.mtu() == 0 &&
+           p.reth.dma_len;
   };
   bool match = res && (atomic ? p.atomic.va == res->va && Rkey(p.atomic.rkey) == res->rkey
                               : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
@@ -384,10 +374,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
     case core::RespJobKind::AtomicAck: {
       TxPacket* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
-      wire::Packet p;
-      p.bth.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
-      p.bth.dest_qp = qp.attr().dest_qp_num;
-      p.bth.psn = j.psn;
+      wire::Packet p = response_to(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, j.psn);
       p.aeth = Aeth::ack(r.msn.value());
       p.atomic_orig = j.atomic_orig;
       send_packet(cx, tx, p);
@@ -400,13 +387,11 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       uint32_t len = std::min(mtu, j.len - j.sent);
       TxPacket* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
-      wire::Packet p;
-      p.bth.opcode = n == 1           ? Opcode::RC_READ_RESPONSE_ONLY
-                     : k == 0         ? Opcode::RC_READ_RESPONSE_FIRST
-                     : k + 1 == n     ? Opcode::RC_READ_RESPONSE_LAST
-                                      : Opcode::RC_READ_RESPONSE_MIDDLE;
-      p.bth.dest_qp = qp.attr().dest_qp_num;
-      p.bth.psn = j.psn + k;
+      const Opcode op = n == 1       ? Opcode::RC_READ_RESPONSE_ONLY
+                        : k == 0     ? Opcode::RC_READ_RESPONSE_FIRST
+                        : k + 1 == n ? Opcode::RC_READ_RESPONSE_LAST
+                                     : Opcode::RC_READ_RESPONSE_MIDDLE;
+      wire::Packet p = response_to(qp, op, j.psn + k);
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
       if (len && cx.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
@@ -469,7 +454,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     if (Verdict v = uc_sequence(cx, qp, p); v != Verdict::Execute) return v;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
   if (d < 0) return on_duplicate(cx, qp, p);
-  if (d > 0 && p.bth.sr && qp.type() == QpType::RC) return sr_hold(cx, qp, p);
+  if (d > 0 && p.bth.sr && r.sr) return sr_hold(cx, qp, p);
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
@@ -480,21 +465,9 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     return Verdict::NakSequence;
   }
   r.seq = core::RespSeq::InSequence;
-  uint32_t flags = p.info().flags;
-  // Opcode sequence (IBA 9.7.5.2.3): a message in progress must continue, no other may start.
-  bool cont = flags & (wire::kMiddle | wire::kLast) && !(flags & wire::kFirst);
-  bool ok = r.msg == core::RespMsg::None   ? !cont
-            : r.msg == core::RespMsg::Send ? cont && (flags & wire::kSend)
-                                           : cont && (flags & wire::kWrite);
-  // Length (IBA 9.7.5.2.4): FIRST and MIDDLE carry exactly one MTU, LAST and ONLY at most one.
-  if (ok && (flags & wire::kPayload)) {
-    size_t n = p.payload.size();
-    ok = (flags & wire::kLast) ? n <= qp.mtu() : n == qp.mtu();
-  }
-  // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
-  // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
-  if (p.has(wire::kIeth)) ok = false;
-  if (!ok) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (p.bth.sr && qp.req.sr) r.sr = true;  // the requester announces it: answers carry the bit
+  if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
   if (flags & wire::kWrite) return do_write(cx, qp, p);
   if (flags & wire::kRead) return do_read(cx, qp, p);
@@ -503,6 +476,33 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
 
 }  // namespace
 
+bool fits_in_sequence(const Qp& qp, const wire::Packet& p) {
+  const auto& r = qp.resp;
+  const uint32_t flags = p.info().flags;
+  // Opcode sequence (IBA 9.7.5.2.3): a message in progress must continue, no other may start.
+  const bool cont = flags & (wire::kMiddle | wire::kLast) && !(flags & wire::kFirst);
+  bool ok = r.msg == core::RespMsg::None   ? !cont
+            : r.msg == core::RespMsg::Send ? cont && (flags & wire::kSend)
+                                           : cont && (flags & wire::kWrite);
+  // Length (IBA 9.7.5.2.4): FIRST and MIDDLE carry exactly one MTU, LAST and ONLY at most one.
+  if (ok && (flags & wire::kPayload)) {
+    const size_t n = p.payload.size();
+    ok = (flags & wire::kLast) ? n <= qp.mtu() : n == qp.mtu();
+  }
+  // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
+  // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
+  return ok && !p.has(wire::kIeth);
+}
+
+wire::Packet response_to(const Qp& qp, Opcode op, Psn psn) {
+  wire::Packet p;
+  p.bth.opcode = op;
+  p.bth.dest_qp = qp.attr().dest_qp_num;
+  p.bth.psn = psn;
+  p.bth.sr = qp.resp.sr;  // the requester learns that we take part from our first answer
+  return p;
+}
+
 Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /*now*/) {
   Verdict v = on_request(cx, qp, p);
   cx.trace(qp, p, v);
@@ -510,9 +510,17 @@ Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /
 }
 
 Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
-  const Psn from = qp.resp.epsn;
+  auto& r = qp.resp;
+  if (sr_holding(qp) && p.bth.psn == r.epsn && sr_conflicts(cx, qp, p)) {
+    cx.trace(qp, p, Verdict::Conflict);
+    return Verdict::Conflict;
+  }
+  const Psn from = r.epsn;
   Verdict v = responder_execute(cx, qp, p, now);
-  if (sr_holding(qp)) sr_release(cx, qp, from, now);  // the hole may be filled
+  // Held requests run once a resend fills the hole before them: only the requester's own
+  // resend vouches that what lies past it was sent (a stranger's request ahead of a first
+  // send waits for its PSN's real packet, and conflicts with it).
+  if (sr_holding(qp)) sr_release(cx, qp, from, now, v == Verdict::Execute && p.bth.resent && r.sr);
   return v;
 }
 

@@ -33,6 +33,11 @@ Verdict responder_execute(Context& cx, core::Qp& qp, const wire::Packet& p, uint
 bool responder_run(Context& cx, core::Qp& qp, uint32_t& budget);
 // Sends the coalesced ACK for this QP (or queues it behind pending responses).
 void responder_flush_ack(Context& cx, core::Qp& qp);
+// Whether a request may come next in the message stream: opcode sequence and length (IBA
+// 9.7.5.2.3-4); the responder NAKs one that does not, in its turn.
+bool fits_in_sequence(const core::Qp& qp, const wire::Packet& p);
+// An answer of the responder's (ACK, SACK, READ response, atomic ACK): BTH for the peer's QP.
+wire::Packet response_to(const core::Qp& qp, wire::Opcode op, wire::Psn psn);
 
 // UD: one datagram into the next receive WQE, after the GRH area (IBA 9.8.4, 11.4.1.2).
 void responder_on_datagram(Context& cx, core::Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
@@ -46,7 +51,7 @@ inline uint32_t packets_for(uint32_t len, uint32_t mtu) { return len == 0 ? 1 : 
 
 // Congestion notification: a request that arrived CE-marked (the QP's notification point may
 // answer with a CNP), and a CNP that arrived for the QP.
-void congestion_on_marked_request(Context& cx, core::Qp& qp, uint64_t now);
+void congestion_on_marked_request(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
 void congestion_on_cnp(Context& cx, core::Qp& qp, uint64_t now);
 // A paced QP (one with a RateControl): true if its next packet may leave now; if not, its
 // timer is armed for when it may. paced_send() books a packet that left.
@@ -54,11 +59,15 @@ bool pace(Context& cx, core::Qp& qp, uint64_t now);
 void paced_send(core::Qp& qp, uint32_t bytes, uint64_t now);
 
 // Selective repeat (selective.cpp). Responder: holds a request past the expected PSN from a
-// requester that announces selective repeat; executes held requests once they are in sequence
-// (`from`: the expected PSN before the last request); sends a selective ACK for `acked`.
+// requester that takes selective repeat (ResponderState::sr); a request at the expected PSN
+// that differs from the one held there conflicts with it (both dropped); forgets held requests
+// the responder has passed (`from`: the expected PSN before the last request) and, after a
+// resend filled a hole (`run`), executes the held ones now in sequence; sends a selective ACK
+// for `acked`.
 Verdict sr_hold(Context& cx, core::Qp& qp, const wire::Packet& p);
 bool sr_holding(const core::Qp& qp);
-void sr_release(Context& cx, core::Qp& qp, wire::Psn from, uint64_t now);
+bool sr_conflicts(Context& cx, core::Qp& qp, const wire::Packet& p);
+void sr_release(Context& cx, core::Qp& qp, wire::Psn from, uint64_t now, bool run);
 void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
 // Requester: whether the responder reported psn held; marking (nothing under go-back-N) and
 // forgetting such reports.

@@ -21,42 +21,65 @@ namespace {
 
 uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
 
-// Where a SEND packet past a hole goes, if it can go there now: its PlaceETH names the
-// receive WQE of the SEND in progress, or one posted and not yet taken (without an SRQ, whose
-// WQEs are taken in whatever order its QPs need them), and its bytes fit in that WQE, in one
-// SGE the program may write. Everything else waits for its turn.
-uint8_t* place_send(Context& cx, Qp& qp, const wire::Packet& p) {
+// Where the next SEND message starts, if that follows from what is known: at the expected PSN
+// when no message is in progress; after the held LAST packet of the SEND in progress (the
+// packet before the one `p` names as its message's first).
+bool next_send_first(const Qp& qp, const wire::Packet& p, Psn& first) {
   const auto& r = qp.resp;
-  const uint32_t len = uint32_t(p.payload.size());
-  const uint64_t offset = uint64_t(p.place.pkt) * qp.mtu();
-  const Sge* sges = nullptr;
+  if (r.msg == core::RespMsg::None) {
+    first = r.epsn;
+    return true;
+  }
+  if (r.msg != core::RespMsg::Send || !r.have_recv) return false;
+  first = p.bth.psn - p.place.pkt;
+  const core::HeldRequest& last = qp.sr_hold->slot[slot_of(first - 1)];
+  return last.valid && last.p.bth.psn == first - 1 && last.p.has(wire::kPlaceEth) &&
+         (last.p.info().flags & wire::kLast) && last.p.place.recv_seq == r.recv_taken - 1;
+}
+
+// Where a SEND packet past a hole goes, if it can go there now. Its place follows from its
+// PSN: in the SEND in progress, at its index from that message's first PSN; or in the next
+// message, when where that starts is known (next_send_first), and in the receive WQE posted
+// next (without an SRQ, whose WQEs are taken in whatever order its QPs need them). Its
+// PlaceETH must say the same, and its bytes fit that WQE, in SGEs the program may write.
+// Everything else waits for its turn.
+bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
+  const auto& r = qp.resp;
+  Psn first;
   uint32_t n = 0, cap = 0;
-  if (r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
+  const Sge* sges = nullptr;
+  if (r.msg == core::RespMsg::Send && r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
+    first = r.msg_first;
     sges = r.recv_sges.data();
     n = uint32_t(r.recv_sges.size());
     cap = r.recv_len;
-  } else if (!qp.srq) {
-    const uint32_t ahead = p.place.recv_seq - (r.recv_taken + 0u);
-    const uint32_t first = qp.rq.done.load(std::memory_order_relaxed);
-    if (ahead >= qp.rq.prod.load(std::memory_order_acquire) - first) return nullptr;  // not posted yet
-    sges = qp.rq.sges(first + ahead);
-    n = qp.rq.slot(first + ahead).num_sge;
-    cap = qp.rq.slot(first + ahead).length;
+  } else if (!qp.srq && p.place.recv_seq == r.recv_taken && next_send_first(qp, p, first)) {
+    const uint32_t next = qp.rq.done.load(std::memory_order_relaxed);
+    if (next == qp.rq.prod.load(std::memory_order_acquire)) return false;  // not posted yet
+    sges = qp.rq.sges(next);
+    n = qp.rq.slot(next).num_sge;
+    cap = qp.rq.slot(next).length;
+  } else {
+    return false;
   }
-  if (!sges || !len || offset + len > cap) return nullptr;
-  const uint8_t* at = sgl_locate(cx.mrs(), qp.pd(), sges, n, offset, len);
-  if (!at || sgl_scatter(cx.mrs(), qp.pd(), sges, n, offset, p.payload.data(), len) != core::KeyCheck::Ok)
-    return nullptr;
-  return const_cast<uint8_t*>(at);
+  const uint32_t k = Psn::distance(first, p.bth.psn), len = uint32_t(p.payload.size());
+  const uint64_t offset = uint64_t(k) * qp.mtu();
+  if (p.place.pkt != k || bool(p.info().flags & wire::kFirst) != (k == 0) || !len || offset + len > cap) return false;
+  return sgl_scatter(cx.mrs(), qp.pd(), sges, n, offset, p.payload.data(), len) == core::KeyCheck::Ok;
 }
 
 // Where a later WRITE's packet past a hole goes: its own FIRST's RETH (a MIDDLE packet whose
-// FIRST arrived before it, also past the hole, with Bth::place), or the FIRST itself.
-bool later_write(Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
+// FIRST arrived before it, also past the hole, with Bth::place), or the FIRST itself. A FIRST
+// is recorded only if it passes what the in-order path checks at a FIRST: the QP's
+// REMOTE_WRITE right and its whole RETH in a region registered for remote writes.
+bool later_write(Context& cx, Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
   core::SrHold& h = *qp.sr_hold;
   const uint32_t mtu = qp.mtu();
   if (p.info().flags & wire::kFirst) {
-    if (p.reth.dma_len <= mtu) return false;
+    if (p.reth.dma_len <= mtu || p.reth.dma_len > kMaxMessage || !(qp.attr().qp_access_flags & kAccessRemoteWrite) ||
+        cx.mrs().check_remote(core::Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite,
+                              nullptr) != core::KeyCheck::Ok)
+      return false;
     h.writes[h.next_write++ % h.writes.size()] = {p.bth.psn, (p.reth.dma_len + mtu - 1) / mtu, p.reth.va, p.reth.rkey};
     va = p.reth.va;
     rkey = p.reth.rkey;
@@ -75,29 +98,52 @@ bool later_write(Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
 
 // Where a WRITE FIRST or MIDDLE packet past a hole goes, if it can go there now: it belongs to
 // the WRITE in progress (every earlier message has executed, so nothing earlier can overwrite
-// it), or to a later WRITE its requester marked Bth::place (nothing before it still unfinished
-// touches its bytes) whose address is known; and its bytes fall in a region registered for
-// remote writes. Its payload is written there at once; everything else waits in order (a LAST
-// or ONLY packet too, so that a program polling the last byte of a WRITE never sees it before
-// the bytes ahead of it). Null: not placeable.
-uint8_t* place_now(Context& cx, Qp& qp, const wire::Packet& p) {
+// it; its place follows from its PSN), or to a later WRITE its requester marked Bth::place
+// (nothing before it still unfinished touches its bytes) whose address is known; and its bytes
+// fall in a region registered for remote writes. Its payload is written there at once; everything
+// else waits in order (a LAST or ONLY packet too, so that a program polling the last byte of a
+// WRITE never sees it before the bytes ahead of it).
+bool place_now(Context& cx, Qp& qp, const wire::Packet& p) {
   const auto& r = qp.resp;
   const uint32_t flags = p.info().flags, mtu = qp.mtu();
-  if ((flags & wire::kLast) || !(flags & wire::kWrite) || p.payload.size() != mtu) return nullptr;
+  if ((flags & wire::kLast) || !(flags & wire::kWrite) || p.payload.size() != mtu) return false;
   uint64_t va = 0;
   uint32_t rkey = 0;
   const uint64_t offset = r.write_offset + uint64_t(Psn::distance(r.epsn, p.bth.psn)) * mtu;
   if (r.msg == core::RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
     va = r.write_va + offset;
     rkey = r.write_rkey.value();
-  } else if (!p.bth.place || !later_write(qp, p, va, rkey)) {
-    return nullptr;
+  } else if (!p.bth.place || !later_write(cx, qp, p, va, rkey)) {
+    return false;
   }
   uint8_t* dst = nullptr;
   if (cx.mrs().check_remote(core::Rkey(rkey), qp.pd(), va, mtu, kAccessRemoteWrite, &dst) != core::KeyCheck::Ok)
-    return nullptr;  // executed in order, it is NAKed there
+    return false;  // executed in order, it is NAKed there
   std::memcpy(dst, p.payload.data(), mtu);
-  return dst;
+  return true;
+}
+
+// A request's opcode as RC has it: uroce's SEND opcodes are RC's plus 0xc8.
+wire::Opcode rc_opcode(const wire::Packet& p) {
+  return p.has(wire::kPlaceEth) ? wire::Opcode(uint8_t(p.bth.opcode) - 0xc8) : p.bth.opcode;
+}
+
+// Whether two requests for one PSN are the same: a resend repeats what was sent (all but the
+// ACK request and resend marks, and a SEND's PlaceETH once the requester learned that we take
+// part), anything else is someone else's.
+bool same_request(const wire::Packet& a, const wire::Packet& b) {
+  const auto eq = [](const auto& x, const auto& y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  const uint32_t h = a.info().headers;
+  return rc_opcode(a) == rc_opcode(b) && a.bth.solicited == b.bth.solicited && a.bth.place == b.bth.place &&
+         (!(h & wire::kReth) || (a.reth.va == b.reth.va && a.reth.rkey == b.reth.rkey && a.reth.dma_len == b.reth.dma_len)) &&
+         (!(h & wire::kAtomicEth) || eq(a.atomic, b.atomic)) && (!(h & wire::kImmDt) || a.imm == b.imm) &&
+         (!(h & b.info().headers & wire::kPlaceEth) || eq(a.place, b.place)) && std::ranges::equal(a.payload, b.payload);
+}
+
+void drop_held(Qp& qp, core::HeldRequest& s) {
+  s.valid = false;
+  s.bytes.clear();
+  --qp.resp.held;
 }
 
 }  // namespace
@@ -115,26 +161,34 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
   core::SrHold& h = *qp.sr_hold;
   core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
   if (s.valid && s.p.bth.psn == p.bth.psn) {
-    ++cx.ctr().rx_duplicate;
-    return Verdict::Duplicate;
+    if (same_request(s.p, p)) {
+      ++cx.ctr().rx_duplicate;
+      return Verdict::Duplicate;
+    }
+    drop_held(qp, s);  // one of them is a stranger's: the requester sends its own again
+    ++cx.ctr().rx_sr_conflicts;
+    return Verdict::Conflict;
   }
   if (!s.valid) ++qp.resp.held;
   s.valid = true;
   s.p = p;
-  const bool send = p.info().headers & wire::kPlaceEth;
-  if (uint8_t* dst = send ? place_send(cx, qp, p) : place_now(cx, qp, p)) {
-    s.bytes.clear();
-    s.p.payload = {dst, p.payload.size()};  // executing it later finds its bytes in place
-    ++cx.ctr().rx_sr_placed;
-  } else {
-    s.bytes.assign(p.payload.begin(), p.payload.end());
-    s.p.payload = {s.bytes.data(), s.bytes.size()};
-  }
+  s.bytes.assign(p.payload.begin(), p.payload.end());  // its own copy: the link's buffer is gone after this pass
+  s.p.payload = {s.bytes.data(), s.bytes.size()};
+  if (p.has(wire::kPlaceEth) ? place_send(cx, qp, p) : place_now(cx, qp, p)) ++cx.ctr().rx_sr_placed;
   ++cx.ctr().rx_sr_held;
   return Verdict::Held;
 }
 
 bool sr_holding(const Qp& qp) { return qp.resp.held != 0; }
+
+bool sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p) {
+  core::HeldRequest& s = qp.sr_hold->slot[slot_of(p.bth.psn)];
+  if (!s.valid || s.p.bth.psn != p.bth.psn || same_request(s.p, p)) return false;
+  drop_held(qp, s);
+  ++cx.ctr().rx_sr_conflicts;
+  cx.want_ack(qp);
+  return true;
+}
 
 namespace {
 
@@ -145,30 +199,32 @@ void forget_passed(Qp& qp, Psn from) {
   const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
   for (uint32_t i = 0; i < n && qp.resp.held; ++i) {
     core::HeldRequest& s = h.slot[slot_of(from + i)];
-    if (s.valid && s.p.bth.psn == from + i) {
-      s.valid = false;
-      --qp.resp.held;
-    }
+    if (s.valid && s.p.bth.psn == from + i) drop_held(qp, s);
   }
 }
 
 }  // namespace
 
-void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now) {
+void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
   auto& r = qp.resp;
-  for (uint32_t i = 0; i <= kSackPsns && sr_holding(qp); ++i) {
-    forget_passed(qp, from);
+  forget_passed(qp, from);
+  for (uint32_t i = 0; run && i <= kSackPsns && sr_holding(qp); ++i) {
     core::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
-    if (!r.held || !s.valid || s.p.bth.psn != r.epsn) return;
+    if (!s.valid || s.p.bth.psn != r.epsn) return;
+    if (!fits_in_sequence(qp, s.p)) {  // not the requester's: a stranger's cannot make it NAK
+      ++cx.ctr().rx_sr_unfit;
+      cx.trace(qp, s.p, Verdict::HeldUnfit);
+      drop_held(qp, s);
+      cx.want_ack(qp);
+      return;
+    }
     from = r.epsn;
     responder_execute(cx, qp, s.p, now);
     if (r.epsn == from) {  // not taken (no receive WQE, or an error): the requester sends it again
-      if (s.valid) {
-        s.valid = false;
-        --r.held;
-      }
+      if (s.valid) drop_held(qp, s);
       return;
     }
+    forget_passed(qp, from);
   }
 }
 
@@ -182,10 +238,7 @@ void sr_send_sack(Context& cx, Qp& qp, Psn acked) {
       const core::HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
       if (s.valid && s.p.bth.psn == base + i) bits[i / 8] |= uint8_t(1u << (i % 8));
     }
-  wire::Packet p;
-  p.bth.opcode = wire::Opcode::UROCE_SACK;
-  p.bth.dest_qp = qp.attr().dest_qp_num;
-  p.bth.psn = acked;
+  wire::Packet p = response_to(qp, wire::Opcode::UROCE_SACK, acked);
   p.aeth = wire::Aeth::ack(qp.resp.msn.value());
   const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
   std::copy(bits, bits + sizeof bits, tx->data + at);
@@ -274,6 +327,7 @@ void reask(Context& cx, Qp& qp, const core::SendWqe& w, Psn from, Psn to) {
   p.bth.dest_qp = qp.attr().dest_qp_num;
   p.bth.psn = from;
   p.bth.sr = true;
+  p.bth.resent = true;
   p.reth = {w.remote_addr + off, w.rkey, uint32_t(end - off)};
   ++cx.ctr().sr_read_reasks;
   ++cx.ctr().retransmitted_packets;
@@ -313,10 +367,12 @@ uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
   const uint64_t t = core::transport_timeout_ns(qp.attr().timeout);
   if (!qp.req.sr || !t) return t;
   // Three round trips once one is known (a lost resend in a stalled window waits for this),
-  // within [sr_probe_min_ns, sr_probe_ns].
+  // within [sr_probe_min_ns, sr_probe_ns]; each probe since the last progress waits twice as
+  // long as the one before (TCP's back-off), so a silent peer costs a few packets, not one
+  // every few hundred microseconds until the QP's timeout.
   const auto& c = cx.config();
   const uint64_t probe = qp.rtt.srtt_ns ? std::clamp(3 * qp.rtt.srtt_ns, c.sr_probe_min_ns, c.sr_probe_ns) : c.sr_probe_ns;
-  return std::min(t, probe);
+  return std::min(t, probe << std::min<uint32_t>(qp.comp.probes, 24));
 }
 
 }  // namespace uroce::transport

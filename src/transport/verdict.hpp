@@ -18,6 +18,8 @@ enum class Verdict : uint8_t {
   UcDropped,        // UC: the packet of a damaged or out-of-sequence message, dropped
   Dying,            // a fatal NAK waits to leave: nothing more is taken
   Held,             // selective repeat: past a hole, kept until the hole is filled
+  Conflict,         // selective repeat: another request held for its PSN; neither is trusted, both dropped
+  HeldUnfit,        // selective repeat: a held request that does not fit where its turn came: dropped
   // The completer, on ACKs, NAKs, READ responses and atomic ACKs:
   Acked,            // moved the send queue on: WQEs retired, READ data or an atomic result placed
   Stale,            // an old or repeated answer: nothing new
@@ -44,6 +46,8 @@ constexpr const char* to_string(Verdict v) {
     case Verdict::UcDropped: return "uc-dropped";
     case Verdict::Dying: return "dying";
     case Verdict::Held: return "held";
+    case Verdict::Conflict: return "conflict";
+    case Verdict::HeldUnfit: return "held-unfit";
     case Verdict::Acked: return "acked";
     case Verdict::Stale: return "stale";
     case Verdict::Unexpected: return "unexpected";

@@ -32,6 +32,9 @@ struct Bth {
   // one that may still be unexecuted touches its bytes, so the responder may place them before
   // those requests execute.
   bool place = false;
+  // The next (selective repeat only): a retransmission. Held requests past a hole run when a
+  // resend fills it; a first send cannot vouch for what a stranger put ahead of it.
+  bool resent = false;
 };
 
 // A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,

@@ -46,6 +46,7 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
   b.ack_req = p[8] & 0x80;
   b.sr = p[8] & 0x40;
   b.place = p[8] & 0x20;
+  b.resent = p[8] & 0x10;
   b.psn = Psn(read_be24(p + 9));
 
   const OpcodeInfo& info = opcode_info(b.opcode);
@@ -111,7 +112,7 @@ size_t encode_headers(const Packet& pk, uint8_t* p) {
   write_be16(p + 2, b.pkey);
   p[4] = uint8_t((b.fecn ? 0x80 : 0) | (b.becn ? 0x40 : 0));
   write_be24(p + 5, b.dest_qp);
-  p[8] = uint8_t((b.ack_req ? 0x80 : 0) | (b.sr ? 0x40 : 0) | (b.place ? 0x20 : 0));
+  p[8] = uint8_t((b.ack_req ? 0x80 : 0) | (b.sr ? 0x40 : 0) | (b.place ? 0x20 : 0) | (b.resent ? 0x10 : 0));
   write_be24(p + 9, b.psn.value());
   size_t off = kBthLen;
   if (info.headers & kDeth) {

@@ -231,8 +231,13 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   if (lc.rel == transport::Reliability::Sr && lc.drop > 0) {  // holes were reported, never NAKed
     EXPECT_GT(t.b.nic->counters().rx_sr_held, 0u);
     EXPECT_GT(t.a.nic->counters().rx_sacks, 0u);
-    EXPECT_EQ(t.b.nic->counters().tx_naks_seq, 0u);
+    // Chosen for the device, selective repeat is taken from the first request in sequence
+    // that announces it: a loss before that costs one PSN-sequence NAK, as go-back-N has it.
+    EXPECT_LE(t.b.nic->counters().tx_naks_seq, 1u);
   }
+  // The peer's own requests never conflict with each other, nor fail to fit where held.
+  EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, 0u);
+  EXPECT_EQ(t.b.nic->counters().rx_sr_unfit, 0u);
   std::printf("[ %s ] %llu msgs, %.1f MB, link sent=%llu dropped=%llu dup=%llu reord=%llu corrupt=%llu\n  A: %s\n  B: %s\n",
               lc.name, (unsigned long long)n_msgs, bytes / 1e6, (unsigned long long)ls.sent,
               (unsigned long long)ls.dropped, (unsigned long long)ls.duplicated, (unsigned long long)ls.reordered,
