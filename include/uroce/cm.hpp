@@ -18,6 +18,9 @@ namespace uroce {
 struct CmOptions {
   uint8_t response_timeout = 16;  // our CM response timeout: 4.096 us * 2^16 = 268 ms per retry
   uint8_t max_retries = 15;       // sends of a REQ, REP, DREQ or SIDR_REQ before giving up
+  // Events not yet taken, at most: past it a new REQ is dropped (the peer sends it again) and a
+  // new SIDR_REQ refused with status "rejected", each counted as requests_dropped.
+  size_t max_events = 4096;
 };
 
 // The RDMA IP CM service ID of a port space (0x0106 TCP, 0x0111 UDP, 0x013f IB) and port.
@@ -127,6 +130,10 @@ class ConnectionManager {
                                 std::vector<uint8_t> private_data = {});
   Status sidr_reply(uint32_t id, const Gid& peer, uint32_t qpn, uint32_t qkey, uint8_t status = 0,
                     std::vector<uint8_t> private_data = {});
+
+  // What the CM counted: MADs in and out, duplicates, requests refused (REJ "no resources",
+  // SIDR status "rejected") or dropped, MADs that waited for QP1's send queue or were dropped.
+  std::map<std::string, uint64_t> counters() const;
 
   struct Impl;
 

@@ -23,6 +23,10 @@ namespace uroce {
 namespace {
 constexpr uint32_t kSlots = 64;
 constexpr size_t kRecvSlot = kGrhBytes + cm::kMadBytes;
+// MADs waiting for a free send slot, at most. Only connections' MADs wait (a REQ, REP, RTU, DREQ
+// or DREP each, and their retransmissions); what a stranger's flood asks for is best-effort and
+// never waits.
+constexpr size_t kMaxWaiting = 4096;
 
 uint64_t now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -74,13 +78,17 @@ struct ConnectionManager::Impl {
   std::mutex mu;             // the manager, the send ring and the event queue
   cm::Manager mgr;
   uint32_t send_next = 0, send_free = kSlots;
+  std::deque<cm::Outgoing> waiting;  // MADs for the send ring, in order, while it is full
   std::deque<CmEvent> events;
+  size_t max_events;
+  uint64_t requests_dropped = 0, sends_waited = 0, sends_dropped = 0;
   int evfd = -1;             // semaphore: one count per queued event
   std::atomic<bool> stop{false};
   std::thread thread;
 
   Impl(Device& d, CmOptions o)
-      : dev(d), mgr({0x0200000000000000ull | d.ipv4(), 0, o.response_timeout, o.max_retries}) {}
+      : dev(d), mgr({0x0200000000000000ull | d.ipv4(), 0, o.response_timeout, o.max_retries}),
+        max_events(o.max_events) {}
 
   uint8_t* recv_slot(uint32_t i) { return mem.data() + size_t(i) * kRecvSlot; }
   uint8_t* send_slot(uint32_t i) { return mem.data() + size_t(kSlots) * kRecvSlot + size_t(i) * cm::kMadBytes; }
@@ -90,26 +98,60 @@ struct ConnectionManager::Impl {
     return qp->post_recv({i, {&s, 1}});
   }
 
-  // Sends what the manager has queued (mu held). A full ring drops: the CM retransmits.
-  void flush() {
-    for (auto& o : mgr.take_outgoing()) {
-      if (!send_free) continue;
-      uint32_t i = send_next++ % kSlots;
-      --send_free;
-      std::memcpy(send_slot(i), o.mad.data(), o.mad.size());
-      Sge s{uint64_t(send_slot(i)), uint32_t(cm::kMadBytes), mr->lkey()};
-      Ah ah{o.to};
-      ah.sgid_index = dev.gid_index_for(o.to);
-      SendWr w{uint64_t(1) << 32 | i, WrOpcode::Send, kSendSignaled, {&s, 1}};
-      w.ah = &ah;
-      w.remote_qpn = cm::kGsiQpn;
-      w.remote_qkey = cm::kGsiQkey;
-      if (!qp->post_send(w)) ++send_free;
+  void send(const cm::Outgoing& o) {
+    uint32_t i = send_next++ % kSlots;
+    --send_free;
+    std::memcpy(send_slot(i), o.mad.data(), o.mad.size());
+    Sge s{uint64_t(send_slot(i)), uint32_t(cm::kMadBytes), mr->lkey()};
+    Ah ah{o.to};
+    ah.sgid_index = dev.gid_index_for(o.to);
+    SendWr w{uint64_t(1) << 32 | i, WrOpcode::Send, kSendSignaled, {&s, 1}};
+    w.ah = &ah;
+    w.remote_qpn = cm::kGsiQpn;
+    w.remote_qkey = cm::kGsiQkey;
+    if (!qp->post_send(w)) {
+      ++send_free;
+      ++sends_dropped;
     }
+  }
+
+  // Hands the manager's events to the consumer and sends what it queued (mu held). Past
+  // max_events a request is not queued: a REQ is forgotten (the peer sends it again, as to a
+  // kernel whose rdma_cm backlog is full) and a SIDR_REQ refused. While the send ring is full,
+  // MADs wait in order; a best-effort one (a refusal a stranger can ask for) is sent only into
+  // a free slot with nothing waiting, so that a flood of them cannot crowd out a connection's.
+  void flush() {
     for (auto& e : mgr.take_events()) {
+      bool request = e.type == cm::EventType::ReqReceived || e.type == cm::EventType::SidrReqReceived;
+      if (request && events.size() >= max_events) {
+        ++requests_dropped;
+        if (e.type == cm::EventType::ReqReceived) {
+          mgr.forget(e.id);
+        } else {
+          cm::SidrRep rej;
+          rej.status = cm::SidrStatus::Rejected;
+          rej.service_id = e.sidr_req->service_id;
+          (void)mgr.sidr_reply(e.id, e.peer, std::move(rej));
+        }
+        continue;
+      }
       events.push_back(convert(e));
       uint64_t one = 1;
       (void)!write(evfd, &one, sizeof one);
+    }
+    while (send_free && !waiting.empty()) {
+      send(waiting.front());
+      waiting.pop_front();
+    }
+    for (auto& o : mgr.take_outgoing()) {
+      if (send_free && waiting.empty()) {
+        send(o);
+      } else if (!o.best_effort && waiting.size() < kMaxWaiting) {
+        waiting.push_back(std::move(o));
+        ++sends_waited;
+      } else {
+        ++sends_dropped;  // the CM's retransmission, or the peer's, sends it again
+      }
     }
   }
 
@@ -365,6 +407,16 @@ Status ConnectionManager::sidr_reply(uint32_t id, const Gid& peer, uint32_t qpn,
   r.status = cm::SidrStatus(status);
   r.private_data = std::move(private_data);
   return impl_->call([&](cm::Manager& m, uint64_t) { return m.sidr_reply(id, peer, std::move(r)); });
+}
+
+std::map<std::string, uint64_t> ConnectionManager::counters() const {
+  std::lock_guard g(impl_->mu);
+  const cm::CmCounters& c = impl_->mgr.counters();
+  return {{"mads_in", c.mads_in},           {"mads_out", c.mads_out},
+          {"mads_dropped", c.dropped},      {"retransmits", c.retransmits},
+          {"duplicates", c.duplicates},     {"requests_refused", c.refused},
+          {"requests_dropped", impl_->requests_dropped},
+          {"sends_waited", impl_->sends_waited}, {"sends_dropped", impl_->sends_dropped}};
 }
 
 }  // namespace uroce

@@ -41,9 +41,19 @@ CommId Manager::fresh_id() {
 
 uint64_t Manager::retry_interval() const { return cm_timeout_ns(cfg_.response_timeout); }
 
-void Manager::emit(const Gid& to, const Mad& mad) {
-  out_.push_back({to, mad});
+void Manager::emit(const Gid& to, const Mad& mad, bool best_effort) {
+  out_.push_back({to, mad, best_effort});
   ++ctr_.mads_out;
+}
+
+void Manager::release(const Gid& from) {
+  auto it = pending_from_.find(from);
+  if (it != pending_from_.end() && --it->second == 0) pending_from_.erase(it);
+}
+
+bool Manager::over_share(const Gid& from) const {
+  auto it = pending_from_.find(from);
+  return it != pending_from_.end() && it->second >= cfg_.max_pending_per_source;
 }
 
 Manager::Conn* Manager::find(CommId id, State s) {
@@ -91,6 +101,7 @@ Status Manager::accept(CommId id, Rep rep, uint64_t now) {
   rep.local_ca_guid = cfg_.ca_guid;
   c->state = State::RepSent;
   --pending_;
+  release(c->peer);
   send_kept(*c, make_mad(CmAttr::Rep, c->tid, rep, rep.ece_options), now);
   return {};
 }
@@ -139,7 +150,10 @@ Status Manager::disconnect(CommId id, std::vector<uint8_t> private_data, uint64_
 void Manager::forget(CommId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
-  if (it->second.state == State::ReqReceived) --pending_;
+  if (it->second.state == State::ReqReceived) {
+    --pending_;
+    release(it->second.peer);
+  }
   by_remote_.erase({it->second.remote_id, it->second.peer});
   conns_.erase(it);
 }
@@ -155,12 +169,13 @@ Result<CommId> Manager::sidr_request(const Gid& peer, SidrReq req, uint64_t now)
 }
 
 Status Manager::sidr_reply(CommId request_id, const Gid& peer, SidrRep rep) {
-  auto it = sidr_tid_.find(request_id);
+  auto it = sidr_tid_.find({request_id, peer});
   if (it == sidr_tid_.end()) return make_error(EINVAL, "cm: no SIDR request to answer");
   if (rep.private_data.size() > kSidrRepPrivate) return make_error(EINVAL, "cm: SIDR_REP private data is at most 136 bytes");
   rep.request_id = request_id;
   emit(peer, make_mad(CmAttr::SidrRep, it->second, rep));
   sidr_tid_.erase(it);
+  release(peer);
   return {};
 }
 

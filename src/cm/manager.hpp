@@ -30,11 +30,17 @@ struct ManagerConfig {
   // Requests the consumer has not answered yet, at most: a peer cannot make us hold more
   // (further REQs get REJ "no resources", further SIDR_REQs status "rejected").
   size_t max_pending = 1024;
+  // Of those, from one source address at most (a quarter): one peer, or one spoofed address,
+  // cannot take them all while the consumer is not answering.
+  size_t max_pending_per_source = 256;
 };
 
 struct Outgoing {
   Gid to;                            // the peer's GID; the MAD goes to its QP1
   Mad mad;
+  // An answer to a MAD that named nothing of ours (REJ or SIDR_REP refusing it, DREP to an
+  // unknown DREQ): anyone can make us send these, so they go only where QP1 has room.
+  bool best_effort = false;
 };
 
 enum class EventType : uint8_t {
@@ -124,8 +130,12 @@ class Manager {
   void send_kept(Outstanding& o, const Mad& mad, uint64_t now);
   // A timer ran out: resends (true), or false when no retry is left.
   bool retry(Outstanding& o, uint64_t now);
-  void emit(const Gid& to, const Mad& mad);
+  void emit(const Gid& to, const Mad& mad, bool best_effort = false);
   Conn* find(CommId id, State s);
+  // A request from `from` waits for the consumer (hold) or no longer does (release).
+  void hold(const Gid& from) { ++pending_from_[from]; }
+  void release(const Gid& from);
+  bool over_share(const Gid& from) const;
 
   void on_req(const MadHeader& h, const Req& r, const Gid& from, uint64_t now);
   void on_rep(const Rep& r, const Gid& from);
@@ -144,8 +154,11 @@ class Manager {
   std::map<CommId, Conn> conns_;                    // by our communication ID
   std::map<std::pair<uint32_t, Gid>, CommId> by_remote_;  // (remote comm ID, peer) -> ours
   std::map<CommId, Sidr> sidr_;                     // our SIDR requests in flight
-  std::map<CommId, uint64_t> sidr_tid_;             // received SIDR requests: their TIDs
+  // Received SIDR requests not yet answered, by (request ID, source): their TIDs. A copy of one
+  // finds it here and is dropped, as the kernel's CM drops it.
+  std::map<std::pair<CommId, Gid>, uint64_t> sidr_tid_;
   size_t pending_ = 0;                              // connections in ReqReceived
+  std::map<Gid, size_t> pending_from_;              // requests waiting for the consumer, by source
   std::vector<Outgoing> out_;
   std::vector<Event> events_;
   CmCounters ctr_;

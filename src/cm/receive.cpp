@@ -52,11 +52,12 @@ void Manager::on_req(const MadHeader& h, const Req& r, const Gid& from, uint64_t
     rej.remote_comm_id = r.local_comm_id;
     rej.rejected = MsgRef::Req;
     rej.reason = uint16_t(why);
-    emit(from, make_mad(CmAttr::Rej, h.tid, rej));
+    emit(from, make_mad(CmAttr::Rej, h.tid, rej), true);
   };
   auto l = listeners_.find(r.service_id);
   if (l == listeners_.end()) return refuse(RejReason::InvalidServiceId);  // rdma_cm: "connection refused"
-  if (pending_ >= cfg_.max_pending) {  // the consumer is behind: refuse rather than grow
+  // The consumer is behind, or this source holds its share: refuse rather than grow.
+  if (pending_ >= cfg_.max_pending || over_share(from)) {
     ++ctr_.refused;
     return refuse(RejReason::NoResources);
   }
@@ -68,6 +69,7 @@ void Manager::on_req(const MadHeader& h, const Req& r, const Gid& from, uint64_t
   c.remote_id = r.local_comm_id;
   c.remote_qpn = r.local_qpn;
   c.tid = h.tid;
+  hold(from);
   by_remote_[{c.remote_id, from}] = id;
   Event e{EventType::ReqReceived, id, l->second, from};
   e.req = r;
@@ -139,7 +141,7 @@ void Manager::on_dreq(const MadHeader& h, const Dreq& r, const Gid& from) {
   auto it = conns_.find(r.remote_comm_id);
   bool ours = it != conns_.end() && it->second.peer == from && it->second.remote_id == r.local_comm_id;
   // Unknown DREQs are answered too: a retransmitted DREQ whose DREP was lost finds nothing here.
-  emit(from, make_mad(CmAttr::Drep, h.tid, Drep{r.remote_comm_id, r.local_comm_id, {}}));
+  emit(from, make_mad(CmAttr::Drep, h.tid, Drep{r.remote_comm_id, r.local_comm_id, {}}), !ours);
   if (!ours) {
     ++ctr_.duplicates;
     return;
@@ -168,15 +170,22 @@ void Manager::on_sidr_req(const MadHeader& h, const SidrReq& r, const Gid& from)
     rep.request_id = r.request_id;
     rep.status = why;
     rep.service_id = r.service_id;
-    emit(from, make_mad(CmAttr::SidrRep, h.tid, rep));
+    emit(from, make_mad(CmAttr::SidrRep, h.tid, rep), true);
   };
+  // A copy of a request the consumer has not answered yet (the peer's retransmission, or a
+  // flood of one MAD) is no new request; once answered, a copy is asked again.
+  if (sidr_tid_.count({r.request_id, from})) {
+    ++ctr_.duplicates;
+    return;
+  }
   auto l = listeners_.find(r.service_id);
   if (l == listeners_.end()) return refuse(SidrStatus::NoService);
-  if (pending() >= cfg_.max_pending) {
+  if (pending() >= cfg_.max_pending || over_share(from)) {
     ++ctr_.refused;
     return refuse(SidrStatus::Rejected);
   }
-  sidr_tid_[r.request_id] = h.tid;
+  sidr_tid_[{r.request_id, from}] = h.tid;
+  hold(from);
   Event e{EventType::SidrReqReceived, r.request_id, l->second, from};
   e.sidr_req = r;
   events_.push_back(std::move(e));

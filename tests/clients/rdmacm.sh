@@ -2,8 +2,9 @@
 # rdma_cm programs (Debian's rdmacm-utils and perftest), unmodified, between two uroce processes
 # through uroce-run: rping -v (every payload checked on both sides), ucmatose (RC), udaddy (UD
 # over SIDR), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, qperf -cm1,
-# rping over 127.0.0.1 held by another NIC, and rping to a port nobody listens on (rejected,
-# reason 8, as the kernel reports it).
+# rping over 127.0.0.1 held by another NIC, rping to a port nobody listens on (rejected,
+# reason 8, as the kernel reports it), and (as root) another user's names for a port of a
+# wildcard listener, which that user cannot take and clients do not believe.
 #   usage: rdmacm.sh BIN_DIR
 BIN=$1
 command -v rping >/dev/null || { echo "SKIP: rping is not installed (Debian: rdmacm-utils)"; exit 77; }
@@ -147,6 +148,46 @@ timeout 30 $RUN rping -c -a "$SADDR" -p 7998 -C 1 > "$TMP/refused.client" 2>&1; 
 kill $spid 2>/dev/null; { wait $spid; } 2>/dev/null; src=0
 ok=1; [ $crc != 0 ] && grep -q "RDMA_CM_EVENT_REJECTED, error 8" "$TMP/refused.client" && ok=0
 report refused $ok "rping to a port nobody listens on: RDMA_CM_EVENT_REJECTED, error 8"
+
+# Another user (uid 65534) cannot shadow a listener. Root's rping listens on the wildcard
+# address; that user's rping cannot listen at 127.0.0.1 on its port (EADDRINUSE, as with the
+# kernel), and names that user makes by hand in the host's directory of loopback listeners (a
+# listener at 127.0.0.1 and a second wildcard one, on NICs that do not exist; stream and datagram
+# sockets) are not believed: root's client at 127.0.0.1 reaches root's listener.
+NOBODY="setpriv --reuid 65534 --regid 65534 --clear-groups"
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null || [ ! -x /usr/bin/python3 ] || ! $NOBODY $RUN true; then
+  echo "SKIP: another user's listener names: needs root (a second uid, 65534), setpriv, /usr/bin/python3 and a build uid 65534 may run"
+else
+  SPORT=$(( 20000 + ($$ + 7) % 20000 ))
+  UROCE_ADDR=$SADDR timeout 60 $RUN rping -s -v -C 5 -a 0.0.0.0 -p $SPORT > "$TMP/shadow.server" 2>&1 &
+  spid=$!
+  i=0  # listening once its name is there (port space 262: RDMA_PS_TCP)
+  while [ $i -lt 100 ] && ! grep -q "@uroce-cm/262/$SPORT/0.0.0.0/" /proc/net/unix; do sleep 0.05; i=$((i + 1)); done
+  $NOBODY timeout 10 $RUN rping -s -a 127.0.0.1 -p $SPORT > "$TMP/shadow.nobody" 2>&1; nrc=$?
+  $NOBODY /usr/bin/python3 -c '
+import socket, sys, time
+held = []
+for name in sys.argv[1:]:
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(socket.AF_UNIX, kind)
+        s.bind("\0" + name)
+        if kind == socket.SOCK_STREAM:
+            s.listen(64)
+        held.append(s)
+print("names held", flush=True)
+time.sleep(60)
+' "uroce-cm/262/$SPORT/127.0.0.1/127.0.0.254" "uroce-cm/262/$SPORT/0.0.0.0/127.0.0.253" > "$TMP/shadow.names" 2>&1 &
+  qpid=$!
+  i=0
+  while [ $i -lt 100 ] && ! grep -q "names held" "$TMP/shadow.names"; do sleep 0.05; i=$((i + 1)); done
+  client shadow rping -c -v -C 5 -a 127.0.0.1 -p $SPORT
+  kill $qpid 2>/dev/null; { wait $qpid; } 2>/dev/null
+  ok=1; [ $nrc != 0 ] && grep -q "rdma_listen: Address already in use" "$TMP/shadow.nobody" &&
+    grep -q "names held" "$TMP/shadow.names" && [ $crc = 0 ] && [ $src = 0 ] &&
+    grep -q "^ping data: rdma-ping-4: " "$TMP/shadow.client" && ok=0
+  [ $ok = 0 ] || { echo "## uid 65534's rping:"; tail -3 "$TMP/shadow.nobody"; echo "## its names:"; tail -3 "$TMP/shadow.names"; }
+  report shadow $ok "uid 65534 cannot listen at 127.0.0.1 under root's wildcard listener (EADDRINUSE), and names it makes are not believed"
+fi
 
 [ $fail = 0 ] && echo "rdmacm: rdma_cm programs run on uroce"
 exit $fail

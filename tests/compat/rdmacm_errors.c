@@ -5,9 +5,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -43,15 +45,17 @@ static void ack(struct rdma_cm_event* ev) {
   if (ev) rdma_ack_cm_event(ev);
 }
 
-static struct rdma_cm_id* resolved_client(struct sockaddr_in* to) {
+static struct rdma_cm_id* resolved_in(struct sockaddr_in* to, enum rdma_port_space ps) {
   struct rdma_cm_id* id = NULL;
-  CHECK(rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) == 0, "create_id");
+  CHECK(rdma_create_id(ch, &id, NULL, ps) == 0, "create_id");
   CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr*)to, 2000) == 0, "resolve_addr: %s", strerror(errno));
   ack(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
   CHECK(rdma_resolve_route(id, 2000) == 0, "resolve_route");
   ack(expect(RDMA_CM_EVENT_ROUTE_RESOLVED));
   return id;
 }
+
+static struct rdma_cm_id* resolved_client(struct sockaddr_in* to) { return resolved_in(to, RDMA_PS_TCP); }
 
 static void fill(uint8_t* p, size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(seed + i * 7);
@@ -274,7 +278,121 @@ static void check_addresses(void) {
   rdma_destroy_id(id);
 }
 
+/* A listener bound to one address takes the requests for that address only, as the kernel's
+ * rdma_cm: a REQ naming another address of this host (the device's own) is rejected, status 28,
+ * and one naming its address reaches it through the host's directory of loopback listeners.
+ * Another process (a NIC of its own) may not listen where that conflicts, as the kernel refuses
+ * a second bind of a port: at an address under our wildcard listener, or at the wildcard over
+ * our listener bound to an address; at another address of the port it may. */
+static int listen_elsewhere(const char* addr, uint16_t port) {
+  char p[8];
+  snprintf(p, sizeof p, "%u", port);
+  char* args[] = {"rdmacm_errors", "--listen", (char*)addr, p, NULL};
+  pid_t pid;
+  int status;
+  extern char** environ;
+  if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, environ) != 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The other process: rdma_listen's errno as its exit status (0: it listens; 200: no further). */
+static int listen_here(const char* addr, int port) {
+  unsetenv("UROCE_ADDR"); /* a NIC of its own, on 127.0.0.x */
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  struct rdma_cm_id* id = NULL;
+  if (inet_pton(AF_INET, addr, &a.sin_addr) != 1 || rdma_create_id(NULL, &id, NULL, RDMA_PS_TCP) ||
+      rdma_bind_addr(id, (struct sockaddr*)&a))
+    return 200;
+  return rdma_listen(id, 1) ? errno : 0;
+}
+
+static void check_bound_address(void) {
+  struct sockaddr_in lo = {.sin_family = AF_INET};
+  lo.sin_addr.s_addr = htonl(ntohl(server.sin_addr.s_addr) == 0x7f000001 ? 0x7f000002 : 0x7f000001);
+  char lo_s[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &lo.sin_addr, lo_s, sizeof lo_s);
+  struct rdma_cm_id* l = NULL;
+  CHECK(rdma_create_id(ch, &l, NULL, RDMA_PS_TCP) == 0 && rdma_bind_addr(l, (struct sockaddr*)&lo) == 0 &&
+            rdma_listen(l, 4) == 0,
+        "listen at %s: %s", lo_s, strerror(errno));
+  lo.sin_port = rdma_get_src_port(l);
+  struct sockaddr_in nic = server;
+  nic.sin_port = lo.sin_port;
+  struct rdma_conn_param p = {.retry_count = 7, .rnr_retry_count = 7, .qp_num = 1};
+  struct rdma_cm_id* id = resolved_client(&nic);
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_REJECTED);
+  CHECK(ev && ev->status == 28, "a REQ for the device's address at a listener bound to %s: REJ 28, got %d", lo_s,
+        ev ? ev->status : -1);
+  ack(ev);
+  rdma_destroy_id(id);
+  id = resolved_client(&lo);
+  CHECK(rdma_connect(id, &p) == 0, "connect");
+  ev = expect(RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* req = ev && ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->id : NULL;
+  CHECK(ev && ev->listen_id == l, "a REQ for %s reaches the listener bound there", lo_s);
+  ack(ev);
+  if (req) {
+    rdma_reject(req, NULL, 0);
+    rdma_destroy_id(req);
+    ack(expect(RDMA_CM_EVENT_REJECTED));
+  }
+  rdma_destroy_id(id);
+
+  uint16_t any_port = ntohs(server.sin_port), lo_port = ntohs(lo.sin_port);
+  int rc = listen_elsewhere(lo_s, any_port);
+  CHECK(rc == EADDRINUSE, "another process at %s:%u, under our wildcard listener: EADDRINUSE, got %d", lo_s, any_port, rc);
+  rc = listen_elsewhere("0.0.0.0", lo_port);
+  CHECK(rc == EADDRINUSE, "another process at the wildcard of port %u, where we listen at %s: EADDRINUSE, got %d",
+        lo_port, lo_s, rc);
+  rc = listen_elsewhere("127.0.0.3", lo_port);
+  CHECK(rc == 0, "another process at 127.0.0.3:%u, beside our %s: it listens, got %d", lo_port, lo_s, rc);
+  rdma_destroy_id(l);
+}
+
+/* A listener holds at most its backlog of requests the program has not taken, as the kernel's
+ * ucma, and of those one source at most a quarter, or 16 if that is more. A SIDR_REQ past either
+ * is refused: UNREACHABLE, status 2 (SIDR "rejected"); the program then takes exactly that many. */
+static void check_backlog(void) {
+  struct rdma_event_channel* lch = rdma_create_event_channel();
+  fcntl(lch->fd, F_SETFL, fcntl(lch->fd, F_GETFL) | O_NONBLOCK);
+  const int backlog[2] = {2, 20}, held[2] = {2, 16}; /* 20: one source's share is 16 */
+  for (int k = 0; k < 2; k++) {
+    struct rdma_cm_id* l = NULL;
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    CHECK(rdma_create_id(lch, &l, NULL, RDMA_PS_UDP) == 0 && rdma_bind_addr(l, (struct sockaddr*)&any) == 0 &&
+              rdma_listen(l, backlog[k]) == 0,
+          "UD listener: %s", strerror(errno));
+    struct sockaddr_in to = server;
+    to.sin_port = rdma_get_src_port(l);
+    struct rdma_cm_id* c[17];
+    for (int i = 0; i <= held[k]; i++) {
+      c[i] = resolved_in(&to, RDMA_PS_UDP);
+      CHECK(rdma_connect(c[i], NULL) == 0, "UD connect: %s", strerror(errno));
+    }
+    struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_UNREACHABLE);
+    CHECK(ev && ev->status == 2, "backlog %d, %d requests: one refused, status 2, got %d", backlog[k], held[k] + 1,
+          ev ? ev->status : 0);
+    ack(ev);
+    int taken = 0;
+    while (rdma_get_cm_event(lch, &ev) == 0) {
+      CHECK(ev->event == RDMA_CM_EVENT_CONNECT_REQUEST, "listener: %s", rdma_event_str(ev->event));
+      struct rdma_cm_id* req = ev->id;
+      ack(ev);
+      rdma_reject(req, NULL, 0);
+      rdma_destroy_id(req);
+      taken++;
+    }
+    CHECK(errno == EAGAIN && taken == held[k], "backlog %d: %d requests held, got %d", backlog[k], held[k], taken);
+    for (int i = 0; i < taken; i++) ack(expect(RDMA_CM_EVENT_UNREACHABLE)); /* the refused ones */
+    for (int i = 0; i <= held[k]; i++) rdma_destroy_id(c[i]);
+    rdma_destroy_id(l);
+  }
+  rdma_destroy_event_channel(lch);
+}
+
 int main(int argc, char** argv) {
+  if (argc == 4 && !strcmp(argv[1], "--listen")) return listen_here(argv[2], atoi(argv[3]));
   const char* gone = argc > 1 ? argv[1] : "127.0.0.254";
   check_devices_and_channel();
   ch = rdma_create_event_channel();
@@ -306,6 +424,8 @@ int main(int argc, char** argv) {
   check_ece_agreed();
   check_accept_and_disconnect();
   check_no_listener();
+  check_bound_address();
+  check_backlog();
   check_peer_gone(gone);
   rdma_destroy_id(listen_id);
   rdma_destroy_event_channel(ch);

@@ -83,6 +83,37 @@ TEST(Congestion, AMarkedRequestGetsACnpAtMostOncePerInterval) {
   EXPECT_EQ(t.a.nic->counters().rx_bad_icrc, 0u);
 }
 
+// A mark counts only on a request inside the responder's PSN window: one deep in the duplicate
+// half (stale) or past any window a requester uses (forged by one who knows the QP but not its
+// PSN) asks for no CNP, and does not use up the interval's one.
+TEST(Congestion, AMarkOnAStaleOrFarRequestAsksNoCnp) {
+  CorePair t;
+  std::vector<uint8_t> dst(64);
+  auto m = t.reg(t.b, dst.data(), dst.size());
+  const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const uint64_t t0 = t.sim.now();
+  auto write = [&](uint32_t psn, uint64_t at) {
+    wire::Packet p;
+    p.bth.opcode = wire::Opcode::RC_WRITE_ONLY;
+    p.bth.dest_qp = t.b.qp->qpn().value();
+    p.bth.psn = wire::Psn(psn);
+    p.reth = {uint64_t(uintptr_t(dst.data())), m.rkey, sizeof data};
+    p.payload = data;
+    inject_packet(*t.b.nic, t.a.qp->flow, p, at, marked());
+    size_t cnps = 0;
+    for (auto& b : take_tx(t.b)) cnps += b[0] == uint8_t(wire::Opcode::CNP);
+    return cnps;
+  };
+  const uint32_t epsn = t.opt.psn_a;
+  EXPECT_EQ(write(epsn - 0x400000, t0), 0u) << "deep in the duplicate half";
+  EXPECT_EQ(write(epsn + 0x1000, t0 + 1), 0u) << "far ahead";
+  EXPECT_EQ(write(epsn + 2 * wire::kSackPsns, t0 + 2), 0u) << "past any window";
+  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 0u);
+  EXPECT_EQ(write(epsn, t0 + 3), 1u) << "the expected one";
+  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 1u);
+  EXPECT_EQ(t.b.nic->counters().tx_cnps, 1u);
+}
+
 // Through the simulator's link, every packet marked: b answers a's WRITE with CNPs that reach
 // a; a sends none, since what it receives (ACKs) are not requests.
 TEST(Congestion, AMarkingLinkDrivesCnpsBothWaysCounted) {

@@ -1,9 +1,12 @@
 // The communication manager on real devices: two uroce devices in this process, each with its
 // ConnectionManager on QP1, connect RC QPs with REQ/REP/RTU over UDP, move data both ways,
-// disconnect with DREQ/DREP; a connection to a service nobody listens on is rejected.
+// disconnect with DREQ/DREP; a connection to a service nobody listens on is rejected; a consumer
+// that takes no events holds a bounded number of requests, of which one peer only a share.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "uroce/cm.hpp"
 
@@ -22,9 +25,9 @@ struct Side {
   std::vector<uint8_t> buf = std::vector<uint8_t>(8192);
   std::unique_ptr<MemoryRegion> mr;
 
-  void open() {
+  void open(CmOptions o = CmOptions{12, 5}) {  // ~17 ms per retry
     dev = std::move(*Device::open());
-    auto c = ConnectionManager::open(*dev, CmOptions{12, 5});  // ~17 ms per retry
+    auto c = ConnectionManager::open(*dev, o);
     ASSERT_TRUE(c.ok()) << c.error().message;
     cm = std::move(*c);
     pd = std::move(*dev->alloc_pd());
@@ -132,4 +135,68 @@ TEST(CmLive, NoPeerIsUnreachable) {
   ASSERT_TRUE(a.cm->connect(p));
   CmEvent e = a.next();  // 6 sends, ~17 ms apart
   EXPECT_EQ(e.type, CmEventType::Unreachable);
+}
+
+// A consumer that takes no events: one peer's burst of REQs fills that peer's share of the
+// requests the CM holds (a quarter of 1024), the rest are refused with REJ "no resources", and
+// another peer still gets in. The burst is more than QP1's 64 send slots: its MADs wait for a
+// slot, none is dropped.
+TEST(CmLive, OnePeerCannotFillTheRequestsAConsumerHolds) {
+  Side a, b, c;
+  a.open(CmOptions{16, 5});  // ~268 ms per retry: its REJs come before any REQ times out
+  b.open();
+  c.open();
+  ASSERT_TRUE(b.cm->listen(kSvc, 5));
+  CmConnectParams p;
+  p.peer = b.gid();
+  p.service_id = kSvc;
+  p.qpn = a.qp->qp_num();
+  constexpr int kBurst = 300, kShare = 256;
+  for (int i = 0; i < kBurst; ++i) ASSERT_TRUE(a.cm->connect(p));
+  for (int i = 0; i < kBurst - kShare; ++i) {
+    CmEvent e = a.next();
+    ASSERT_EQ(e.type, CmEventType::Rejected);
+    EXPECT_EQ(e.reject_reason, 3) << "no resources";
+  }
+  p.qpn = c.qp->qp_num();
+  ASSERT_TRUE(c.cm->connect(p));
+  int from_a = 0, from_c = 0;
+  for (int i = 0; i < kShare + 1; ++i) {
+    CmEvent e = b.next();
+    ASSERT_EQ(e.type, CmEventType::ConnectRequest);
+    from_a += e.peer == a.gid();
+    from_c += e.peer == c.gid();
+  }
+  EXPECT_EQ(from_a, kShare);
+  EXPECT_EQ(from_c, 1);
+  EXPECT_FALSE(b.cm->poll());
+  // At least the burst's excess (a REQ whose REJ came late is refused again when sent again).
+  EXPECT_GE(b.cm->counters()["requests_refused"], uint64_t(kBurst - kShare));
+  EXPECT_EQ(a.cm->counters()["sends_dropped"], 0u);
+}
+
+// Events the consumer has not taken, at most max_events: a REQ past it is dropped and counted,
+// not refused, as a kernel whose rdma_cm backlog is full drops it; the peer sends it again and
+// gets in once the consumer has taken its events.
+TEST(CmLive, ARequestPastMaxEventsWaitsForThePeersRetransmission) {
+  Side a, b;
+  a.open(CmOptions{16, 5});  // ~268 ms per retry
+  CmOptions o{12, 5};
+  o.max_events = 2;
+  b.open(o);
+  ASSERT_TRUE(b.cm->listen(kSvc, 5));
+  CmConnectParams p;
+  p.peer = b.gid();
+  p.service_id = kSvc;
+  p.qpn = a.qp->qp_num();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.cm->connect(p));
+  for (int i = 0; i < 100 && b.cm->counters()["requests_dropped"] == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(b.cm->counters()["requests_dropped"], 1u);
+  EXPECT_EQ(b.cm->counters()["requests_refused"], 0u);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(b.next().type, CmEventType::ConnectRequest);
+  CmEvent late = b.next();  // the third REQ, sent again
+  EXPECT_EQ(late.type, CmEventType::ConnectRequest);
+  EXPECT_GE(a.cm->counters()["retransmits"], 1u);
+  EXPECT_FALSE(a.cm->poll()) << "no REJ reached the peer";
 }

@@ -340,3 +340,115 @@ TEST(CmManager, UnansweredRequestsAreBounded) {
   ASSERT_EQ(p.ea.size(), 2u);
   EXPECT_EQ(p.ea[0].sidr_rep->status, SidrStatus::Rejected);
 }
+
+// Copies of one SIDR_REQ (the peer's retransmissions, or one MAD sent again and again) are one
+// request while the consumer has not answered it: dropped and counted, not answered, as the
+// kernel's CM drops them. The same request ID from another source is another request; once
+// answered, a copy asks again (the SIDR_REP may have been lost).
+TEST(CmManager, CopiesOfAnUnansweredSidrReqAreDropped) {
+  Pair p;
+  const uint64_t udp = ip_service_id(PortSpace::Udp, 7174);
+  ASSERT_TRUE(p.b.listen(udp, 5));
+  SidrReq q;
+  q.service_id = udp;
+  CommId id = *p.a.sidr_request(kB, q, p.now);
+  auto out = p.a.take_outgoing();
+  ASSERT_EQ(out.size(), 1u);
+  for (int i = 0; i < 1000; ++i) p.b.on_mad(out[0].mad, kA, p.now);
+  auto eb = p.b.take_events();
+  ASSERT_EQ(types(eb), (std::vector<EventType>{EventType::SidrReqReceived}));
+  EXPECT_EQ(eb[0].id, id);
+  EXPECT_EQ(p.b.pending(), 1u);
+  EXPECT_EQ(p.b.counters().duplicates, 999u);
+  EXPECT_TRUE(p.b.take_outgoing().empty()) << "a copy is not answered";
+  const Gid kC = Gid::from_ipv4(0x7f000003);
+  p.b.on_mad(out[0].mad, kC, p.now);
+  EXPECT_EQ(p.b.take_events().size(), 1u) << "the same request ID from another source";
+  EXPECT_EQ(p.b.pending(), 2u);
+  SidrRep rep;
+  rep.qpn = 0x19;
+  ASSERT_TRUE(p.b.sidr_reply(id, kA, rep));
+  EXPECT_FALSE(p.b.sidr_reply(id, kA, rep)) << "answered once";
+  EXPECT_EQ(p.b.pending(), 1u);
+  p.b.on_mad(out[0].mad, kA, p.now);
+  EXPECT_EQ(p.b.take_events().size(), 1u) << "answered: a copy is a request again";
+}
+
+// One source holds at most max_pending_per_source of the requests the consumer has not answered,
+// REQs and SIDR_REQs together: past it, REJ "no resources" (SIDR: status "rejected") while
+// other sources still get in; answering one of its requests makes room for one more.
+TEST(CmManager, OneSourceHoldsAtMostItsShareOfThePendingRequests) {
+  Pair p;
+  ManagerConfig cfg{0xb, 2, 10, 3, 8};
+  cfg.max_pending_per_source = 3;
+  p.b = Manager(cfg);
+  ASSERT_TRUE(p.b.listen(kSvc, 1));
+  const uint64_t udp = ip_service_id(PortSpace::Udp, 9);
+  ASSERT_TRUE(p.b.listen(udp, 2));
+  Req r = p.req();
+  r.service_id = kSvc;
+  for (int i = 0; i < 2; ++i) (void)*p.a.connect(kB, r, p.now);
+  SidrReq q;
+  q.service_id = udp;
+  for (int i = 0; i < 2; ++i) (void)*p.a.sidr_request(kB, q, p.now);
+  for (int i = 0; i < 2; ++i) (void)*p.a.connect(kB, r, p.now);
+  p.flow();
+  EXPECT_EQ(types(p.eb), (std::vector<EventType>{EventType::ReqReceived, EventType::ReqReceived,
+                                                  EventType::SidrReqReceived}));
+  EXPECT_EQ(p.b.pending(), 3u);
+  EXPECT_EQ(p.b.counters().refused, 3u);
+  ASSERT_EQ(types(p.ea), (std::vector<EventType>{EventType::SidrRepReceived, EventType::Rejected, EventType::Rejected}));
+  EXPECT_EQ(p.ea[0].sidr_rep->status, SidrStatus::Rejected);
+  EXPECT_EQ(p.ea[1].rej->reason, uint16_t(RejReason::NoResources));
+  // Another source (another peer, or an address a flood spoofs) has a share of its own.
+  (void)*p.a.connect(kB, r, p.now);
+  auto out = p.a.take_outgoing();
+  ASSERT_EQ(out.size(), 1u);
+  for (uint32_t i = 0; i < 3; ++i) p.b.on_mad(out[0].mad, Gid::from_ipv4(0x0a000001 + i), p.now);
+  EXPECT_EQ(p.b.take_events().size(), 3u);
+  EXPECT_EQ(p.b.pending(), 6u);
+  EXPECT_EQ(p.b.take_outgoing().size(), 0u);
+  // Answered, one of A's makes room for one more of A's.
+  ASSERT_TRUE(p.b.accept(p.eb[0].id, p.rep(), p.now));
+  p.flow();
+  p.eb.clear();
+  (void)*p.a.connect(kB, r, p.now);
+  p.flow();
+  EXPECT_EQ(types(p.eb), (std::vector<EventType>{EventType::ReqReceived}));
+  EXPECT_EQ(p.b.counters().refused, 3u);
+}
+
+// What anyone can make the CM send (a REJ for a service nobody listens on, a SIDR_REP refusing a
+// request, a DREP for a DREQ of no connection) is best-effort on QP1; a connection's MADs are not.
+TEST(CmManager, RefusalsOfStrangersAreBestEffort) {
+  Pair p;
+  Req r = p.req();
+  r.service_id = kSvc;
+  (void)*p.a.connect(kB, r, p.now);
+  auto req = p.a.take_outgoing();
+  ASSERT_EQ(req.size(), 1u);
+  EXPECT_FALSE(req[0].best_effort);
+  p.b.on_mad(req[0].mad, kA, p.now);
+  SidrReq q;
+  q.service_id = ip_service_id(PortSpace::Udp, 1);
+  (void)*p.a.sidr_request(kB, q, p.now);
+  p.b.on_mad(p.a.take_outgoing().at(0).mad, kA, p.now);
+  Mad m{};
+  MadHeader h;
+  h.attr_id = uint16_t(CmAttr::Dreq);
+  write_header(h, m);
+  ASSERT_TRUE(encode(Dreq{0x1234, 0x5678, 0x11, {}}, MadData(m.data() + kMadHeaderBytes, kMadDataBytes)));
+  p.b.on_mad(m, kA, p.now);
+  auto out = p.b.take_outgoing();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(attr_of(out[0]), CmAttr::Rej);
+  EXPECT_EQ(attr_of(out[1]), CmAttr::SidrRep);
+  EXPECT_EQ(attr_of(out[2]), CmAttr::Drep);
+  for (auto& o : out) EXPECT_TRUE(o.best_effort);
+  p.b.take_events();
+  p.a.take_events();
+  auto [ida, idb] = p.establish();
+  (void)idb;
+  ASSERT_TRUE(p.a.disconnect(ida, {}, p.now));
+  for (auto& o : p.a.take_outgoing()) EXPECT_FALSE(o.best_effort);
+}

@@ -85,6 +85,7 @@ struct Id {
   // rdma_create_ep listeners: the QP every request gets in rdma_get_request.
   std::optional<ibv_qp_init_attr> ep_qp;
   int events_out = 0;           // events handed to the program and not yet acked
+  int backlog = 0;              // a listener's requests the program has not taken, at most
   int announce_fd = -1;         // a loopback listener's name in the host's directory
   std::optional<Gid> wire_peer; // the NIC a loopback destination leads to, when not its own
 };
@@ -97,6 +98,14 @@ struct Registry {
   std::map<std::pair<int, uint16_t>, Id*> ports;  // (port space, port) -> the id bound there
   std::set<Channel*> channels;                    // live event channels
   std::condition_variable acked;                  // some id's events_out went down
+  uint64_t requests_dropped = 0;                  // past a listener's backlog or a source's share
+  // Drops id's entry by its communication ID. A UD request's id carries the requester's request
+  // ID, which may be one of this process's own (a client of the same NIC): that one stays.
+  void forget_comm(const Id* id) {
+    if (!id->comm) return;
+    auto it = by_comm.find(*id->comm);
+    if (it != by_comm.end() && it->second == id) by_comm.erase(it);
+  }
 };
 Registry& registry();
 
@@ -112,12 +121,16 @@ bool device_has(const CmDevice& d, const Gid& gid);
 std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
 
 // loopback.cpp: the host's directory of listeners bound to loopback or wildcard addresses.
-// announce_listener returns the fd that holds the name (-1: not announced); find_listener the
-// NIC of a listener that a loopback destination (port space, port, address) reaches.
+// announce_listener returns the fd that holds the name (-1: not announced; -EADDRINUSE: another
+// NIC's listener holds the port where this one would, as the kernel's rdma_cm refuses a second
+// bind of it); find_listener the NIC of a listener that a loopback destination (port space,
+// port, address) reaches, among those our user or root announced; take_lookups empties the
+// name's queue of the clients that checked who made it (the router, now and then; mu held).
 bool is_loopback(const Gid& g);  // 127/8 or ::1: this host
 bool is_wildcard(const Gid& g);  // 0.0.0.0 or ::
 int announce_listener(uint16_t ps, uint16_t port, const Gid& bound, const Gid& nic);
 std::optional<Gid> find_listener(uint16_t ps, uint16_t port, const Gid& dst);
+void take_lookups(int fd);
 
 // Addresses.
 std::optional<Gid> gid_of(const sockaddr* sa);
@@ -131,6 +144,8 @@ EventBox* post(Id* id, rdma_cm_event_type type, int status = 0, Id* listen = nul
 void set_conn_data(EventBox* e, const std::vector<uint8_t>& data, size_t skip = 0);
 Channel* new_channel(bool mu_held = false);  // mu_held: the caller holds Registry::mu
 void drop_events(Id* id);       // mu held: the id's events still queued go away
+// mu held: the connection requests queued for a listener, not yet taken: all, and from `peer`.
+std::pair<size_t, size_t> queued_requests(const Id* listen, const Gid& peer);
 // Waits for the id's next event (sync ids); it becomes id->event. 0, or -1 with errno.
 int complete(Id* id, rdma_cm_event_type expect);
 // router.cpp: the router's handling of one CM event (mu held), and the route both sides keep.

@@ -207,7 +207,7 @@ int reject_with(rdma_cm_id* cid, uint16_t reason, const void* private_data, uint
   // A UD request is refused with SIDR status 2, "rejected".
   Status s = ud ? id->dev->cm->sidr_reply(*id->comm, id->offer.peer, 0, 0, 2, std::move(data))
                 : id->dev->cm->reject(*id->comm, reason, std::move(data));
-  r.by_comm.erase(*id->comm);
+  r.forget_comm(id);
   id->state = State::Closed;
   if (!s) return fail(s.error().code);
   // Programs often exit right after refusing (forked test servers leave by _exit, without atexit):

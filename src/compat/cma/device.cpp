@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,11 +40,18 @@ void disconnect_all() {
 }
 
 void route(CmDevice* d) {
+  auto lookups_taken = std::chrono::steady_clock::now();
   for (;;) {
-    auto e = d->cm->wait(-1);
-    if (!e) continue;
+    auto e = d->cm->wait(100);
     std::lock_guard g(registry().mu);
-    dispatch(*d, *e);
+    // Clients that checked who announced a loopback listener wait in its name's queue
+    // (loopback.cpp): emptied every 100 ms, it never fills.
+    if (auto now = std::chrono::steady_clock::now(); now - lookups_taken >= std::chrono::milliseconds(100)) {
+      lookups_taken = now;
+      for (Id* id : registry().ids)
+        if (id->announce_fd >= 0) take_lookups(id->announce_fd);
+    }
+    if (e) dispatch(*d, *e);
   }
 }
 }  // namespace

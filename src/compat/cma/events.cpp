@@ -66,6 +66,16 @@ void drop_events(Id* id) {
   if (before && c->queue.empty()) lower(c);
 }
 
+std::pair<size_t, size_t> queued_requests(const Id* listen, const Gid& peer) {
+  size_t all = 0, mine = 0;
+  for (EventBox* e : from(listen->id.channel)->queue)
+    if (e->ev.listen_id == &listen->id) {
+      ++all;
+      if (from(e->ev.id)->offer.peer == peer) ++mine;
+    }
+  return {all, mine};
+}
+
 int complete(Id* id, rdma_cm_event_type expect) {
   if (id->id.event) rdma_ack_cm_event(std::exchange(id->id.event, nullptr));
   rdma_cm_event* ev = nullptr;

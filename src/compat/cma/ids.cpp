@@ -16,6 +16,8 @@
 namespace uroce::compat::cma {
 namespace {
 
+constexpr int kMaxBacklog = 1024;  // the kernel's net.rdma_ucm.max_backlog
+
 int fail(int e) {
   errno = e;
   return -1;
@@ -155,13 +157,14 @@ int rdma_destroy_id(rdma_cm_id* cid) {
     if (id->state == State::Listening) cm->unlisten(id->service_id);
     if (id->announce_fd >= 0) close(id->announce_fd);
     if (id->comm && cm) {
-      bool sends = (id->state == State::Requested && cid->qp_type != IBV_QPT_UD) ||
-                   id->state == State::Connected || id->state == State::Accepted;
+      bool sends = id->state == State::Requested || id->state == State::Connected || id->state == State::Accepted;
       if (id->state == State::Requested && cid->qp_type != IBV_QPT_UD) (void)cm->reject(*id->comm, kRejConsumer);
+      // An unanswered SIDR_REQ is refused, as the kernel's CM refuses it: the CM stops holding it.
+      else if (id->state == State::Requested) (void)cm->sidr_reply(*id->comm, id->offer.peer, 0, 0, 2);
       else if (id->state == State::Connected || id->state == State::Accepted) (void)cm->disconnect(*id->comm);
-      if (sends) id->dev->dev->flush(20);  // the REJ or DREQ leaves even if the program exits next
+      if (sends) id->dev->dev->flush(20);  // the REJ, SIDR_REP or DREQ leaves even if the program exits next
       else if (id->state == State::Connecting || id->state == State::Replied) cm->forget(*id->comm);
-      r.by_comm.erase(*id->comm);
+      r.forget_comm(id);
     }
     release_port(id);
     drop_events(id);
@@ -227,7 +230,7 @@ int rdma_resolve_route(rdma_cm_id* cid, int) {
   return id->sync ? complete(id, RDMA_CM_EVENT_ROUTE_RESOLVED) : 0;
 }
 
-int rdma_listen(rdma_cm_id* cid, int) {
+int rdma_listen(rdma_cm_id* cid, int backlog) {
   if (!cid) return fail(EINVAL);
   Id* id = from(cid);
   if (id->state == State::Idle) {
@@ -238,12 +241,20 @@ int rdma_listen(rdma_cm_id* cid, int) {
   std::lock_guard g(registry().mu);
   if (id->state != State::Bound) return fail(EINVAL);
   if (int e = use_device(id, nullptr)) return fail(e);
-  id->service_id = ip_service_id(uint16_t(cid->ps), id->port);
-  if (Status s = id->dev->cm->listen(id->service_id, uint64_t(uintptr_t(id))); !s) return fail(s.error().code);
-  id->state = State::Listening;
   Gid bound = *gid_of(&cid->route.addr.src_addr);
   auto nic = id->dev->dev->query_gid(id->dev->dev->gid_index_for(bound == Gid{} ? *Gid::parse("::1") : bound));
-  if (nic) id->announce_fd = announce_listener(uint16_t(cid->ps), id->port, bound, *nic);
+  int fd = nic ? announce_listener(uint16_t(cid->ps), id->port, bound, *nic) : -1;
+  if (fd == -EADDRINUSE) return fail(EADDRINUSE);
+  id->service_id = ip_service_id(uint16_t(cid->ps), id->port);
+  if (Status s = id->dev->cm->listen(id->service_id, uint64_t(uintptr_t(id))); !s) {
+    if (fd >= 0) close(fd);
+    return fail(s.error().code);
+  }
+  id->announce_fd = fd;
+  // Requests it holds that the program has not taken, at most; as with the kernel's ucma, a
+  // backlog of 0 or less, or above the maximum, is the maximum.
+  id->backlog = backlog > 0 && backlog < kMaxBacklog ? backlog : kMaxBacklog;
+  id->state = State::Listening;
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // What each CM event means for an rdma_cm id: a REQ makes a new id on its listener's channel, a
 // REP readies the QP and sends the RTU (as librdmacm does on the kernel's CONNECT_RESPONSE), and
 // the rest become the events librdmacm reports, with the kernel's statuses.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,7 +18,7 @@ Id* find(uint32_t comm) {
 }
 
 void finish(Id* id, State s) {
-  if (id->comm) registry().by_comm.erase(*id->comm);
+  registry().forget_comm(id);
   id->state = s;
 }
 
@@ -38,11 +39,28 @@ void on_request(CmDevice& d, const CmEvent& e) {
   auto* l = reinterpret_cast<Id*>(e.listener);
   bool ud = e.type == CmEventType::SidrRequest;
   auto hdr = read_ip_cm_private_data(e.private_data);
-  if (!r.ids.count(l) || l->state != State::Listening || !hdr) {
+  auto refuse = [&] {
     if (ud)
       (void)d.cm->sidr_reply(e.id, e.peer, 0, 0, 2);
     else
       (void)d.cm->reject(e.id, kRejConsumer);
+  };
+  if (!r.ids.count(l) || l->state != State::Listening || !hdr) return refuse();
+  // As the kernel's rdma_cm: a listener bound to an address takes the requests for that address
+  // (the IP CM header's destination) only, whichever of the host's addresses reached its NIC.
+  if (Gid bound = *gid_of(&l->id.route.addr.src_addr); !is_wildcard(bound) && hdr->dst != bound) return refuse();
+  // As the kernel's ucma: at most the listener's backlog of requests the program has not taken;
+  // and of those one source at most a quarter, or 16 if that is more, so that one peer cannot
+  // take it all. Past it a REQ is dropped, not rejected (the peer sends it again), a SIDR_REQ
+  // refused, as the kernel's CM does.
+  auto [queued, mine] = queued_requests(l, e.peer);
+  size_t backlog = size_t(l->backlog), share = std::max(backlog / 4, std::min<size_t>(backlog, 16));
+  if (queued >= backlog || mine >= share) {
+    ++r.requests_dropped;
+    if (ud)
+      (void)d.cm->sidr_reply(e.id, e.peer, 0, 0, 2);
+    else
+      d.cm->forget(e.id);
     return;
   }
   auto* c = new Id;
