@@ -97,6 +97,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   const char* shm = std::getenv("UROCE_SHM");
   if (opts.same_host_shm && !(shm && std::string(shm) == "0")) {
     core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());
+    if (!core->host->status()) return core->host->status().error();
     link::SameHostLink* h = core->host.get();
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
@@ -108,6 +109,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
   core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
+  if (!core->engine->status()) return core->engine->status().error();
   core->engine->set_rx_loss(*loss, opts.rx_loss_seed);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
   core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
@@ -164,6 +166,7 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_rx_packets"] = s.rx_packets;
     m["shm_tx_full_drops"] = s.tx_full_drops;
     m["shm_rx_malformed"] = s.rx_malformed;
+    m["shm_names_taken"] = s.names_taken;
   }
   return m;
 }
@@ -362,23 +365,36 @@ QpAttr QueuePair::query() const {
 }
 
 // Once a connected QP has its peer's address (RTR): a peer on this host gets its shared-memory
-// channel now, and posts on the QP then run the device inline (engine lock held).
-static void note_peer(detail::DeviceCore& c, core::Qp& qp) {
-  bool shm = c.host && qp.type() != QpType::UD && c.host->attach_peer(qp.attr().dgid, engine::monotonic_ns());
+// channel now, and posts on the QP then run the device inline (engine lock held). The peer's
+// answer is waited for with the lock released (a stopped process never answers, and the
+// device's other traffic must not wait for it); a QP whose peer is slower than that starts
+// on UDP.
+static void note_peer(detail::DeviceCore& c, core::Qp& qp, std::unique_lock<std::mutex>& g) {
+  bool shm = false;
+  if (c.host && qp.type() != QpType::UD) {
+    const Gid dst = qp.attr().dgid;
+    shm = c.host->attach_peer(dst, engine::monotonic_ns());
+    if (!shm) {  // a handshake may be under way: the peer has a second to answer
+      g.unlock();
+      c.host->wait_handshake(dst, 2000);
+      g = c.lock();
+      shm = c.host->attach_peer(dst, engine::monotonic_ns());
+    }
+  }
   qp.same_host.store(shm, std::memory_order_relaxed);
 }
 
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   auto g = core_->lock();
   Status s = core_->nic->modify_qp(*qp_, attr, mask);
-  if (s && (mask & kQpAv)) note_peer(*core_, *qp_);
+  if (s && (mask & kQpAv)) note_peer(*core_, *qp_, g);
   return s;
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
   auto g = core_->lock();
   Status s = transport::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
-  if (s) note_peer(*core_, *qp_);
+  if (s) note_peer(*core_, *qp_, g);
   return s;
 }
 

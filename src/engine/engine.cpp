@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "engine/clock.hpp"
@@ -24,24 +27,32 @@ constexpr uint32_t kLockTriesBeforeWait = 64;
 thread_local Engine* t_posting = nullptr;
 }  // namespace
 
+// A step of construction that failed (EMFILE: out of descriptors): an engine that could not be
+// woken could not be stopped either, so it is never started; status() says what failed.
+int Engine::made(int r, const char* what) {
+  if (r < 0 && status_) status_ = make_error(errno, std::string("engine: ") + what + ": " + std::strerror(errno));
+  return r;
+}
+
 Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
     : nic_(nic), link_(link), spin_ns_(spin_ns) {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  async_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
+  async_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
+  epoll_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+  epoll_wake_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+  if (!status_) return;
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  epoll_wake_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  made(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev), "epoll_ctl");
+  made(epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, wake_fd_, &ev), "epoll_ctl");
   if (link_.inline_skips_fd() >= 0) {  // what a polling application leaves to this thread
     ev.data.fd = link_.inline_skips_fd();
-    epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, link_.inline_skips_fd(), &ev);
+    made(epoll_ctl(epoll_wake_fd_, EPOLL_CTL_ADD, link_.inline_skips_fd(), &ev), "epoll_ctl");
   }
   if (link_.rx_fd() >= 0) {
     ev.data.fd = link_.rx_fd();
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev);
+    made(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev), "epoll_ctl");
   }
   nic_.set_waker([this] { wake(); });
 }
@@ -49,13 +60,12 @@ Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
 Engine::~Engine() {
   stop();
   nic_.set_waker(nullptr);
-  close(wake_fd_);
-  close(async_fd_);
-  close(epoll_fd_);
-  close(epoll_wake_fd_);
+  for (int fd : {wake_fd_, async_fd_, epoll_fd_, epoll_wake_fd_})
+    if (fd >= 0) close(fd);
 }
 
 void Engine::start(bool thread) {
+  if (!status_) return;  // see made()
   {
     std::lock_guard g(mu_);  // events raised before the engine ran (PORT_ACTIVE)
     if (nic_.take_async_signal()) {

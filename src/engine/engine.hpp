@@ -24,6 +24,7 @@
 #include "engine/attach.hpp"
 #include "link/link.hpp"
 #include "transport/protocol_core.hpp"
+#include "uroce/result.hpp"
 
 namespace uroce::engine {
 
@@ -31,6 +32,9 @@ class Engine {
  public:
   Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns = 200'000);
   ~Engine();
+  // Whether it was built whole; if not (the process is out of descriptors), what failed. A
+  // broken engine does not start, and is destroyed safely.
+  const Status& status() const { return status_; }
   // With thread false the core progresses only on application threads (run_inline).
   void start(bool thread = true);
   void stop();
@@ -68,6 +72,7 @@ class Engine {
  private:
   void run();
   void wake();
+  int made(int r, const char* what);
   // One pass of the loop, lock held; true if anything happened. inline: on an application thread.
   bool pass(uint64_t now, bool on_app_thread = false);
   bool run_inline(uint64_t now);  // a pass on the caller's thread if the core is free
@@ -76,6 +81,7 @@ class Engine {
   bool may_defer(uint64_t now);
   transport::ProtocolCore& nic_;
   link::Link& link_;
+  Status status_;
   CoreSink sink_{nic_};
   uint64_t spin_ns_;
   std::mutex mu_;

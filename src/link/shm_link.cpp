@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -27,7 +30,8 @@ namespace uroce::link {
 namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
-
+// How long a peer has to answer a handshake (a stopped process never does).
+constexpr auto kAnswerTime = std::chrono::seconds(1);
 
 socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
   std::memset(&a, 0, sizeof a);
@@ -37,11 +41,12 @@ socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
   return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof a.sun_path - 2));
 }
 
-// Channels are offered to and taken from the same user only.
-bool same_user(int sock) {
+// Channels are offered to and taken from the same user only (or root, who may read our memory
+// anyway): anyone may bind a name in the abstract namespace, so who answers is checked.
+bool trusted(int sock) {
   ucred c{};
   socklen_t len = sizeof c;
-  return getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &c, &len) == 0 && c.uid == getuid();
+  return getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &c, &len) == 0 && (c.uid == getuid() || c.uid == 0);
 }
 
 void set_timeout(int sock) {
@@ -68,26 +73,49 @@ struct SameHostLink::Channel {
   shm::Ring* rx = nullptr;
   int sock = -1, tx_efd = -1, rx_efd = -1;
   std::atomic<bool> dead{false};
+  bool retired = false;  // dead and read to the end: the watcher frees it (under mu_)
   bool adopted = false;  // engine side: seen by refresh()
   shm::Backlog backlog;  // engine side: waiting for room in tx
   uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
 };
 
+// A handshake this side started, waiting for the peer's answer (the watcher's).
+struct SameHostLink::Dial {
+  Gid dst;
+  int sock = -1, memfd = -1, e0 = -1, e1 = -1;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+// A step of construction that failed (EMFILE: out of descriptors) leaves the link unusable
+// and says what it was; status() reports the first.
+int SameHostLink::made(int fd, const char* what) {
+  if (fd < 0 && status_) status_ = make_error(errno, std::string("same-host link: ") + what + ": " + std::strerror(errno));
+  return fd;
+}
+
 SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  skips_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+  skips_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+  stop_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
+  if (!status_) return;  // no watcher: the destructor has nothing to stop
   epoll_event ev{};
   ev.events = EPOLLIN;
-  if (wire_.rx_fd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wire_.rx_fd(), &ev);
+  if (wire_.rx_fd() >= 0 && made(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wire_.rx_fd(), &ev), "epoll_ctl") < 0) return;
   for (const Gid& g : own_) {
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int s = made(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), "socket");
+    if (s < 0) return;
     sockaddr_un a;
     socklen_t len = registry_name(g, a);
-    if (s >= 0 && bind(s, reinterpret_cast<sockaddr*>(&a), len) == 0 && listen(s, 64) == 0)
+    if (bind(s, reinterpret_cast<sockaddr*>(&a), len) == 0 && listen(s, 64) == 0) {
       listen_fds_.push_back(s);
-    else if (s >= 0)
+    } else if (errno == EADDRINUSE) {
       close(s);
+      name_taken(g);
+    } else {
+      made(-1, "registry name");
+      close(s);
+      return;
+    }
   }
   watcher_ = std::thread([this] { watch(); });
   static std::once_flag once;
@@ -105,20 +133,38 @@ void SameHostLink::forked() {
   for (auto& c : all_) close(std::exchange(c->sock, -1));
 }
 
+// Someone holds the name this device would listen on (anyone may take a name first): peers
+// that look the address up reach them, and hand them nothing unless they are us, so the
+// address stays on UDP. Said once, with who holds it if they answer, and counted.
+void SameHostLink::name_taken(const Gid& g) {
+  ++st_.names_taken;
+  sockaddr_un a;
+  socklen_t len = registry_name(g, a);
+  std::string who = "another socket";
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  ucred c{};
+  socklen_t clen = sizeof c;
+  if (s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
+      getsockopt(s, SOL_SOCKET, SO_PEERCRED, &c, &clen) == 0)
+    who = "pid " + std::to_string(c.pid) + " (uid " + std::to_string(c.uid) + ")";
+  close_all({s});
+  std::fprintf(stderr, "uroce: same-host name of %s is held by %s: local peers reach it over UDP only\n",
+               g.to_string().c_str(), who.c_str());
+}
+
 SameHostLink::~SameHostLink() {
   {
     std::lock_guard g(g_links_mu);
     std::erase(g_links, this);
   }
   stopping_.store(true);
-  uint64_t one = 1;
-  (void)!write(stop_fd_, &one, sizeof one);
-  watcher_.join();
-  for (int fd : listen_fds_) close(fd);
-  for (auto& c : all_) {
-    munmap(c->area, sizeof(shm::Area));
-    close_all({c->sock, c->tx_efd, c->rx_efd});
+  if (watcher_.joinable()) {  // a link built in part has no watcher
+    poke();
+    watcher_.join();
   }
+  for (int fd : listen_fds_) close(fd);
+  for (auto& c : all_) release(*c);
+  for (Dial& d : dials_) close_all({d.sock, d.memfd, d.e0, d.e1});
   close_all({epoll_fd_, skips_fd_, stop_fd_});
 }
 
@@ -164,29 +210,41 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
     all_.push_back(std::move(c));
     gen_.fetch_add(1, std::memory_order_release);
   }
-  uint64_t one = 1;  // the watcher watches the new socket from now on
-  (void)!write(stop_fd_, &one, sizeof one);
+  poke();  // the watcher watches the new socket from now on
   return raw;
 }
 
-SameHostLink::Channel* SameHostLink::connect_to(const Gid& dst) {
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+// What a channel held, once nobody reads it: under mu_ on the watcher's thread (which polls
+// none of it meanwhile), or in the destructor.
+void SameHostLink::release(Channel& c) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.rx_efd, nullptr);  // a forked child may hold it open
+  munmap(c.area, sizeof(shm::Area));
+  close_all({c.sock, c.tx_efd, c.rx_efd});
+}
+
+// The watcher looks at its sockets and queues again.
+void SameHostLink::poke() {
+  uint64_t one = 1;
+  (void)!write(stop_fd_, &one, sizeof one);
+}
+
+// The first half of a handshake, on the watcher's thread. Nothing here waits for the peer: a
+// UNIX connect either succeeds at once or fails (a full backlog: EAGAIN), and the answer is
+// polled for with the watcher's other sockets until kAnswerTime.
+void SameHostLink::dial(const Gid& dst) {
+  Dial d{dst};
+  d.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   sockaddr_un a;
   socklen_t len = registry_name(dst, a);
-  if (s < 0 || connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || !same_user(s)) {
-    close_all({s});
-    return nullptr;
-  }
-  set_timeout(s);
-  int memfd = memfd_create("uroce-shm", MFD_CLOEXEC);
-  int e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (d.sock < 0 || connect(d.sock, reinterpret_cast<sockaddr*>(&a), len) != 0 || !trusted(d.sock))
+    return dialed(d, false);
+  d.memfd = memfd_create("uroce-shm", MFD_CLOEXEC);
+  d.e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  d.e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   void* m = MAP_FAILED;
-  if (memfd >= 0 && ftruncate(memfd, sizeof(shm::Area)) == 0)
-    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (m == MAP_FAILED || e0 < 0 || e1 < 0) {
-    close_all({s, memfd, e0, e1});
-    return nullptr;
-  }
+  if (d.memfd >= 0 && ftruncate(d.memfd, sizeof(shm::Area)) == 0)
+    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, d.memfd, 0);
+  if (m == MAP_FAILED || d.e0 < 0 || d.e1 < 0) return dialed(d, false);
   auto* area = new (m) shm::Area;
   area->magic = shm::kMagic;
   area->slots = shm::kSlots;
@@ -197,13 +255,36 @@ SameHostLink::Channel* SameHostLink::connect_to(const Gid& dst) {
   shm::Hello h{shm::kMagic, uint32_t(sizeof(shm::Area)), 0, {}};
   for (const Gid& g : own_)
     if (h.ngids < shm::kMaxPeerGids) h.gids[h.ngids++] = g;
-  int fds[3] = {memfd, e0, e1};
+  int fds[3] = {d.memfd, d.e0, d.e1};
+  if (!send_with_fds(d.sock, &h, sizeof h, fds, 3)) return dialed(d, false);
+  d.deadline = std::chrono::steady_clock::now() + kAnswerTime;
+  dials_.push_back(d);
+}
+
+// The peer answered (or hung up): 'Y' once it has mapped the memory.
+void SameHostLink::answered(Dial& d) {
   char ok = 0;
-  if (!send_with_fds(s, &h, sizeof h, fds, 3) || recv(s, &ok, 1, 0) != 1 || ok != 'Y') {
-    close_all({s, memfd, e0, e1});
-    return nullptr;
-  }
-  return adopt(s, memfd, e0, e1, true, {dst});
+  if (recv(d.sock, &ok, 1, MSG_DONTWAIT) != 1 || ok != 'Y') return dialed(d, false);
+  Channel* c = adopt(d.sock, d.memfd, d.e0, d.e1, true, {d.dst});
+  d.sock = d.memfd = d.e0 = d.e1 = -1;  // adopt() took them
+  dialed(d, c != nullptr);
+}
+
+// A handshake ended: the engine side learns it in refresh(), a waiting attach in wait_handshake().
+void SameHostLink::dialed(Dial& d, bool ok) {
+  close_all({d.sock, d.memfd, d.e0, d.e1});
+  d.sock = d.memfd = d.e0 = d.e1 = -1;
+  std::lock_guard g(mu_);
+  if (auto it = std::find(dialing_.begin(), dialing_.end(), d.dst); it != dialing_.end()) dialing_.erase(it);
+  dial_ends_.emplace_back(d.dst, ok);
+  gen_.fetch_add(1, std::memory_order_release);
+  dial_ended_.notify_all();
+}
+
+void SameHostLink::wait_handshake(const Gid& dst, int timeout_ms) {
+  std::unique_lock g(mu_);
+  dial_ended_.wait_for(g, std::chrono::milliseconds(timeout_ms),
+                       [&] { return std::find(dialing_.begin(), dialing_.end(), dst) == dialing_.end(); });
 }
 
 // The watcher's side of a connection: the peer's hello and descriptors.
@@ -211,7 +292,7 @@ void SameHostLink::accept_one() {
   for (int lfd : listen_fds_) {
     int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
     if (s < 0) continue;
-    if (!same_user(s)) {
+    if (!trusted(s)) {
       close(s);
       continue;
     }
@@ -234,27 +315,52 @@ void SameHostLink::accept_one() {
 void SameHostLink::watch() {
   std::vector<pollfd> p;
   std::vector<Channel*> watched;
+  std::vector<Gid> start;
   while (!stopping_.load()) {
-    p.assign(1, pollfd{stop_fd_, POLLIN, 0});
-    for (int fd : listen_fds_) p.push_back({fd, POLLIN, 0});
     watched.clear();
     {
       std::lock_guard g(mu_);
+      // Channels the engine side let go (dead, and read to the end): nobody else holds them,
+      // and this thread polls none of them now.
+      std::erase_if(all_, [this](const std::unique_ptr<Channel>& c) {
+        if (c->retired) release(*c);
+        return c->retired;
+      });
       for (auto& c : all_)
-        if (!c->dead.load()) {
-          watched.push_back(c.get());
-          p.push_back({c->sock, POLLIN, 0});
-        }
+        if (!c->dead.load()) watched.push_back(c.get());
+      start.swap(to_dial_);
     }
-    if (poll(p.data(), p.size(), -1) < 0) continue;
+    for (const Gid& g : start) dial(g);
+    start.clear();
+    p.assign(1, pollfd{stop_fd_, POLLIN, 0});
+    for (int fd : listen_fds_) p.push_back({fd, POLLIN, 0});
+    for (const Dial& d : dials_) p.push_back({d.sock, POLLIN, 0});
+    for (Channel* c : watched) p.push_back({c->sock, POLLIN, 0});
+    int timeout = -1;  // until the first answer is due
+    for (const Dial& d : dials_) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(d.deadline - std::chrono::steady_clock::now());
+      if (timeout < 0 || left.count() < timeout) timeout = int(std::max<int64_t>(left.count(), 0));
+    }
+    if (poll(p.data(), p.size(), timeout) < 0) continue;
     uint64_t v;
     (void)!read(stop_fd_, &v, sizeof v);
     for (size_t i = 1; i <= listen_fds_.size(); ++i)
       if (p[i].revents) accept_one();
+    const size_t at = 1 + listen_fds_.size(), n = dials_.size();
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      if (p[at + i].revents)
+        answered(dials_[i]);
+      else if (now >= dials_[i].deadline)  // a stopped peer: UDP, asked again later
+        dialed(dials_[i], false);
+    }
+    std::erase_if(dials_, [](const Dial& d) { return d.sock < 0; });
     for (size_t i = 0; i < watched.size(); ++i)
-      if (p[1 + listen_fds_.size() + i].revents) {  // the peer hung up (or spoke out of turn)
+      if (p[at + n + i].revents) {  // the peer hung up (or spoke out of turn)
         watched[i]->dead.store(true);
         gen_.fetch_add(1, std::memory_order_release);
+        uint64_t one = 1;  // an engine asleep reads the rest of its ring and lets it go
+        (void)!write(watched[i]->rx_efd, &one, sizeof one);
       }
   }
 }
@@ -265,13 +371,26 @@ void SameHostLink::refresh() {
   if (gen_.load(std::memory_order_acquire) == seen_gen_) return;
   std::lock_guard g(mu_);
   seen_gen_ = gen_.load(std::memory_order_acquire);
+  for (const auto& [dst, ok] : dial_ends_) {
+    auto it = asked_.find(dst);
+    if (it == asked_.end()) continue;
+    if (ok)
+      asked_.erase(it);
+    else
+      it->second.dialing = false;
+  }
+  dial_ends_.clear();
   live_.clear();
   const bool had_channels = wire_in_skips_;
+  bool retired = false;
   for (auto& c : all_) {
+    if (c->retired) continue;
     // A peer that hung up may have sent its last packets just before (an unreliable QP's last
-    // SEND completes when it is sent): a dead channel is read until its ring is empty.
+    // SEND completes when it is sent): a dead channel is read until its ring is empty, and
+    // then let go (the watcher closes and unmaps it).
     if (c->dead.load() && c->rx->ready() <= 0) {
       drop_backlog(*c);
+      c->retired = retired = true;
       continue;
     }
     if (!c->adopted) {  // armed exactly while the engine thread sleeps on our fd
@@ -290,6 +409,7 @@ void SameHostLink::refresh() {
     epoll_ctl(skips_fd_, live_.empty() ? EPOLL_CTL_DEL : EPOLL_CTL_ADD, wire_.rx_fd(), &ev);
     wire_in_skips_ = !live_.empty();
   }
+  if (retired) poke();
 }
 
 SameHostLink::Channel* SameHostLink::find(const Gid& dst) const {
@@ -300,22 +420,24 @@ SameHostLink::Channel* SameHostLink::find(const Gid& dst) const {
   return nullptr;
 }
 
+// Not refresh() itself: a send() holds channels it touched until it returns.
 SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
-  refresh();  // a channel the peer offered since
   if (Channel* c = find(dst)) return c;
   if (listen_fds_.empty()) return nullptr;  // not in the registry ourselves: shared memory is off
   for (const Gid& g : own_)
     if (g == dst) return nullptr;  // ourselves: the wire link loops back
-  auto it = refused_until_.find(dst);
-  if (it != refused_until_.end() && now < it->second) return nullptr;
-  Channel* c = connect_to(dst);
-  if (!c) {
-    refused_until_[dst] = now + kRetryNs;
-    return nullptr;
+  auto it = asked_.find(dst);
+  if (it != asked_.end() && (it->second.dialing || now < it->second.again_at)) return nullptr;
+  // The handshake is the watcher's: the peer may be slow or stopped, and the engine lock is
+  // not held while it answers. Until a channel exists, dst keeps UDP.
+  asked_[dst] = {now + kRetryNs, true};
+  {
+    std::lock_guard g(mu_);
+    to_dial_.push_back(dst);
+    dialing_.push_back(dst);
   }
-  refused_until_.erase(dst);
-  refresh();
-  return c;
+  poke();
+  return nullptr;
 }
 
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
@@ -425,6 +547,8 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
     if (ready < 0) {  // a slot no correct peer writes: stop listening to it
       c->dead.store(true);
       gen_.fetch_add(1, std::memory_order_release);
+    } else if (ready == 0 && c->dead.load(std::memory_order_relaxed)) {
+      gen_.fetch_add(1, std::memory_order_release);  // read to its end: refresh() lets it go
     }
   }
   return n;

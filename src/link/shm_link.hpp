@@ -5,16 +5,21 @@
 //
 // The registry is the host's abstract UNIX socket namespace: each device listens on
 // "uroce-shm/<uid>/<address>" for each of its addresses. The first packet towards an address
-// with no channel looks that name up; if a device of the same user answers, the sender makes
-// the memfd and two eventfds and passes them over the socket; the answer comes once the peer
-// has mapped them, so no packet is ever sent on both paths. A peer that is not there, belongs
-// to another user or cannot map keeps UDP (and is asked again a second later). The socket
-// stays open for the channel's life: its hang-up marks the channel dead.
+// with no channel looks that name up; if a device of the same user (or root) answers, the
+// sender makes the memfd and two eventfds and passes them over the socket; the answer comes
+// once the peer has mapped them, so no packet is ever sent on both paths. A peer that is not
+// there, belongs to another user, cannot map or does not answer within a second keeps UDP (and
+// is asked again a second later). The socket stays open for the channel's life: its hang-up
+// marks the channel dead, and a dead channel whose ring is read to the end is closed and
+// unmapped. A name someone else holds leaves that address on UDP, said on stderr and counted.
 //
 // Threading: send/poll_rx/prepare_sleep/woke run under the engine lock, one caller at a time.
-// A small thread accepts channels and watches hang-ups; it publishes under its own mutex.
+// A small thread accepts channels, runs the handshakes this side starts (the peer may take its
+// time: no engine lock is held meanwhile), watches hang-ups and frees channels the engine side
+// let go; it publishes under its own mutex.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,11 +30,13 @@
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
 #include "link/shm_ring.hpp"
+#include "uroce/result.hpp"
 
 namespace uroce::link {
 
 struct ShmStats {
   uint64_t channels = 0, tx_packets = 0, rx_packets = 0, tx_full_drops = 0, rx_malformed = 0;
+  uint64_t names_taken = 0;  // own addresses whose registry name another socket holds
 };
 
 class SameHostLink final : public Link {
@@ -38,6 +45,9 @@ class SameHostLink final : public Link {
   // packets this link carries itself. Listens under every address of wire.gids().
   SameHostLink(Link& wire, PcapWriter* pcap);
   ~SameHostLink() override;
+  // Whether it was built whole; if not (the process is out of descriptors), what failed. Only a
+  // whole link may be used.
+  const Status& status() const { return status_; }
 
   std::vector<Gid> gids() const override { return wire_.gids(); }
   uint16_t src_port_for(uint32_t qpn) const override { return wire_.src_port_for(qpn); }
@@ -53,17 +63,30 @@ class SameHostLink final : public Link {
   // True if packets to dst go through shared memory now (engine lock held).
   bool carries(const Gid& dst) const;
   void forked();  // in a child of fork(): let go of what is the parent's
-  // A QP is about to talk to dst: its channel now, if dst is a device of ours on this host.
-  bool attach_peer(const Gid& dst, uint64_t now) { return route(dst, now) != nullptr; }
+  // A QP is about to talk to dst: true if a channel to dst exists. Otherwise a handshake with
+  // dst may have started, which wait_handshake() waits for.
+  bool attach_peer(const Gid& dst, uint64_t now) {
+    refresh();
+    return route(dst, now) != nullptr;
+  }
+  // Without the engine lock: returns once no handshake with dst is under way, or after timeout_ms.
+  void wait_handshake(const Gid& dst, int timeout_ms);
 
  private:
   struct Channel;
+  struct Dial;
   Channel* find(const Gid& dst) const;  // a live channel to dst, or null
-  Channel* route(const Gid& dst, uint64_t now);
+  Channel* route(const Gid& dst, uint64_t now);  // after refresh()
   int receive(PacketSink& sink, uint64_t now, int max, bool wire);
-  Channel* connect_to(const Gid& dst);
   Channel* adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected, std::vector<Gid> peer);
   void accept_one();
+  void dial(const Gid& dst);
+  void answered(Dial& d);
+  void dialed(Dial& d, bool ok);
+  void release(Channel& c);
+  void poke();
+  int made(int fd, const char* what);
+  void name_taken(const Gid& g);
   void watch();
   void refresh();
   int poll_rings(PacketSink& sink, uint64_t now, int max);
@@ -75,6 +98,7 @@ class SameHostLink final : public Link {
   Link& wire_;
   PcapWriter* pcap_;
   std::vector<Gid> own_;
+  Status status_;
   int epoll_fd_ = -1;
   int skips_fd_ = -1;  // holds the wire's fd while channels exist (polling threads skip it)
   int stop_fd_ = -1;
@@ -82,14 +106,23 @@ class SameHostLink final : public Link {
   std::thread watcher_;
   std::atomic<bool> stopping_{false};
 
-  std::mutex mu_;  // all_ and gen_ between the watcher and the engine side
+  std::mutex mu_;  // all_, gen_ and the handshakes between the watcher and the engine side
   std::vector<std::unique_ptr<Channel>> all_;
   std::atomic<uint32_t> gen_{0};
+  std::vector<Gid> to_dial_;    // handshakes the engine side asked for, not yet started
+  std::vector<Gid> dialing_;    // handshakes asked for and not yet ended
+  std::vector<std::pair<Gid, bool>> dial_ends_;  // ended (true: a channel), for refresh()
+  std::condition_variable dial_ended_;
+  std::vector<Dial> dials_;     // watcher side: waiting for the peer's answer
 
   // Engine side.
   uint32_t seen_gen_ = 0;
   std::vector<Channel*> live_;
-  std::map<Gid, uint64_t> refused_until_;  // addresses with no device behind them, for now
+  struct Asked {
+    uint64_t again_at;  // a peer that did not take a channel is asked again from then on
+    bool dialing;
+  };
+  std::map<Gid, Asked> asked_;  // addresses with no channel that were looked up
   std::vector<wire::PacketBuf*> rest_;
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;

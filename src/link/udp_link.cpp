@@ -140,12 +140,13 @@ uint16_t bound_port(int fd) {
 
 // Receive sockets for the IPv6 addresses, and send sockets on the ports the IPv4 ones have (a
 // QP's source port is the same whichever family its path takes). An address that cannot be
-// bound (another device on this interface has it) is left out unless it was asked for.
+// bound (another device on this interface has it) is left out unless it was asked for; a
+// process out of descriptors fails (a device without its IPv6 GIDs would be half built).
 bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
   for (const Gid& a : addrs) {
     int fd = make_socket6(a, is_link_local(a) ? ifindex_ : 0, wire::kRoceV2Port, err);
     if (fd >= 0) v6_.push_back({a, fd});
-    else if (required) return false;
+    else if (required || *err == EMFILE || *err == ENFILE) return false;
   }
   if (v6_.empty()) return !required;
   for (int i = 0; i < kTxSockets; ++i) {
@@ -155,7 +156,7 @@ bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
       v6_.clear();
       for (int& fd : tx6_fd_)
         if (fd >= 0) close(std::exchange(fd, -1));
-      return !required;
+      return !required && *err != EMFILE && *err != ENFILE;
     }
     tx_port_[i] = bound_port(tx6_fd_[i]);
   }
@@ -176,6 +177,8 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
     for (uint32_t x = 1; x < 255 && l->rx_fd_ < 0; ++x) {
       ip = 0x7f000000 | x;
       l->rx_fd_ = make_socket(ip, wire::kRoceV2Port, &err);
+      if (l->rx_fd_ < 0 && err != EADDRINUSE)  // out of descriptors: no other address does better
+        return make_error(err, std::string("cannot open a UDP socket: ") + std::strerror(err));
     }
     if (l->rx_fd_ < 0) return make_error(EADDRINUSE, "no free 127.0.0.x:4791 on loopback");
   }
@@ -193,7 +196,8 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
       return make_error(err, "cannot bind [" + addr.to_string() + "]:4791: " + std::strerror(err));
   } else if (!itf.loopback) {
     // Loopback's ::1 is not shared among devices: IPv6 there only when asked for (UROCE_ADDR=::1).
-    l->open_v6(itf.ipv6, false, &err);
+    if (!l->open_v6(itf.ipv6, false, &err))
+      return make_error(err, std::string("cannot open an IPv6 socket: ") + std::strerror(err));
   }
   if (!pcap_path.empty()) {
     l->pcap_ = std::make_unique<PcapWriter>();
@@ -212,7 +216,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
     setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
   }
   l->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (l->epoll_fd_ < 0) return make_error(errno, std::string("epoll_create1: ") + std::strerror(errno));
+  if (l->epoll_fd_ < 0) return make_error(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
   std::vector<int> fds;
   if (ip) fds.push_back(l->raw_fd_ >= 0 ? l->raw_fd_ : l->rx_fd_);
   for (const auto& v : l->v6_) fds.push_back(v.fd);

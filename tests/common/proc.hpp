@@ -1,14 +1,21 @@
 // Runs a function in a child process (forked before any engine thread exists) and waits for
-// it with a time limit. Children report through their exit code.
+// it with a time limit. Children report through their exit code. And what a process holds:
+// its descriptors and mappings, and a same-host registry name.
 #pragma once
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <string>
 #include <thread>
 
 namespace uroce::test {
@@ -45,6 +52,42 @@ inline uint16_t free_tcp_port() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l);
   close(fd);
   return ntohs(a.sin_port);
+}
+
+// Descriptors this process holds (not counting the one that lists them).
+inline int open_fds() {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n - 1;
+}
+
+// Mappings of this process whose line in /proc/self/maps contains `what` (a same-host ring is
+// "/memfd:uroce-shm").
+inline int mappings(const char* what) {
+  std::ifstream f("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(f, line);) n += line.find(what) != std::string::npos;
+  return n;
+}
+
+// A socket on the same-host name of a device at addr, as uid's ("uroce-shm/<uid>/<addr>" in
+// the abstract namespace), that listens and never accepts: what a stopped device looks like,
+// or someone who took the name first. -1 if the name is taken.
+inline int hold_registry_name(const std::string& addr, uid_t uid = getuid()) {
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = "uroce-shm/" + std::to_string(uid) + "/" + addr;
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  const auto len = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (s >= 0 && (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(s, 64) != 0)) {
+    close(s);
+    s = -1;
+  }
+  return s;
 }
 
 }  // namespace uroce::test

@@ -1,16 +1,21 @@
 // The public API with its real engine and UDP link, in one process: events reach the
-// application through file descriptors, as an event-driven program uses them.
+// application through file descriptors, as an event-driven program uses them; a process short
+// of descriptors gets a clean error from the open.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
 
+#include "../common/proc.hpp"
 #include "uroce/uroce.hpp"
 
 using namespace uroce;
@@ -362,4 +367,40 @@ TEST(Api, CongestionControlPerQp) {
   auto c = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
   ASSERT_TRUE(c->set_congestion_control("swift"));
   EXPECT_EQ(c->congestion_control(), "swift");
+}
+
+// A device takes about twenty descriptors (UDP sockets, eventfds, epoll sets, its same-host
+// registry socket). Under an RLIMIT_NOFILE that leaves 0, 1, ... 40 free, the open either
+// succeeds or fails with EMFILE and names what it could not make; it leaves no descriptor
+// behind either way, and closing it returns (a device opened half built used to hang for ever
+// in its destructor). In a child, forked before any engine thread exists.
+TEST(Api, OpeningShortOfDescriptorsFailsCleanly) {
+  pid_t child = test::spawn([] {
+    rlimit old{};
+    if (getrlimit(RLIMIT_NOFILE, &old) != 0) return 10;
+    int failed = 0, opened = 0;
+    for (int spare = 0; spare <= 40; ++spare) {
+      const int before = test::open_fds();
+      rlimit low{rlim_t(before + spare), old.rlim_max};
+      if (setrlimit(RLIMIT_NOFILE, &low) != 0) return 11;
+      {
+        auto dev = Device::open("uroce0", {});
+        if (dev) {
+          ++opened;
+        } else if (dev.error().code != EMFILE || dev.error().message.find(std::strerror(EMFILE)) == std::string::npos) {
+          std::fprintf(stderr, "%d spare: %d, %s\n", spare, dev.error().code, dev.error().message.c_str());
+          return 12;
+        } else {
+          ++failed;
+        }
+      }
+      if (setrlimit(RLIMIT_NOFILE, &old) != 0) return 13;
+      if (test::open_fds() != before) {
+        std::fprintf(stderr, "%d spare: %d descriptors left\n", spare, test::open_fds() - before);
+        return 14;
+      }
+    }
+    return failed > 0 && opened > 0 ? 0 : 15;
+  });
+  EXPECT_EQ(test::reap(child, 60), 0) << "-1: it hung (see stderr for the rest)";
 }

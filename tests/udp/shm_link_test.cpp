@@ -1,14 +1,17 @@
 // The same-host link on its own, over a wire that only counts: how often it reads the wire
-// while its rings bring packets (on every pass while they bring none), and what it does with
-// more than a ring holds.
+// while its rings bring packets (on every pass while they bring none), what it does with
+// more than a ring holds, what a peer that left leaves behind, and what a peer that never
+// answers costs.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "../common/proc.hpp"
 #include "link/shm_backlog.hpp"
 #include "link/shm_link.hpp"
 #include "link/shm_ring.hpp"
@@ -23,9 +26,10 @@ class CountingWire final : public link::Link {
   explicit CountingWire(Gid g) : gid_(g) {}
   std::vector<Gid> gids() const override { return {gid_}; }
   uint16_t src_port_for(uint32_t) const override { return 49152; }
-  void send(std::span<wire::PacketBuf* const>, uint64_t) override {}
+  void send(std::span<wire::PacketBuf* const> pkts, uint64_t) override { sent += int(pkts.size()); }
   int poll_rx(link::PacketSink&, uint64_t, int) override { return ++reads, 0; }
   int reads = 0;
+  int sent = 0;
 
  private:
   Gid gid_;
@@ -195,4 +199,84 @@ TEST(SameHostLink, ABacklogToAPeerThatLeftIsDropped) {
     else std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_TRUE(slept);
+}
+
+namespace {
+
+// Calls step() until done() or 10 s have passed; true if done.
+template <class Step, class Done>
+bool within_10s(Step step, Done done) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace
+
+// A peer that left keeps its channel until what it sent last is read; then the channel's socket
+// and eventfds are closed and its ring unmapped. Twenty peers in turn leave nothing behind (a
+// long-lived device used to keep 3 descriptors and 8.65 MB for every peer it ever met).
+TEST(SameHostLink, AChannelToAPeerThatLeftIsFreedOnceReadToTheEnd) {
+  const Gid ga = local_addr(7), gb = local_addr(8);
+  CountingWire wa(ga), wb(gb);
+  link::SameHostLink a(wa, nullptr);
+  const int fds = test::open_fds();
+  ASSERT_EQ(test::mappings("/memfd:uroce-shm"), 0);
+  for (uint32_t peer = 0; peer < 20; ++peer) {
+    SCOPED_TRACE("peer " + std::to_string(peer));
+    {
+      link::SameHostLink b(wb, nullptr);
+      ASSERT_TRUE(attach(a, gb));
+      wire::PacketBuf p = numbered(peer, {gb, ga, 49152, wire::kRoceV2Port});
+      wire::PacketBuf* one[] = {&p};
+      b.send(one, 0);  // its last packet, into a's ring
+    }
+    // b is gone: its socket hung up. Until a reads what b sent, the channel stays whole.
+    ASSERT_TRUE(within_10s([] {}, [&] { return !a.carries(gb); }));
+    EXPECT_EQ(test::open_fds(), fds + 3);  // its socket and two eventfds
+    EXPECT_EQ(test::mappings("/memfd:uroce-shm"), 1);
+    CountingSink sink;
+    a.poll_rx(sink, 0, 256);
+    EXPECT_EQ(sink.packets, 1);
+    // Read to the end: the next receive lets it go, and the watcher closes and unmaps it.
+    CountingSink none;
+    EXPECT_TRUE(within_10s([&] { a.poll_rx(none, 0, 256); },
+                           [&] { return test::open_fds() == fds && test::mappings("/memfd:uroce-shm") == 0; }))
+        << test::open_fds() - fds << " descriptors and " << test::mappings("/memfd:uroce-shm") << " rings left";
+    EXPECT_EQ(none.packets, 0);
+  }
+  EXPECT_EQ(a.stats().channels, 0u);
+}
+
+// A peer whose name is there but who never answers (a stopped process) costs the sender
+// nothing: looking it up and sending return at once, the packets take the wire meanwhile, and
+// the handshake is given up after a second. (It used to wait that second under the engine
+// lock, and again every second after.)
+TEST(SameHostLink, APeerThatNeverAnswersHoldsNothingUp) {
+  const Gid ga = local_addr(9), gx = local_addr(10);
+  CountingWire wa(ga);
+  link::SameHostLink a(wa, nullptr);
+  const int stopped = test::hold_registry_name(gx.to_string());
+  ASSERT_GE(stopped, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(a.attach_peer(gx, 0));
+  wire::PacketBuf p;
+  p.flow = {ga, gx, 49152, wire::kRoceV2Port};
+  p.len = 64;
+  wire::PacketBuf* one[] = {&p};
+  for (int i = 0; i < 100; ++i) a.send(one, 0);
+  const auto sent = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(sent, std::chrono::milliseconds(300));
+  EXPECT_EQ(wa.sent, 100);
+  a.wait_handshake(gx, 10'000);
+  const auto given_up = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(given_up, std::chrono::milliseconds(900));  // the peer had its second
+  EXPECT_LT(given_up, std::chrono::seconds(5));
+  EXPECT_FALSE(a.attach_peer(gx, 0));
+  EXPECT_EQ(a.stats().channels, 0u);
+  close(stopped);
 }

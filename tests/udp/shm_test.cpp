@@ -1,8 +1,10 @@
 // The same-host shared-memory link: two devices of this user agree on rings by themselves, the
 // transport above is unchanged (every byte, every completion), a device with it off still
-// talks UDP to one with it on, a restarted peer gets a new channel, and a peer that writes
-// garbage into the rings is dropped and counted, never trusted.
+// talks UDP to one with it on, a restarted peer gets a new channel, a peer that writes
+// garbage into the rings is dropped and counted, never trusted, a stopped peer stalls nothing,
+// and a name someone else took is said and not trusted.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -12,13 +14,16 @@
 #include <csignal>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <new>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "../common/api_side.hpp"
+#include "../common/proc.hpp"
 #include "../common/seed.hpp"
 #include "link/fd_passing.hpp"
 #include "link/shm_ring.hpp"
@@ -41,6 +46,12 @@ struct Side : test::ApiSide {
 void connect(test::ApiSide& a, test::ApiSide& b) {
   ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5));
   ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7));
+}
+
+// An address of this process alone in 127.<net>/16, away from the first-free 127.0.0.x pool:
+// tests run side by side.
+std::string own_addr(uint32_t net) {
+  return Gid::from_ipv4((127u << 24) | (net << 16) | uint32_t(getpid() & 0xff00) | uint32_t(1 + getpid() % 254)).to_string();
 }
 
 std::vector<Wc> wait_for(test::ApiSide& s, size_t want) {
@@ -349,4 +360,113 @@ TEST(SameHost, APeerThatLeftRightAfterSendingIsStillHeard) {
     EXPECT_EQ(rx[size_t(i)].status, WcStatus::Success);
     EXPECT_EQ(a.buf[size_t(i) * 100 + 99], uint8_t('a' + i));
   }
+}
+
+// A QP towards a device that is stopped (its name is there, nobody answers) waits for the
+// handshake on its own thread, without the device's lock, and then starts on UDP. A ping-pong
+// on another QP of the same device goes on meanwhile, and while the QP's retransmissions
+// towards the stopped device ask its name again every second. (The handshake used to hold
+// the lock for its one-second timeout, at RTR and every second after: ~1 s stalls.)
+TEST(SameHost, AStoppedPeerStallsNothingElse) {
+  Side a(true), b(true);
+  connect(a, b);
+  traffic(a, b, test::test_seed(29), 2);
+  ASSERT_EQ(a.counter("shm_channels"), 1u);
+  const std::string stopped_addr = own_addr(24);
+  const int stopped = test::hold_registry_name(stopped_addr);
+  ASSERT_GE(stopped, 0);
+  auto cq2 = std::move(*a.dev->create_cq(16));  // its error completions stay off a.cq
+  auto qp2 = std::move(*a.pd->create_qp({QpType::RC, cq2.get(), cq2.get(), {}, false, nullptr}));
+  std::chrono::steady_clock::duration connect_took{};
+  std::atomic<bool> done{false};
+  std::thread other([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(qp2->connect({*Gid::parse(stopped_addr), 0x123, 1}, 2));
+    connect_took = std::chrono::steady_clock::now() - t0;
+    Sge s = a.mr->sge(0, 100);
+    EXPECT_TRUE(qp2->post_send({1, WrOpcode::Send, kSendSignaled, {&s, 1}}));  // retransmitted
+    done = true;
+  });
+  // Round trips a -> b -> a, each timed, for 3 s (the handshake and two retries) and at most
+  // 10 s more while the connect has not returned.
+  using Clock = std::chrono::steady_clock;
+  Clock::duration worst{};
+  int rounds = 0;
+  const auto end = Clock::now() + std::chrono::seconds(3);
+  for (auto t0 = Clock::now(); t0 < end || (!done && t0 < end + std::chrono::seconds(10)); t0 = Clock::now()) {
+    Sge r = b.mr->sge(0, 64), s = a.mr->sge(0, 64);
+    if (!b.qp->post_recv({1, {&r, 1}}) || !a.qp->post_send({2, WrOpcode::Send, kSendSignaled, {&s, 1}}) ||
+        wait_for(b, 1).size() != 1 || wait_for(a, 1).size() != 1) {
+      ADD_FAILURE() << "round trip " << rounds;
+      break;
+    }
+    worst = std::max(worst, Clock::now() - t0);
+    ++rounds;
+  }
+  other.join();
+  EXPECT_LT(worst, std::chrono::milliseconds(250)) << rounds << " round trips";
+  EXPECT_LT(connect_took, std::chrono::milliseconds(2500));
+  EXPECT_EQ(a.counter("shm_channels"), 1u);  // b's; none to the stopped device
+  close(stopped);
+}
+
+// Anyone may bind a device's same-host name before it opens. The device says so on stderr,
+// with who holds it, counts it, and keeps UDP for that address.
+TEST(SameHost, ADeviceWhoseNameIsTakenSaysSo) {
+  const std::string addr = own_addr(25);
+  const int holder = test::hold_registry_name(addr);
+  ASSERT_GE(holder, 0);
+  testing::internal::CaptureStderr();
+  {
+    Side a(true, addr);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find("uroce: same-host name of " + addr + " is held by pid " + std::to_string(getpid())),
+              std::string::npos) << said;
+    EXPECT_EQ(a.counter("shm_names_taken"), 1u);
+  }
+  close(holder);
+  Side a(true, addr);
+  EXPECT_EQ(a.counter("shm_names_taken"), 0u);
+}
+
+// The name taken by another user: a peer that looks it up checks who answers (SO_PEERCRED)
+// and hands them nothing, neither memory nor eventfds; the two devices talk over UDP.
+TEST(SameHost, APeerTrustsNoOtherUserWithItsMemory) {
+  if (geteuid() != 0) GTEST_SKIP() << "holding the name as another user needs root";
+  const std::string addr = own_addr(26);
+  const uid_t uid = getuid();
+  int ready[2], stop[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(stop), 0);
+  // Forked before any engine thread exists. Exit code: descriptors it was handed.
+  pid_t squatter = test::spawn([&] {
+    if (setgid(65534) != 0 || setuid(65534) != 0) return 100;
+    const int s = test::hold_registry_name(addr, uid);
+    if (s < 0 || write(ready[1], "r", 1) != 1) return 101;
+    int handed = 0;
+    pollfd p[2] = {{s, POLLIN, 0}, {stop[0], POLLIN, 0}};
+    while (poll(p, 2, 30'000) > 0 && !p[1].revents) {
+      int c = accept(s, nullptr, nullptr);
+      char buf[1024];
+      int fds[8], got = 0;
+      if (c >= 0 && link::recv_with_fds(c, buf, sizeof buf, fds, 8, &got) >= 0) handed += got;
+      if (c >= 0) close(c);
+    }
+    return handed;
+  });
+  char r = 0;
+  ASSERT_EQ(read(ready[0], &r, 1), 1);
+  testing::internal::CaptureStderr();
+  Side a(true, addr);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("is held by pid " + std::to_string(squatter) + " (uid 65534)"), std::string::npos) << said;
+  Side b(true);
+  connect(b, a);  // b looks a's address up: the squatter answers
+  traffic(b, a, test::test_seed(30), 5);
+  EXPECT_EQ(b.counter("shm_channels"), 0u);
+  EXPECT_EQ(b.counter("shm_tx_packets"), 0u);
+  EXPECT_EQ(a.counter("shm_names_taken"), 1u);
+  ASSERT_EQ(write(stop[1], "s", 1), 1);
+  EXPECT_EQ(test::reap(squatter, 30), 0) << "descriptors handed to another user";
+  for (int fd : {ready[0], ready[1], stop[0], stop[1]}) close(fd);
 }
