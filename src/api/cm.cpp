@@ -21,7 +21,9 @@
 namespace uroce {
 
 namespace {
-constexpr uint32_t kSlots = 64;
+// QP1's queues, as deep as the kernel's MAD layer makes them (mad_recvq_size 512,
+// mad_sendq_size 128): a burst of REQs from many connects must not find no receive posted.
+constexpr uint32_t kRecvSlots = 512, kSendSlots = 128;
 constexpr size_t kRecvSlot = kGrhBytes + cm::kMadBytes;
 // MADs waiting for a free send slot, at most. Only connections' MADs wait (a REQ, REP, RTU, DREQ
 // or DREP each, and their retransmissions); what a stranger's flood asks for is best-effort and
@@ -73,11 +75,11 @@ struct ConnectionManager::Impl {
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<CompletionQueue> cq;
   std::unique_ptr<QueuePair> qp;
-  std::vector<uint8_t> mem;  // kSlots receive slots, then kSlots send slots
+  std::vector<uint8_t> mem;  // kRecvSlots receive slots, then kSendSlots send slots
   std::unique_ptr<MemoryRegion> mr;
   std::mutex mu;             // the manager, the send ring and the event queue
   cm::Manager mgr;
-  uint32_t send_next = 0, send_free = kSlots;
+  uint32_t send_next = 0, send_free = kSendSlots;
   std::deque<cm::Outgoing> waiting;  // MADs for the send ring, in order, while it is full
   std::deque<CmEvent> events;
   size_t max_events;
@@ -91,7 +93,7 @@ struct ConnectionManager::Impl {
         max_events(o.max_events) {}
 
   uint8_t* recv_slot(uint32_t i) { return mem.data() + size_t(i) * kRecvSlot; }
-  uint8_t* send_slot(uint32_t i) { return mem.data() + size_t(kSlots) * kRecvSlot + size_t(i) * cm::kMadBytes; }
+  uint8_t* send_slot(uint32_t i) { return mem.data() + size_t(kRecvSlots) * kRecvSlot + size_t(i) * cm::kMadBytes; }
 
   Status post_recv(uint32_t i) {
     Sge s{uint64_t(recv_slot(i)), uint32_t(kRecvSlot), mr->lkey()};
@@ -99,7 +101,7 @@ struct ConnectionManager::Impl {
   }
 
   void send(const cm::Outgoing& o) {
-    uint32_t i = send_next++ % kSlots;
+    uint32_t i = send_next++ % kSendSlots;
     --send_free;
     std::memcpy(send_slot(i), o.mad.data(), o.mad.size());
     Sge s{uint64_t(send_slot(i)), uint32_t(cm::kMadBytes), mr->lkey()};
@@ -244,7 +246,7 @@ void ConnectionManager::Impl::run() {
       uint64_t d = mgr.next_deadline(), n = now_ns();
       if (d != UINT64_MAX) timeout_ms = int(std::min<uint64_t>(100, d > n ? (d - n) / 1'000'000 + 1 : 0));
     }
-    Wc wc[16];
+    Wc wc[64];
     auto r = cq->wait(wc, timeout_ms);
     std::lock_guard g(mu);
     for (int k = 0; r && k < *r; ++k) {
@@ -270,20 +272,20 @@ Result<std::unique_ptr<ConnectionManager>> ConnectionManager::open(Device& dev, 
   auto pd = dev.alloc_pd();
   if (!pd) return pd.error();
   m.pd = std::move(*pd);
-  auto cq = dev.create_cq(4 * kSlots);
+  auto cq = dev.create_cq(2 * (kRecvSlots + kSendSlots));
   if (!cq) return cq.error();
   m.cq = std::move(*cq);
-  QpInit init{QpType::UD, m.cq.get(), m.cq.get(), QpCap{kSlots, kSlots, 1, 1, 0}, false};
+  QpInit init{QpType::UD, m.cq.get(), m.cq.get(), QpCap{kSendSlots, kRecvSlots, 1, 1, 0}, false};
   init.gsi = true;
   auto qp = m.pd->create_qp(init);
   if (!qp) return qp.error();
   m.qp = std::move(*qp);
   if (Status s = m.qp->activate_ud(cm::kGsiQkey); !s) return s.error();
-  m.mem.assign(size_t(kSlots) * (kRecvSlot + cm::kMadBytes), 0);
+  m.mem.assign(size_t(kRecvSlots) * kRecvSlot + size_t(kSendSlots) * cm::kMadBytes, 0);
   auto mr = m.pd->reg_mr(m.mem.data(), m.mem.size(), kAccessLocalWrite);
   if (!mr) return mr.error();
   m.mr = std::move(*mr);
-  for (uint32_t i = 0; i < kSlots; ++i)
+  for (uint32_t i = 0; i < kRecvSlots; ++i)
     if (Status s = m.post_recv(i); !s) return s.error();
   m.evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
   if (m.evfd < 0) return make_error(errno, "cm: eventfd failed");

@@ -36,7 +36,7 @@ struct RequesterState {
   uint32_t recv_seq = 0;   // receive WQEs the WQEs assigned so far consume at the responder
   bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
   bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
-  // The peer takes it too (agreed for this QP, or it sent a SACK): SENDs carry a PlaceETH and
+  // The peer takes it too (agreed for this QP, or shown by its first answer): SENDs carry a PlaceETH and
   // a READ asks again for only the responses it lacks. A device-wide choice alone may face any
   // stack, which would drop uroce's SEND opcodes and answer such READs its own way.
   bool peer_sr = false;
@@ -128,9 +128,14 @@ struct ResponderState {
   // it or announced it on a request taken in sequence. Only then are its bits and uroce's
   // opcodes honoured, requests held past a hole and SACKs sent; and answers carry the bit.
   bool sr = false;
+  // The request being executed was held past a hole (selective repeat): one that would be
+  // rejected in its turn is dropped instead of NAKed, and its requester's resend, taken in
+  // sequence, gets the NAK. A stranger's held request can then never end the connection.
+  bool from_hold = false;
   // Requests held past a hole (selective repeat, Qp::sr_hold): counted here, in a line every
   // request touches anyway, so a QP holding nothing never reads the cold hold.
   uint16_t held = 0;
+  uint16_t disputed = 0;  // slots of the hold disputed (HeldRequest::disputed)
   // Current SEND message: the receive WQE taken for it (the recv_taken'th, from 1), and
   // its first PSN (where a packet goes follows from its PSN).
   bool have_recv = false;
@@ -168,6 +173,9 @@ struct SrSendState {
 // is filled and then executed in PSN order. Allocated when a QP first holds one.
 struct HeldRequest {
   bool valid = false;
+  // Two different requests came for this PSN past the expected one: neither is trusted, and
+  // none is held for it until it is the expected PSN (p.bth.psn says which PSN).
+  bool disputed = false;
   wire::Packet p;                // its payload points into `bytes`, its own copy, even when placed
   std::vector<uint8_t> bytes;
 };

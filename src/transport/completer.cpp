@@ -1,6 +1,7 @@
 // Completer (IBA 9.7.5.1): consumes ACKs, NAKs, READ responses and atomic ACKs in PSN order,
 // completes send WQEs in order, and drives retransmission: go-back-N on a PSN sequence NAK or a
-// response gap, the transport timer with retry_cnt, RNR back-off with rnr_retry (7 = forever).
+// response gap, RNR back-off with rnr_retry (7 = forever); the transport timer is in
+// retransmit.cpp.
 #include <algorithm>
 #include <cstring>
 
@@ -16,22 +17,23 @@ using wire::NakCode;
 using wire::Opcode;
 using wire::Psn;
 
-namespace {
-
-SendWqe* head(Qp& qp) {
+SendWqe* completer_head(Qp& qp) {
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);
   if (d == qp.sq.prod.load(std::memory_order_acquire)) return nullptr;
   SendWqe& w = qp.sq.slot(d);
   return w.assigned || w.failed ? &w : nullptr;
 }
 
-// Selective repeat: READ responses placed past a gap wait for it (SrReadMap).
-bool placed(const Qp& qp) { return qp.sr_read && qp.sr_read->count; }
-
-void fatal(Context& cx, Qp& qp, WcStatus st) {
-  if (SendWqe* w = head(qp)) cx.complete_send(qp, *w, st);
+void completer_fatal(Context& cx, Qp& qp, WcStatus st) {
+  if (SendWqe* w = completer_head(qp)) cx.complete_send(qp, *w, st);
   cx.qp_to_error(qp);
 }
+
+namespace {
+
+SendWqe* head(Qp& qp) { return completer_head(qp); }
+void fatal(Context& cx, Qp& qp, WcStatus st) { completer_fatal(cx, qp, st); }
+bool placed(const Qp& qp) { return sr_reads_placed(qp); }
 
 // Forward progress: restart the retry budgets and the transport timer (IBA 9.7.6.1.3).
 void progressed(Context& cx, Qp& qp, uint64_t now) {
@@ -166,14 +168,23 @@ Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
     gap_retry(cx, qp, missing, psn);
     return Verdict::GapRetry;
   }
-  if (sr_read_got(qp, psn)) {
-    ++cx.ctr().rx_duplicate;
-    return Verdict::Stale;
-  }
   const uint32_t k = Psn::distance(w->first_psn, psn);
   if (!response_fits(qp, *w, k, p)) {
     ++cx.ctr().rx_malformed;
     return Verdict::Unexpected;
+  }
+  if (sr_read_got(qp, psn)) {
+    // Each response comes once unless asked for again: a second, different one for a PSN already
+    // placed means one of them is a stranger's. Neither is believed; the PSN is asked for again.
+    if (sgl_equal(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
+                  uint32_t(p.payload.size()))) {
+      ++cx.ctr().rx_duplicate;
+      return Verdict::Stale;
+    }
+    sr_read_take(qp, psn);
+    ++cx.ctr().rx_sr_conflicts;
+    sr_reask_reads(cx, qp, psn, psn + 1);
+    return Verdict::Conflict;
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
                   uint32_t(p.payload.size())) != core::KeyCheck::Ok) {
@@ -194,6 +205,28 @@ Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Held;
 }
 
+// A response for a PSN of the READ at the head that was already taken. Each comes once unless
+// asked for again, and under selective repeat one may have been taken past a gap before its
+// own arrived: a different one now means one of them is a stranger's. Neither is believed: the
+// READ asks again for everything from that PSN on.
+Verdict on_passed_response(Context& cx, Qp& qp, SendWqe& w, const wire::Packet& p) {
+  const Psn psn = p.bth.psn;
+  const uint32_t k = Psn::distance(w.first_psn, psn);
+  if (!qp.req.peer_sr || !response_fits(qp, w, k, p) ||
+      sgl_equal(cx.mrs(), qp.pd(), qp.sq.sges(qp.sq.done.load(std::memory_order_relaxed)), w.num_sge,
+                uint64_t(k) * qp.mtu(), p.payload.data(), uint32_t(p.payload.size()))) {
+    ++cx.ctr().rx_duplicate;
+    return Verdict::Stale;
+  }
+  ++cx.ctr().rx_sr_conflicts;
+  w.resp_pkts = k;
+  qp.comp.una = psn;
+  requester_go_back(cx, qp, psn);
+  qp.comp.rewind = core::Rewind::GapRetried;
+  qp.comp.rewound_to = psn;
+  return Verdict::Conflict;
+}
+
 Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
   if (!retire_acked(cx, qp, psn - 1, progress, !qp.req.peer_sr)) {
@@ -207,10 +240,7 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
   }
   Psn expect = w->first_psn + w->resp_pkts;
   if (psn != expect) {
-    if (psn < expect) {
-      ++cx.ctr().rx_duplicate;
-      return Verdict::Stale;
-    }
+    if (psn < expect) return on_passed_response(cx, qp, *w, p);
     ++cx.ctr().rx_out_of_sequence;
     gap_retry(cx, qp, expect, psn);
     return Verdict::GapRetry;
@@ -349,7 +379,8 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   // Only from a peer that takes part: agreed, or shown by the first answer (which may be
   // this SACK, marked as its answers are). We never announced it, or the peer does not take
   // part: not an answer of ours.
-  if (!qp.req.sr || (!qp.req.peer_sr && (qp.req.peer_settled || !p.bth.sr))) {
+  // Before that is settled, only a SACK that acknowledges something is an answer at all.
+  if (!qp.req.sr || (!qp.req.peer_sr && (qp.req.peer_settled || !p.bth.sr || p.bth.psn < c.una))) {
     ++cx.ctr().rx_bad_opcode;
     return Verdict::Unexpected;
   }
@@ -368,7 +399,11 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
       if (q != missing) sr_mark(qp, q, true);
   }
   // The bitmap is what the responder holds now: a PSN it no longer reports (a copy it dropped
-  // when a stranger's request conflicted with it) is a hole again.
+  // when a stranger's request conflicted with it) is a hole again. The PSN after `acked` is the
+  // one it waits for, whatever an older SACK said: held there, it runs only after a resend.
+  const Psn next = acked + 1;
+  const bool wanted = c.una <= next && next < qp.req.high && sr_sacked(qp, next);
+  if (wanted) sr_mark(qp, next, false);
   bool any = false;
   Psn highest;
   for (uint32_t i = 1; i < wire::kSackPsns; ++i) {
@@ -382,6 +417,13 @@ Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     any = true;
   }
   const Verdict plain = c.una <= acked ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
+  if (wanted) s.resent_upto = next - 1;  // resent once already, as held: once more
+  if (!any && wanted) {
+    requester_go_back(cx, qp, next);
+    s.limit = next;
+    ++cx.ctr().retransmit_gaps;
+    return Verdict::Resend;
+  }
   if (!any) return plain;
   if (!sr_holds_any(qp) || s.highest < highest) s.highest = highest;
   note_lost_resends(cx, qp, highest);
@@ -492,95 +534,6 @@ Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64
   }
   cx.trace(qp, p, v);
   return v;
-}
-
-namespace {
-
-// The PSN after the last READ the responder is known to have executed, READ w (the oldest,
-// which answered) or the one of the last response placed: parts of those may be asked for
-// again. A READ that never answered is asked for again whole, as first sent, since the
-// responder may never have had it: a part would be taken for a new, shorter READ.
-Psn answered_upto(Qp& qp, const SendWqe& w) {
-  Psn upto = w.last_psn() + 1;
-  if (!placed(qp)) return upto;
-  auto& sq = qp.sq;
-  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
-  for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
-    const SendWqe& x = sq.slot(i);
-    if (x.first_psn > qp.sr_read->seen) break;
-    upto = x.last_psn() + 1;
-  }
-  return upto;
-}
-
-}  // namespace
-
-void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now) {
-  auto& c = qp.comp;
-  if (uint64_t t = retransmit_timeout(cx, qp)) {
-    c.retrans_deadline = now + t;
-    c.retrans_armed_at = now;
-    cx.arm_timer(qp, c.retrans_deadline);
-  }
-}
-
-void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
-  auto& c = qp.comp;
-  c.retrans_deadline = 0;
-  if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
-  // Selective repeat's probe, after a short silence. With PSNs reported held, the holes below
-  // them were resent and lost again: all are resent once more. Otherwise the tail was lost, or
-  // the answers to it: the newest packet goes again, and the answer to it reports any hole
-  // before it. Probes repeat while the full timeout runs (a probe can be lost too).
-  if (uint64_t full = core::transport_timeout_ns(qp.attr().timeout);
-      qp.req.sr && now < c.retrans_armed_at + full) {
-    ++cx.ctr().sr_probes;
-    auto& s = qp.sr_send;
-    SendWqe* w = head(qp);
-    if (w && !w->failed && w->opcode == WrOpcode::RdmaRead && qp.req.peer_sr && (w->resp_pkts || placed(qp))) {
-      sr_reask_reads(cx, qp, w->first_psn + w->resp_pkts, answered_upto(qp, *w));  // responses were lost
-    } else if (w && !w->failed && is_rd_atomic(w->opcode)) {  // it or its answer was lost: ask again
-      const Psn from = w->first_psn + w->resp_pkts;
-      c.rewind = core::Rewind::None;
-      sr_mark(qp, from, false);
-      requester_go_back(cx, qp, from);
-      s.limit = from;
-    } else if (sr_holds_any(qp)) {
-      s.resent_upto = s.highest;
-      requester_go_back(cx, qp, c.una);
-      s.limit = s.highest;
-    } else {
-      requester_go_back(cx, qp, qp.req.high - 1);
-    }
-    if (c.probes < 255) ++c.probes;
-    c.retrans_deadline = std::min(now + retransmit_timeout(cx, qp), c.retrans_armed_at + full);
-    cx.arm_timer(qp, c.retrans_deadline);
-    return;
-  }
-  if (c.fatal) {
-    // The missing responses did not come and the responder is gone: the oldest WQE ends
-    // with the error that ended the connection, not with a retry count nobody could meet.
-    fatal(cx, qp, c.fatal->status);
-    return;
-  }
-  ++cx.ctr().retransmit_timeouts;
-  if (c.retry_left == 0) {
-    fatal(cx, qp, WcStatus::RetryExcErr);
-    return;
-  }
-  --c.retry_left;
-  c.rewind = core::Rewind::None;  // a timeout allows a new gap retry
-  SendWqe* w = head(qp);
-  Psn from = c.una;
-  if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;
-  if (qp.req.sr) {
-    // Every hole goes again, and at least the oldest packet: the responder may hold all the
-    // rest, and its answer to that one says where it stands.
-    qp.sr_send.resent_upto = c.una - 1;
-    sr_mark(qp, from, false);
-  }
-  requester_go_back(cx, qp, from);
-  start_retransmit_timer(cx, qp, now);
 }
 
 }  // namespace uroce::transport

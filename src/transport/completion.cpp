@@ -105,6 +105,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.sr_hold.reset();
   qp.sr_read.reset();
   qp.resp.held = 0;
+  qp.resp.disputed = 0;
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY and Swift to round trips, which only RC measures.
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;

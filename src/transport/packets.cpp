@@ -63,8 +63,9 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
                (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
                (info.transport == wire::Transport::UD && q->type() == QpType::UD);
   // uroce's own opcodes (SENDs with a PlaceETH) only on a QP that took selective repeat from
-  // its peer: to any other they are as unknown as to rxe or a NIC.
-  if (!match || ((info.headers & wire::kPlaceEth) && !q->resp.sr)) {
+  // its peer, or chose it and is offered it now: to any other they are as unknown as to rxe or
+  // a NIC.
+  if (!match || ((info.headers & wire::kPlaceEth) && !q->resp.sr && !(q->req.sr && p.bth.sr))) {
     ++ctr_.rx_bad_opcode;
     return;
   }

@@ -80,8 +80,17 @@ Verdict nak_verdict(NakCode code) {
   return Verdict::NakInvalid;
 }
 
+// A request held past a hole that would be rejected in its turn: dropped, not NAKed (a
+// stranger's must not end the connection); the requester's own resend is judged in sequence.
+Verdict held_unfit(Context& cx, Qp& qp) {
+  ++cx.ctr().rx_sr_unfit;
+  cx.want_ack(qp);  // the SACK no longer reports it: the requester sends it again
+  return Verdict::HeldUnfit;
+}
+
 // Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
 Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
+  if (qp.resp.from_hold) return held_unfit(cx, qp);
   ++cx.ctr().tx_naks_fatal;
   answer(cx, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
   return nak_verdict(code);
@@ -149,12 +158,15 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     r.msg_first = p.bth.psn;
   }
   uint32_t len = uint32_t(p.payload.size());
+  // From the hold, the receive taken stays for the requester's own resend of this packet.
+  if (r.from_hold && uint64_t(r.recv_offset) + len > r.recv_len) return held_unfit(cx, qp);
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                   p.payload.data(), len) != core::KeyCheck::Ok) {
+    if (r.from_hold) return held_unfit(cx, qp);
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }
@@ -465,7 +477,6 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     return Verdict::NakSequence;
   }
   r.seq = core::RespSeq::InSequence;
-  if (p.bth.sr && qp.req.sr) r.sr = true;  // the requester announces it: answers carry the bit
   if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
@@ -511,12 +522,13 @@ Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /
 
 Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
   auto& r = qp.resp;
-  if (sr_holding(qp) && p.bth.psn == r.epsn && sr_conflicts(cx, qp, p)) {
-    cx.trace(qp, p, Verdict::Conflict);
-    return Verdict::Conflict;
-  }
+  // At the expected PSN the request that arrives is executed, as any RoCE stack does; a
+  // different one held for that PSN was someone else's.
+  if (sr_holding(qp) && p.bth.psn == r.epsn) sr_conflicts(cx, qp, p);
   const Psn from = r.epsn;
   Verdict v = responder_execute(cx, qp, p, now);
+  // The requester announces selective repeat on a request taken in sequence: answers carry the bit.
+  if (v == Verdict::Execute && p.bth.sr && qp.req.sr) r.sr = true;
   // Held requests run once a resend fills the hole before them: only the requester's own
   // resend vouches that what lies past it was sent (a stranger's request ahead of a first
   // send waits for its PSN's real packet, and conflicts with it).

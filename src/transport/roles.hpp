@@ -21,7 +21,12 @@ bool requester_send_datagram(Context& cx, core::Qp& qp, core::SendWqe& w, uint32
 void requester_go_back(Context& cx, core::Qp& qp, wire::Psn psn);
 
 Verdict completer_on_response(Context& cx, core::Qp& qp, const wire::Packet& p, uint64_t now);
+// The transport timer or a probe fired (retransmit.cpp).
 void completer_on_timer(Context& cx, core::Qp& qp, uint64_t now);
+// The oldest send WQE not completed, if it was given PSNs or failed; completing it with st
+// ends the QP (ERR).
+core::SendWqe* completer_head(core::Qp& qp);
+void completer_fatal(Context& cx, core::Qp& qp, WcStatus st);
 // Completes a WQE the requester rejected once every WQE before it has completed.
 void completer_retire_failed(Context& cx, core::Qp& qp);
 
@@ -59,14 +64,15 @@ bool pace(Context& cx, core::Qp& qp, uint64_t now);
 void paced_send(core::Qp& qp, uint32_t bytes, uint64_t now);
 
 // Selective repeat (selective.cpp). Responder: holds a request past the expected PSN from a
-// requester that takes selective repeat (ResponderState::sr); a request at the expected PSN
-// that differs from the one held there conflicts with it (both dropped); forgets held requests
+// requester that takes selective repeat (ResponderState::sr); two different ones for one PSN
+// conflict (neither kept, that PSN taken only in its turn); a request at the expected PSN drops
+// a different one held there (sr_conflicts) and settles its dispute; forgets held requests
 // the responder has passed (`from`: the expected PSN before the last request) and, after a
 // resend filled a hole (`run`), executes the held ones now in sequence; sends a selective ACK
 // for `acked`.
 Verdict sr_hold(Context& cx, core::Qp& qp, const wire::Packet& p);
 bool sr_holding(const core::Qp& qp);
-bool sr_conflicts(Context& cx, core::Qp& qp, const wire::Packet& p);
+void sr_conflicts(Context& cx, core::Qp& qp, const wire::Packet& p);
 void sr_release(Context& cx, core::Qp& qp, wire::Psn from, uint64_t now, bool run);
 void sr_send_sack(Context& cx, core::Qp& qp, wire::Psn acked);
 // Requester: whether the responder reported psn held; marking (nothing under go-back-N) and
@@ -81,6 +87,7 @@ bool sr_holds_any(const core::Qp& qp);
 // Requester, READs: responses already placed past a gap, by PSN (take: forgets one, true if it
 // was there); asking again for the missing responses of every READ whose PSNs fall in [from, to),
 // each run of them apart.
+bool sr_reads_placed(const core::Qp& qp);  // some response waits for a gap before it
 bool sr_read_got(const core::Qp& qp, wire::Psn psn);
 void sr_read_set(core::Qp& qp, wire::Psn psn);
 bool sr_read_take(core::Qp& qp, wire::Psn psn);

@@ -132,18 +132,27 @@ wire::Opcode rc_opcode(const wire::Packet& p) {
 // ACK request and resend marks, and a SEND's PlaceETH once the requester learned that we take
 // part), anything else is someone else's.
 bool same_request(const wire::Packet& a, const wire::Packet& b) {
-  const auto eq = [](const auto& x, const auto& y) { return std::memcmp(&x, &y, sizeof x) == 0; };
   const uint32_t h = a.info().headers;
   return rc_opcode(a) == rc_opcode(b) && a.bth.solicited == b.bth.solicited && a.bth.place == b.bth.place &&
          (!(h & wire::kReth) || (a.reth.va == b.reth.va && a.reth.rkey == b.reth.rkey && a.reth.dma_len == b.reth.dma_len)) &&
-         (!(h & wire::kAtomicEth) || eq(a.atomic, b.atomic)) && (!(h & wire::kImmDt) || a.imm == b.imm) &&
-         (!(h & b.info().headers & wire::kPlaceEth) || eq(a.place, b.place)) && std::ranges::equal(a.payload, b.payload);
+         (!(h & wire::kAtomicEth) || (a.atomic.va == b.atomic.va && a.atomic.rkey == b.atomic.rkey &&
+                                      a.atomic.swap_add == b.atomic.swap_add && a.atomic.compare == b.atomic.compare)) &&
+         (!(h & wire::kImmDt) || a.imm == b.imm) &&
+         (!(h & b.info().headers & wire::kPlaceEth) ||
+          (a.place.recv_seq == b.place.recv_seq && a.place.pkt == b.place.pkt)) &&
+         std::ranges::equal(a.payload, b.payload);
 }
 
 void drop_held(Qp& qp, core::HeldRequest& s) {
   s.valid = false;
   s.bytes.clear();
   --qp.resp.held;
+}
+
+void clear_dispute(Qp& qp, core::HeldRequest& s) {
+  if (!s.disputed) return;
+  s.disputed = false;
+  --qp.resp.disputed;
 }
 
 }  // namespace
@@ -157,19 +166,35 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
     ++cx.ctr().rx_out_of_sequence;
     return Verdict::OutOfSequence;
   }
+  // What no turn could take is not kept: a FIRST or MIDDLE carries one MTU, a LAST or ONLY at
+  // most one (IBA 9.7.5.2.4), so the hold is bounded by the window in MTUs.
+  const uint32_t flags = p.info().flags, len = uint32_t(p.payload.size());
+  if ((flags & wire::kPayload) && ((flags & wire::kLast) ? len > qp.mtu() : len != qp.mtu())) {
+    ++cx.ctr().rx_sr_unfit;
+    return Verdict::HeldUnfit;
+  }
   if (!qp.sr_hold) qp.sr_hold = std::make_unique<core::SrHold>();
   core::SrHold& h = *qp.sr_hold;
   core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  if (s.disputed && s.p.bth.psn == p.bth.psn) {  // only its turn takes a request for it now
+    ++cx.ctr().rx_sr_conflicts;
+    return Verdict::Conflict;
+  }
   if (s.valid && s.p.bth.psn == p.bth.psn) {
     if (same_request(s.p, p)) {
       ++cx.ctr().rx_duplicate;
       return Verdict::Duplicate;
     }
-    drop_held(qp, s);  // one of them is a stranger's: the requester sends its own again
+    // One of them is a stranger's, and which cannot be told: neither is kept, none is taken for
+    // this PSN before its turn (a SACK no longer reports it, so the requester sends it again).
+    drop_held(qp, s);
+    s.disputed = true;
+    ++qp.resp.disputed;
     ++cx.ctr().rx_sr_conflicts;
     return Verdict::Conflict;
   }
   if (!s.valid) ++qp.resp.held;
+  clear_dispute(qp, s);
   s.valid = true;
   s.p = p;
   s.bytes.assign(p.payload.begin(), p.payload.end());  // its own copy: the link's buffer is gone after this pass
@@ -179,27 +204,30 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Held;
 }
 
-bool sr_holding(const Qp& qp) { return qp.resp.held != 0; }
+bool sr_holding(const Qp& qp) { return qp.resp.held != 0 || qp.resp.disputed != 0; }
 
-bool sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p) {
-  core::HeldRequest& s = qp.sr_hold->slot[slot_of(p.bth.psn)];
-  if (!s.valid || s.p.bth.psn != p.bth.psn || same_request(s.p, p)) return false;
+void sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p) {
+  core::SrHold& h = *qp.sr_hold;
+  core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  if (s.p.bth.psn != p.bth.psn) return;
+  clear_dispute(qp, s);
+  if (!s.valid || same_request(s.p, p)) return;
   drop_held(qp, s);
   ++cx.ctr().rx_sr_conflicts;
-  cx.want_ack(qp);
-  return true;
 }
 
 namespace {
 
 // Held copies of requests the responder has now passed (resent and taken in sequence, or
-// inside a READ's PSN range) are dropped.
+// inside a READ's PSN range) are dropped, and disputes about them settled.
 void forget_passed(Qp& qp, Psn from) {
   core::SrHold& h = *qp.sr_hold;
   const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
-  for (uint32_t i = 0; i < n && qp.resp.held; ++i) {
+  for (uint32_t i = 0; i < n && sr_holding(qp); ++i) {
     core::HeldRequest& s = h.slot[slot_of(from + i)];
-    if (s.valid && s.p.bth.psn == from + i) drop_held(qp, s);
+    if (s.p.bth.psn != from + i) continue;
+    if (s.valid) drop_held(qp, s);
+    clear_dispute(qp, s);
   }
 }
 
@@ -208,19 +236,14 @@ void forget_passed(Qp& qp, Psn from) {
 void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
   auto& r = qp.resp;
   forget_passed(qp, from);
-  for (uint32_t i = 0; run && i <= kSackPsns && sr_holding(qp); ++i) {
+  for (uint32_t i = 0; run && i <= kSackPsns && r.held; ++i) {
     core::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
     if (!s.valid || s.p.bth.psn != r.epsn) return;
-    if (!fits_in_sequence(qp, s.p)) {  // not the requester's: a stranger's cannot make it NAK
-      ++cx.ctr().rx_sr_unfit;
-      cx.trace(qp, s.p, Verdict::HeldUnfit);
-      drop_held(qp, s);
-      cx.want_ack(qp);
-      return;
-    }
     from = r.epsn;
+    r.from_hold = true;
     responder_execute(cx, qp, s.p, now);
-    if (r.epsn == from) {  // not taken (no receive WQE, or an error): the requester sends it again
+    r.from_hold = false;
+    if (r.epsn == from) {  // not taken (no receive WQE, or it would be rejected): the requester sends it again
       if (s.valid) drop_held(qp, s);
       return;
     }
@@ -288,6 +311,8 @@ uint32_t read_slot(Psn psn) { return psn.value() % core::SrReadMap::kSpan; }
 constexpr uint32_t kMaxReasks = 8;
 
 }  // namespace
+
+bool sr_reads_placed(const Qp& qp) { return qp.sr_read && qp.sr_read->count; }
 
 bool sr_read_got(const Qp& qp, Psn psn) {
   if (!qp.sr_read) return false;
@@ -361,18 +386,6 @@ void sr_reask_reads(Context& cx, Qp& qp, Psn from, Psn to) {
       q = end;
     }
   }
-}
-
-uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
-  const uint64_t t = core::transport_timeout_ns(qp.attr().timeout);
-  if (!qp.req.sr || !t) return t;
-  // Three round trips once one is known (a lost resend in a stalled window waits for this),
-  // within [sr_probe_min_ns, sr_probe_ns]; each probe since the last progress waits twice as
-  // long as the one before (TCP's back-off), so a silent peer costs a few packets, not one
-  // every few hundred microseconds until the QP's timeout.
-  const auto& c = cx.config();
-  const uint64_t probe = qp.rtt.srtt_ns ? std::clamp(3 * qp.rtt.srtt_ns, c.sr_probe_min_ns, c.sr_probe_ns) : c.sr_probe_ns;
-  return std::min(t, probe << std::min<uint32_t>(qp.comp.probes, 24));
 }
 
 }  // namespace uroce::transport

@@ -47,6 +47,17 @@ inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, c
   });
 }
 
+// Whether the list holds the len bytes of `in` at `offset` (false too if a check fails).
+inline bool sgl_equal(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
+                      const uint8_t* in, uint32_t len) {
+  bool same = true;
+  return sgl_walk(mrs, pd, sges, n, offset, len, 0,
+                  [&](uint64_t addr, uint32_t at, uint32_t k) {
+                    same = same && std::memcmp(reinterpret_cast<const void*>(addr), in + at, k) == 0;
+                  }) == core::KeyCheck::Ok &&
+         same;
+}
+
 // The address of the len bytes at `offset` of the list if they lie in one SGE and pass its
 // checks; nullptr otherwise (the caller then gathers, which reports what failed).
 inline const uint8_t* sgl_locate(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,

@@ -54,6 +54,8 @@ struct PairOptions {
   std::function<void(transport::CoreConfig&)> config_b;
   // Chosen for both QPs, as two peers agree on it (ECE, the C++ API's connect).
   std::optional<transport::Reliability> reliability;
+  // Chosen for A's QP alone (its peer left to its device's choice).
+  std::optional<transport::Reliability> reliability_a;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -83,8 +85,8 @@ class CorePair {
     auto qp = s.nic->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
     ASSERT_TRUE(qp.ok()) << qp.error().message;
     s.qp = *qp;
-    if (opt.reliability) {
-      ASSERT_TRUE(s.nic->set_reliability(*s.qp, *opt.reliability));
+    if (auto r = &s == &a && opt.reliability_a ? opt.reliability_a : opt.reliability) {
+      ASSERT_TRUE(s.nic->set_reliability(*s.qp, *r));
     }
   }
 

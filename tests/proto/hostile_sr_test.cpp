@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../common/core_pair.hpp"
+#include "../common/forge.hpp"
 #include "../common/link_filters.hpp"
 #include "../common/seed.hpp"
 #include "transport/roles.hpp"
@@ -18,47 +19,10 @@ using transport::Reliability;
 
 namespace {
 
-constexpr uint32_t kPsnA = 0x100;
+constexpr uint32_t kPsnA = kForgePsnA;
 
-PairOptions sr_pair() {
-  PairOptions o;
-  o.psn_a = kPsnA;
-  o.timeout = 14;  // 67 ms
-  o.reliability = Reliability::Sr;
-  return o;
-}
-
-PairOptions gbn_pair() {
-  PairOptions o;
-  o.psn_a = kPsnA;
-  o.timeout = 14;
-  return o;
-}
-
-// A request to B's QP as a third party forges it: A's addresses, B's QPN, a PSN `ahead` of
-// the one B expects, the selective-repeat bit set.
-wire::Packet forged(CorePair& t, wire::Opcode op, uint32_t ahead, std::span<const uint8_t> payload) {
-  wire::Packet p;
-  p.bth.opcode = op;
-  p.bth.dest_qp = t.b.qp->qpn().value();
-  p.bth.psn = t.b.qp->resp.epsn + ahead;
-  p.bth.sr = true;
-  p.payload = payload;
-  return p;
-}
-
-Status post(CorePair& t, uint64_t id, WrOpcode op, const uint8_t* local, uint32_t len, uint32_t lkey,
-            uint64_t remote = 0, uint32_t rkey = 0) {
-  Sge s{uint64_t(local), len, lkey};
-  SendWr w{id, op, kSendSignaled, {&s, 1}};
-  w.remote_addr = remote;
-  w.rkey = rkey;
-  return t.send(t.a, w);
-}
-
-bool all_are(const uint8_t* p, size_t n, uint8_t v) {
-  return std::all_of(p, p + n, [v](uint8_t x) { return x == v; });
-}
+PairOptions sr_pair() { return forge_pair(true); }
+PairOptions gbn_pair() { return forge_pair(false); }
 
 }  // namespace
 

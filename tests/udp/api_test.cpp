@@ -375,6 +375,11 @@ TEST(Api, CongestionControlPerQp) {
 // behind either way, and closing it returns (a device opened half built used to hang for ever
 // in its destructor). In a child, forked before any engine thread exists.
 TEST(Api, OpeningShortOfDescriptorsFailsCleanly) {
+#ifdef __SANITIZE_ADDRESS__
+  // UBSan's vptr check opens a pipe to test memory it reports on: out of descriptors, it
+  // reports objects being constructed as invalid.
+  GTEST_SKIP() << "the sanitizers' runtime needs descriptors of its own; run in the release build";
+#endif
   pid_t child = test::spawn([] {
     rlimit old{};
     if (getrlimit(RLIMIT_NOFILE, &old) != 0) return 10;
