@@ -22,18 +22,18 @@ constexpr size_t kGuard = 4096, kArena = 16384;
 constexpr uint8_t kCanary = 0xa5;
 
 struct Side {
-  transport::ProtocolCore nic;
-  core::PdHandle pd;
-  core::Cq* cq;
-  core::Qp* qp;
+  transport::ProtocolCore pc;
+  verbs::PdHandle pd;
+  verbs::Cq* cq;
+  verbs::Qp* qp;
   std::vector<uint8_t> mem;
-  core::Mr mr;
-  explicit Side(uint32_t ip) : nic(cfg(ip)), mem(kGuard + kArena + kGuard, kCanary) {
-    pd = *nic.alloc_pd();
-    cq = *nic.create_cq(256);
-    qp = *nic.create_qp(pd, QpType::RC, cq, cq, QpCap{32, 32, 2, 2, 32}, true);
+  verbs::Mr mr;
+  explicit Side(uint32_t ip) : pc(cfg(ip)), mem(kGuard + kArena + kGuard, kCanary) {
+    pd = *pc.alloc_pd();
+    cq = *pc.create_cq(256);
+    qp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{32, 32, 2, 2, 32}, true);
     std::memset(mem.data() + kGuard, 0, kArena);
-    mr = *nic.reg_mr(pd, mem.data() + kGuard, kArena,
+    mr = *pc.reg_mr(pd, mem.data() + kGuard, kArena,
                      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
   }
   static transport::CoreConfig cfg(uint32_t ip) {
@@ -60,11 +60,11 @@ struct Side {
     remote.gid = Gid::from_ipv4(peer_ip);
     remote.qpn = peer_qpn;
     remote.psn = peer_psn;
-    (void)transport::connect_rc(nic, *qp, remote, my_psn, o);
+    (void)transport::connect_rc(pc, *qp, remote, my_psn, o);
   }
   void drain() {
-    nic.release_tx();
-    nic.cq_events().clear();
+    pc.release_tx();
+    pc.cq_events().clear();
     Wc wc[64];
     while (cq->poll(wc) > 0) {
     }
@@ -87,13 +87,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  {4, WrOpcode::AtomicFetchAdd, 0, {}, 0, uint64_t(b.arena() + 8), b.mr.rkey.value(), 5}};
   Sge s8{uint64_t(a.arena() + 8000), 8, a.mr.lkey.value()};
   w[3].sg_list = {&s8, 1};
-  (void)a.nic.post_send(*a.qp, w);
+  (void)a.pc.post_send(*a.qp, w);
   Sge r{uint64_t(b.arena() + 9000), 2000, b.mr.lkey.value()};
   RecvWr rw[2] = {{10, {&r, 1}}, {11, {&r, 1}}};
-  (void)b.nic.post_recv(*b.qp, rw);
+  (void)b.pc.post_recv(*b.qp, rw);
   uint64_t now = 1'000'000;
-  a.nic.progress(now);
-  b.nic.progress(now);
+  a.pc.progress(now);
+  b.pc.progress(now);
   a.drain();
   b.drain();
 
@@ -116,15 +116,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         wire::write_be24(pkt.data() + 9, (base + (flags >> 5)).value());
       }
     }
-    wire::FlowAddr f{from.nic.config().gids[0], to.nic.config().gids[0], 0xc001, wire::kRoceV2Port};
+    wire::FlowAddr f{from.pc.config().gids[0], to.pc.config().gids[0], 0xc001, wire::kRoceV2Port};
     if ((flags & 8) && pkt.size() >= 16) {
       size_t body = pkt.size() - 4;
       wire::icrc_store(pkt.data() + body, wire::icrc_for_flow(f, {pkt.data(), body}));
     }
-    to.nic.on_packet(pkt, f, now);
+    to.pc.on_packet(pkt, f, now);
     now += (flags & 16) ? 5'000'000 : 1'000;  // sometimes long enough for timers to fire
-    a.nic.progress(now);
-    b.nic.progress(now);
+    a.pc.progress(now);
+    b.pc.progress(now);
     a.drain();
     b.drain();
   }

@@ -16,12 +16,12 @@
 namespace uroce {
 
 namespace detail {
-struct DeviceCore;
+struct DeviceStack;
 struct PdHold;
 struct CqHold;
 struct SrqHold;
 }  // namespace detail
-namespace core { class Qp; }
+namespace verbs { class Qp; }
 
 struct DeviceOptions {
   std::string addr;   // IPv4 or IPv6 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
@@ -110,8 +110,8 @@ class Device {
   Result<AsyncEvent> get_async_event();
 
  private:
-  explicit Device(std::shared_ptr<detail::DeviceCore> c) : core_(std::move(c)) {}
-  std::shared_ptr<detail::DeviceCore> core_;
+  explicit Device(std::shared_ptr<detail::DeviceStack> c) : stack_(std::move(c)) {}
+  std::shared_ptr<detail::DeviceStack> stack_;
 };
 
 class MemoryRegion {
@@ -220,11 +220,11 @@ class QueuePair {
  private:
   friend class ProtectionDomain;
   QueuePair() = default;
-  std::shared_ptr<detail::DeviceCore> core_;
+  std::shared_ptr<detail::DeviceStack> stack_;
   std::shared_ptr<detail::PdHold> pd_;
   std::shared_ptr<detail::CqHold> send_cq_, recv_cq_;
   std::shared_ptr<detail::SrqHold> srq_;
-  core::Qp* qp_ = nullptr;
+  verbs::Qp* qp_ = nullptr;
 };
 
 class ProtectionDomain {

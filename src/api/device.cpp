@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "api/device_core.hpp"
+#include "api/device_stack.hpp"
 #include "engine/clock.hpp"
 #include "api/holds.hpp"
 #include "transport/bringup.hpp"
@@ -18,7 +18,7 @@
 
 namespace uroce {
 
-using detail::DeviceCore;
+using detail::DeviceStack;
 
 namespace {
 std::string env_or(const std::string& v, const char* name) {
@@ -84,47 +84,47 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   Rx rx = opts.raw_rx || (raw && std::string(raw) == "1") ? Rx::Raw : raw && std::string(raw) == "0" ? Rx::Udp : Rx::Auto;
   auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"), rx);
   if (!link) return link.error();
-  auto core = std::make_shared<DeviceCore>();
-  core->name = name;
-  core->link = std::move(*link);
+  auto stack = std::make_shared<DeviceStack>();
+  stack->name = name;
+  stack->link = std::move(*link);
   transport::CoreConfig cfg;
-  cfg.gids = core->link->gids();
+  cfg.gids = stack->link->gids();
   cfg.seed = opts.seed;
-  cfg.port_mtu = wire::active_mtu_for(core->link->ip_mtu());
-  link::UdpLink* l = core->link.get();
+  cfg.port_mtu = wire::active_mtu_for(stack->link->ip_mtu());
+  link::UdpLink* l = stack->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   cfg.link_gathers = true;  // both links send payloads from where they lie
   const char* shm = std::getenv("UROCE_SHM");
   if (opts.same_host_shm && !(shm && std::string(shm) == "0")) {
-    core->host = std::make_unique<link::SameHostLink>(*core->link, core->link->pcap());
-    if (!core->host->status()) return core->host->status().error();
-    link::SameHostLink* h = core->host.get();
+    stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap());
+    if (!stack->shm->status()) return stack->shm->status().error();
+    link::SameHostLink* h = stack->shm.get();
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
   if (auto st = congestion_control(opts, cfg); !st) return st.error();
   if (auto st = reliability(opts, cfg); !st) return st.error();
   auto loss = injected_loss(opts);
   if (!loss) return loss.error();
-  core->nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
+  stack->pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
-  core->engine = std::make_unique<engine::Engine>(*core->nic, core->active_link(), spin_ns);
-  if (!core->engine->status()) return core->engine->status().error();
-  core->engine->set_rx_loss(*loss, opts.rx_loss_seed);
+  stack->engine = std::make_unique<engine::Engine>(*stack->pc, stack->active_link(), spin_ns);
+  if (!stack->engine->status()) return stack->engine->status().error();
+  stack->engine->set_rx_loss(*loss, opts.rx_loss_seed);
   const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
-  core->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
-  return std::unique_ptr<Device>(new Device(std::move(core)));
+  stack->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
+  return std::unique_ptr<Device>(new Device(std::move(stack)));
 }
 
 Device::~Device() = default;
 
-const std::string& Device::name() const { return core_->name; }
-uint32_t Device::ipv4() const { return core_->link->local_ip(); }
+const std::string& Device::name() const { return stack_->name; }
+uint32_t Device::ipv4() const { return stack_->link->local_ip(); }
 
 DeviceAttr Device::query_device() const {
-  const auto& l = core_->nic->limits();
+  const auto& l = stack_->pc->limits();
   DeviceAttr a;
-  a.name = core_->name;
+  a.name = stack_->name;
   a.max_mr_size = l.max_msg;
   a.max_qp = l.max_qp;
   a.max_qp_wr = l.max_qp_wr;
@@ -141,14 +141,14 @@ DeviceAttr Device::query_device() const {
 }
 
 PortAttr Device::query_port() const {
-  const auto& cfg = core_->nic->config();
+  const auto& cfg = stack_->pc->config();
   return PortAttr{true, Mtu::Mtu4096, cfg.port_mtu, uint32_t(cfg.gids.size()), "Ethernet"};
 }
 
-uint8_t Device::gid_index_for(const Gid& peer) const { return core_->nic->sgid_index_for(peer); }
+uint8_t Device::gid_index_for(const Gid& peer) const { return stack_->pc->sgid_index_for(peer); }
 
 Result<Gid> Device::query_gid(int index) const {
-  const auto& gids = core_->nic->config().gids;
+  const auto& gids = stack_->pc->config().gids;
   if (index < 0 || size_t(index) >= gids.size())
     return make_error(EINVAL, "query_gid: the GID table has " + std::to_string(gids.size()) + " entries");
   return gids[size_t(index)];
@@ -156,11 +156,11 @@ Result<Gid> Device::query_gid(int index) const {
 
 std::map<std::string, uint64_t> Device::counters() const {
   std::map<std::string, uint64_t> m;
-  auto g = core_->lock();
-  core_->nic->counters().for_each([&](const char* n, uint64_t v) { m[n] = v; });
-  m["rx_injected_loss"] = core_->engine->rx_lost();
-  if (core_->host) {
-    link::ShmStats s = core_->host->stats();
+  auto g = stack_->lock();
+  stack_->pc->counters().for_each([&](const char* n, uint64_t v) { m[n] = v; });
+  m["rx_injected_loss"] = stack_->engine->rx_lost();
+  if (stack_->shm) {
+    link::ShmStats s = stack_->shm->stats();
     m["shm_channels"] = s.channels;
     m["shm_tx_packets"] = s.tx_packets;
     m["shm_rx_packets"] = s.rx_packets;
@@ -171,43 +171,43 @@ std::map<std::string, uint64_t> Device::counters() const {
   return m;
 }
 
-void Device::flush(int timeout_ms) { core_->engine->flush(uint64_t(timeout_ms) * 1'000'000); }
+void Device::flush(int timeout_ms) { stack_->engine->flush(uint64_t(timeout_ms) * 1'000'000); }
 
-int Device::async_fd() const { return core_->engine->async_fd(); }
+int Device::async_fd() const { return stack_->engine->async_fd(); }
 
 Result<AsyncEvent> Device::get_async_event() {
-  auto g = core_->lock();
-  auto e = core_->nic->get_async_event();
-  if (!core_->nic->has_async_events()) {
+  auto g = stack_->lock();
+  auto e = stack_->pc->get_async_event();
+  if (!stack_->pc->has_async_events()) {
     // The fd is readable exactly while events wait; the engine raises and signals under the
     // lock we hold, so no signal is lost.
     uint64_t v;
-    (void)!read(core_->engine->async_fd(), &v, sizeof v);
+    (void)!read(stack_->engine->async_fd(), &v, sizeof v);
   }
   return e;
 }
 
 Result<std::unique_ptr<ProtectionDomain>> Device::alloc_pd() {
-  auto g = core_->lock();
-  auto pd = core_->nic->alloc_pd();
+  auto g = stack_->lock();
+  auto pd = stack_->pc->alloc_pd();
   if (!pd) return pd.error();
   std::unique_ptr<ProtectionDomain> p(new ProtectionDomain);
-  p->h_ = std::make_shared<detail::PdHold>(core_, *pd);
+  p->h_ = std::make_shared<detail::PdHold>(stack_, *pd);
   return p;
 }
 
 Result<std::unique_ptr<CompletionQueue>> Device::create_cq(uint32_t depth) {
   int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (efd < 0) return make_error(errno, std::string("create_cq: eventfd: ") + std::strerror(errno));
-  auto g = core_->lock();
-  auto cq = core_->nic->create_cq(depth);
+  auto g = stack_->lock();
+  auto cq = stack_->pc->create_cq(depth);
   if (!cq) {
     close(efd);
     return cq.error();
   }
   (*cq)->event_fd = efd;
   std::unique_ptr<CompletionQueue> c(new CompletionQueue);
-  c->h_ = std::make_shared<detail::CqHold>(core_, *cq, efd);
+  c->h_ = std::make_shared<detail::CqHold>(stack_, *cq, efd);
   return c;
 }
 
@@ -216,13 +216,13 @@ Result<std::unique_ptr<CompletionQueue>> Device::create_cq(uint32_t depth) {
 ProtectionDomain::~ProtectionDomain() = default;
 
 bool ProtectionDomain::busy() const {
-  auto g = h_->core->lock();
-  return h_->core->nic->pd_busy(h_->pd);
+  auto g = h_->stack->lock();
+  return h_->stack->pc->pd_busy(h_->pd);
 }
 
 Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t len, uint32_t access) {
-  auto g = h_->core->lock();
-  auto mr = h_->core->nic->reg_mr(h_->pd, addr, len, access);
+  auto g = h_->stack->lock();
+  auto mr = h_->stack->pc->reg_mr(h_->pd, addr, len, access);
   if (!mr) return mr.error();
   std::unique_ptr<MemoryRegion> m(new MemoryRegion);
   m->pd_ = h_;
@@ -235,16 +235,16 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
 
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& init) {
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
-  auto& core = h_->core;
-  auto g = core->lock();
+  auto& stack = h_->stack;
+  auto g = stack->lock();
   if (init.gsi && (init.type != QpType::UD || init.srq))
     return make_error(EINVAL, "create_qp: the GSI QP is a UD QP with its own receive queue");
-  auto qp = init.gsi ? core->nic->create_gsi_qp(h_->pd, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap)
-                     : core->nic->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
+  auto qp = init.gsi ? stack->pc->create_gsi_qp(h_->pd, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap)
+                     : stack->pc->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
                                             init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
   if (!qp) return qp.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
-  q->core_ = core;
+  q->stack_ = stack;
   q->pd_ = h_;
   q->send_cq_ = init.send_cq->h_;
   q->recv_cq_ = init.recv_cq->h_;
@@ -255,16 +255,16 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
 
 Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(uint32_t max_wr, uint32_t max_sge,
                                                                          uint32_t limit) {
-  auto& core = h_->core;
-  auto g = core->lock();
-  auto srq = core->nic->create_srq(h_->pd, max_wr, max_sge);
+  auto& stack = h_->stack;
+  auto g = stack->lock();
+  auto srq = stack->pc->create_srq(h_->pd, max_wr, max_sge);
   if (!srq) return srq.error();
-  if (Status s = core->nic->modify_srq(**srq, limit); !s) {
-    (void)core->nic->destroy_srq(*srq);
+  if (Status s = stack->pc->modify_srq(**srq, limit); !s) {
+    (void)stack->pc->destroy_srq(*srq);
     return s.error();
   }
   std::unique_ptr<SharedReceiveQueue> q(new SharedReceiveQueue);
-  q->h_ = std::make_shared<detail::SrqHold>(core, h_, *srq);
+  q->h_ = std::make_shared<detail::SrqHold>(stack, h_, *srq);
   return q;
 }
 
@@ -279,24 +279,24 @@ uint32_t SharedReceiveQueue::max_sge() const { return h_->srq->rq.max_sge(); }
 uint32_t SharedReceiveQueue::limit() const { return h_->srq->limit.load(); }
 
 bool SharedReceiveQueue::busy() const {
-  auto g = h_->core->lock();
-  return h_->core->nic->srq_busy(h_->srq);
+  auto g = h_->stack->lock();
+  return h_->stack->pc->srq_busy(h_->srq);
 }
 
 Status SharedReceiveQueue::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
-  return h_->core->nic->post_srq_recv(*h_->srq, wrs, bad);
+  return h_->stack->pc->post_srq_recv(*h_->srq, wrs, bad);
 }
 
 Status SharedReceiveQueue::arm_limit(uint32_t limit) {
-  auto g = h_->core->lock();
-  return h_->core->nic->modify_srq(*h_->srq, limit);
+  auto g = h_->stack->lock();
+  return h_->stack->pc->modify_srq(*h_->srq, limit);
 }
 
 // ---------------------------------------------------------------- MemoryRegion
 
 MemoryRegion::~MemoryRegion() {
-  auto g = pd_->core->lock();
-  (void)pd_->core->nic->dereg_mr(core::Lkey(lkey_));
+  auto g = pd_->stack->lock();
+  (void)pd_->stack->pc->dereg_mr(verbs::Lkey(lkey_));
 }
 
 // ---------------------------------------------------------------- CompletionQueue
@@ -307,13 +307,13 @@ int CompletionQueue::fd() const { return h_->event_fd; }
 
 int CompletionQueue::poll(std::span<Wc> out) {
   if (int n = h_->cq->poll(out)) return n;
-  h_->core->engine->polled_empty();  // receive on this thread, then look again
+  h_->stack->engine->polled_empty();  // receive on this thread, then look again
   return h_->cq->poll(out);
 }
 
 Status CompletionQueue::req_notify(bool solicited_only) {
-  h_->cq->arm(solicited_only ? core::CqArm::Solicited : core::CqArm::Next);
-  h_->core->engine->cq_armed();
+  h_->cq->arm(solicited_only ? verbs::CqArm::Solicited : verbs::CqArm::Next);
+  h_->stack->engine->cq_armed();
   return {};
 }
 
@@ -321,12 +321,12 @@ uint32_t CompletionQueue::capacity() const { return h_->cq->capacity(); }
 bool CompletionQueue::overrun() const { return h_->cq->overrun(); }
 
 bool CompletionQueue::busy() const {
-  auto g = h_->core->lock();
-  return h_->core->nic->cq_busy(h_->cq);
+  auto g = h_->stack->lock();
+  return h_->stack->pc->cq_busy(h_->cq);
 }
 
 Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
-  if (!h_->core->engine->threaded()) {  // nobody else would make progress: poll until then
+  if (!h_->stack->engine->threaded()) {  // nobody else would make progress: poll until then
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
       if (int n = poll(out); n || (timeout_ms >= 0 && std::chrono::steady_clock::now() >= end)) return n;
@@ -350,15 +350,15 @@ Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
 // ---------------------------------------------------------------- QueuePair
 
 QueuePair::~QueuePair() {
-  auto g = core_->lock();
-  (void)core_->nic->destroy_qp(qp_);
+  auto g = stack_->lock();
+  (void)stack_->pc->destroy_qp(qp_);
 }
 
 uint32_t QueuePair::qp_num() const { return qp_->qpn().value(); }
 QpState QueuePair::state() const { return qp_->state(); }
 
 QpAttr QueuePair::query() const {
-  auto g = core_->lock();
+  auto g = stack_->lock();
   QpAttr a = qp_->attr();
   a.qp_state = a.cur_qp_state = state();
   return a;
@@ -369,78 +369,78 @@ QpAttr QueuePair::query() const {
 // answer is waited for with the lock released (a stopped process never answers, and the
 // device's other traffic must not wait for it); a QP whose peer is slower than that starts
 // on UDP.
-static void note_peer(detail::DeviceCore& c, core::Qp& qp, std::unique_lock<std::mutex>& g) {
+static void note_peer(detail::DeviceStack& c, verbs::Qp& qp, std::unique_lock<std::mutex>& g) {
   bool shm = false;
-  if (c.host && qp.type() != QpType::UD) {
+  if (c.shm && qp.type() != QpType::UD) {
     const Gid dst = qp.attr().dgid;
-    shm = c.host->attach_peer(dst, engine::monotonic_ns());
+    shm = c.shm->attach_peer(dst, engine::monotonic_ns());
     if (!shm) {  // a handshake may be under way: the peer has a second to answer
       g.unlock();
-      c.host->wait_handshake(dst, 2000);
+      c.shm->wait_handshake(dst, 2000);
       g = c.lock();
-      shm = c.host->attach_peer(dst, engine::monotonic_ns());
+      shm = c.shm->attach_peer(dst, engine::monotonic_ns());
     }
   }
   qp.same_host.store(shm, std::memory_order_relaxed);
 }
 
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
-  auto g = core_->lock();
-  Status s = core_->nic->modify_qp(*qp_, attr, mask);
-  if (s && (mask & kQpAv)) note_peer(*core_, *qp_, g);
+  auto g = stack_->lock();
+  Status s = stack_->pc->modify_qp(*qp_, attr, mask);
+  if (s && (mask & kQpAv)) note_peer(*stack_, *qp_, g);
   return s;
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
-  auto g = core_->lock();
-  Status s = transport::connect_rc(*core_->nic, *qp_, remote, local_psn, o);
-  if (s) note_peer(*core_, *qp_, g);
+  auto g = stack_->lock();
+  Status s = transport::connect_rc(*stack_->pc, *qp_, remote, local_psn, o);
+  if (s) note_peer(*stack_, *qp_, g);
   return s;
 }
 
 Status QueuePair::set_reliability(const std::string& mode) {
   auto r = transport::parse_reliability(mode);
   if (!r) return make_error(EINVAL, "set_reliability: '" + mode + "' is not gbn or sr");
-  auto g = core_->lock();
-  return core_->nic->set_reliability(*qp_, *r);
+  auto g = stack_->lock();
+  return stack_->pc->set_reliability(*qp_, *r);
 }
 
 Status QueuePair::set_congestion_control(const std::string& algo) {
   cc::Algo a;
   if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not " + std::string(cc::kAlgoNames));
-  auto g = core_->lock();
-  return core_->nic->set_congestion_control(*qp_, a);
+  auto g = stack_->lock();
+  return stack_->pc->set_congestion_control(*qp_, a);
 }
 
 std::string QueuePair::congestion_control() const {
-  auto g = core_->lock();
+  auto g = stack_->lock();
   if (!qp_->rate) return "none";
-  return std::string(cc::to_string(qp_->cc_choice.value_or(core_->nic->config().cc)));
+  return std::string(cc::to_string(qp_->cc_choice.value_or(stack_->pc->config().cc)));
 }
 
 bool QueuePair::selective_repeat() const {
-  auto g = core_->lock();
+  auto g = stack_->lock();
   return qp_->req.sr;
 }
 
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
-  auto g = core_->lock();
-  return transport::activate_ud(*core_->nic, *qp_, qkey, sq_psn);
+  auto g = stack_->lock();
+  return transport::activate_ud(*stack_->pc, *qp_, qkey, sq_psn);
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
-  engine::Engine& e = *core_->engine;
+  engine::Engine& e = *stack_->engine;
   Status s;
   {
     engine::Engine::PostScope scope(e);
-    s = core_->nic->post_send(*qp_, wrs, bad);
+    s = stack_->pc->post_send(*qp_, wrs, bad);
   }
   e.after_post(qp_->same_host.load(std::memory_order_relaxed));
   return s;
 }
 
 Status QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
-  return core_->nic->post_recv(*qp_, wrs, bad);
+  return stack_->pc->post_recv(*qp_, wrs, bad);
 }
 
 }  // namespace uroce

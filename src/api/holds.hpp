@@ -6,51 +6,51 @@
 
 #include <memory>
 
-#include "api/device_core.hpp"
+#include "api/device_stack.hpp"
 
 namespace uroce::detail {
 
 // Never copied: a copy's destructor would destroy the object.
 
 struct PdHold {
-  PdHold(std::shared_ptr<DeviceCore> c, core::PdHandle h) : core(std::move(c)), pd(h) {}
+  PdHold(std::shared_ptr<DeviceStack> c, verbs::PdHandle h) : stack(std::move(c)), pd(h) {}
   PdHold(const PdHold&) = delete;
   PdHold& operator=(const PdHold&) = delete;
-  std::shared_ptr<DeviceCore> core;
-  core::PdHandle pd;
+  std::shared_ptr<DeviceStack> stack;
+  verbs::PdHandle pd;
   ~PdHold() {
-    auto g = core->lock();
-    (void)core->nic->dealloc_pd(pd);
+    auto g = stack->lock();
+    (void)stack->pc->dealloc_pd(pd);
   }
 };
 
 struct CqHold {
-  CqHold(std::shared_ptr<DeviceCore> c, core::Cq* q, int fd) : core(std::move(c)), cq(q), event_fd(fd) {}
+  CqHold(std::shared_ptr<DeviceStack> c, verbs::Cq* q, int fd) : stack(std::move(c)), cq(q), event_fd(fd) {}
   CqHold(const CqHold&) = delete;
   CqHold& operator=(const CqHold&) = delete;
-  std::shared_ptr<DeviceCore> core;
-  core::Cq* cq = nullptr;
+  std::shared_ptr<DeviceStack> stack;
+  verbs::Cq* cq = nullptr;
   int event_fd = -1;  // the engine writes it until the core CQ is gone: closed only after
   ~CqHold() {
     {
-      auto g = core->lock();
-      (void)core->nic->destroy_cq(cq);
+      auto g = stack->lock();
+      (void)stack->pc->destroy_cq(cq);
     }
     close(event_fd);
   }
 };
 
 struct SrqHold {
-  SrqHold(std::shared_ptr<DeviceCore> c, std::shared_ptr<PdHold> p, core::Srq* s)
-      : core(std::move(c)), pd(std::move(p)), srq(s) {}
+  SrqHold(std::shared_ptr<DeviceStack> c, std::shared_ptr<PdHold> p, verbs::Srq* s)
+      : stack(std::move(c)), pd(std::move(p)), srq(s) {}
   SrqHold(const SrqHold&) = delete;
   SrqHold& operator=(const SrqHold&) = delete;
-  std::shared_ptr<DeviceCore> core;
+  std::shared_ptr<DeviceStack> stack;
   std::shared_ptr<PdHold> pd;
-  core::Srq* srq = nullptr;
+  verbs::Srq* srq = nullptr;
   ~SrqHold() {
-    auto g = core->lock();
-    (void)core->nic->destroy_srq(srq);
+    auto g = stack->lock();
+    (void)stack->pc->destroy_srq(srq);
   }
 };
 

@@ -8,16 +8,16 @@
 
 namespace uroce::engine {
 
-class CoreSink final : public link::PacketSink {
+class ProtocolSink final : public link::PacketSink {
  public:
-  explicit CoreSink(transport::ProtocolCore& nic) : nic_(nic) {}
+  explicit ProtocolSink(transport::ProtocolCore& pc) : pc_(pc) {}
   wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
                            const wire::Ipv4Fields& ip) override {
     if (loss_ > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < loss_) {
       ++lost_;
       return ip;
     }
-    return nic_.on_packet(pkt, from, now, ip);
+    return pc_.on_packet(pkt, from, now, ip);
   }
   // A lossy fabric in front of the core: each arriving packet is lost with probability p
   // (seeded), to study recovery on the real engine. 0: none.
@@ -28,17 +28,17 @@ class CoreSink final : public link::PacketSink {
   uint64_t lost() const { return lost_; }
 
  private:
-  transport::ProtocolCore& nic_;
+  transport::ProtocolCore& pc_;
   double loss_ = 0;
   uint64_t lost_ = 0;
   std::mt19937_64 rng_;
 };
 
 // Sends what the core has queued and takes the buffers back.
-inline void transmit(transport::ProtocolCore& nic, link::Link& link, uint64_t now) {
-  if (nic.tx_queue().empty()) return;
-  link.send(nic.tx_queue(), now);
-  nic.release_tx();
+inline void transmit(transport::ProtocolCore& pc, link::Link& link, uint64_t now) {
+  if (pc.tx_queue().empty()) return;
+  link.send(pc.tx_queue(), now);
+  pc.release_tx();
 }
 
 }  // namespace uroce::engine

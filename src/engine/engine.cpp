@@ -34,8 +34,8 @@ int Engine::made(int r, const char* what) {
   return r;
 }
 
-Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
-    : nic_(nic), link_(link), spin_ns_(spin_ns) {
+Engine::Engine(transport::ProtocolCore& pc, link::Link& link, uint64_t spin_ns)
+    : pc_(pc), link_(link), spin_ns_(spin_ns) {
   wake_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
   async_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
   epoll_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
@@ -54,12 +54,12 @@ Engine::Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns)
     ev.data.fd = link_.rx_fd();
     made(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev), "epoll_ctl");
   }
-  nic_.set_waker([this] { wake(); });
+  pc_.set_waker([this] { wake(); });
 }
 
 Engine::~Engine() {
   stop();
-  nic_.set_waker(nullptr);
+  pc_.set_waker(nullptr);
   for (int fd : {wake_fd_, async_fd_, epoll_fd_, epoll_wake_fd_})
     if (fd >= 0) close(fd);
 }
@@ -68,7 +68,7 @@ void Engine::start(bool thread) {
   if (!status_) return;  // see made()
   {
     std::lock_guard g(mu_);  // events raised before the engine ran (PORT_ACTIVE)
-    if (nic_.take_async_signal()) {
+    if (pc_.take_async_signal()) {
       uint64_t one = 1;
       (void)!write(async_fd_, &one, sizeof one);
     }
@@ -170,20 +170,20 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   // (and the link itself then reads the wire on every 16th of those while its rings are busy).
   const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
-  did |= nic_.progress(now);
+  did |= pc_.progress(now);
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
-  for (core::Cq* cq : nic_.cq_events()) {
+  for (verbs::Cq* cq : pc_.cq_events()) {
     uint64_t one = 1;
     if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
   }
-  nic_.cq_events().clear();
-  if (nic_.take_async_signal()) {
+  pc_.cq_events().clear();
+  if (pc_.take_async_signal()) {
     uint64_t one = 1;
     (void)!write(async_fd_, &one, sizeof one);
   }
-  transmit(nic_, link_, now);
-  bool more = nic_.has_work();
+  transmit(pc_, link_, now);
+  bool more = pc_.has_work();
   more_.store(more, std::memory_order_relaxed);
   passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // only under mu_
   return did || more;
@@ -213,7 +213,7 @@ void Engine::run() {
       busy_tries = 0;
       now = monotonic_ns();
       did = pass(now);
-      deadline = nic_.next_deadline();
+      deadline = pc_.next_deadline();
     }
     if (did) {
       idle_since = now;
@@ -229,7 +229,7 @@ void Engine::run() {
     }
     if (deadline <= now) continue;
     sleeping_.store(true, std::memory_order_seq_cst);
-    if (nic_.has_doorbells()) {
+    if (pc_.has_doorbells()) {
       sleeping_.store(false, std::memory_order_relaxed);
       continue;
     }

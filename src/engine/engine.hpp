@@ -30,7 +30,7 @@ namespace uroce::engine {
 
 class Engine {
  public:
-  Engine(transport::ProtocolCore& nic, link::Link& link, uint64_t spin_ns = 200'000);
+  Engine(transport::ProtocolCore& pc, link::Link& link, uint64_t spin_ns = 200'000);
   ~Engine();
   // Whether it was built whole; if not (the process is out of descriptors), what failed. A
   // broken engine does not start, and is destroyed safely.
@@ -79,10 +79,10 @@ class Engine {
   // True if a post may wait for the polling application's next poll: the application polls,
   // and the engine thread comes round by itself (awake, or asleep only until polling stops).
   bool may_defer(uint64_t now);
-  transport::ProtocolCore& nic_;
+  transport::ProtocolCore& pc_;
   link::Link& link_;
   Status status_;
-  CoreSink sink_{nic_};
+  ProtocolSink sink_{pc_};
   uint64_t spin_ns_;
   std::mutex mu_;
   std::thread thread_;

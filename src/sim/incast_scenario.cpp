@@ -21,9 +21,9 @@ constexpr uint32_t kShortIp = 0x0a000100;
 
 // One RC QP from a sender host to the receiver, streaming WRITEs of one size into one region.
 struct Flow {
-  transport::ProtocolCore* nic = nullptr;
-  core::Qp* qp = nullptr;
-  core::Cq* scq = nullptr;
+  transport::ProtocolCore* pc = nullptr;
+  verbs::Qp* qp = nullptr;
+  verbs::Cq* scq = nullptr;
   std::vector<uint8_t> src;
   Sge sge{};
   uint64_t remote = 0;
@@ -32,7 +32,7 @@ struct Flow {
   uint64_t bytes_late = 0;  // completed in the second half
 };
 
-bool connect_pair(transport::ProtocolCore& a, core::Qp& qa, uint32_t ip_a, transport::ProtocolCore& b, core::Qp& qb,
+bool connect_pair(transport::ProtocolCore& a, verbs::Qp& qa, uint32_t ip_a, transport::ProtocolCore& b, verbs::Qp& qb,
                   uint32_t ip_b, Mtu mtu, uint8_t timeout) {
   ConnectOptions c;
   c.path_mtu = mtu;
@@ -52,7 +52,7 @@ void post(Sim& sim, Flow& f) {
   wr.rkey = f.rkey;
   wr.send_flags = kSendSignaled;
   f.posted_at.push_back(sim.now());
-  (void)f.nic->post_send(*f.qp, std::span<const SendWr>(&wr, 1));
+  (void)f.pc->post_send(*f.qp, std::span<const SendWr>(&wr, 1));
 }
 
 }  // namespace
@@ -95,9 +95,9 @@ IncastResult run_incast(const IncastScenario& s) {
   cfg.cnp_interval_ns = dcqcn.cnp_interval_ns;
   cfg.reliability = s.reliability;
   cfg.seed = s.seed;
-  auto& rx = sim.add_nic(kReceiverIp, cfg);
-  const core::PdHandle rpd = *rx.alloc_pd();
-  core::Cq* rcq = *rx.create_cq(1024);
+  auto& rx = sim.add_core(kReceiverIp, cfg);
+  const verbs::PdHandle rpd = *rx.alloc_pd();
+  verbs::Cq* rcq = *rx.create_cq(1024);
   const uint32_t region = std::max(s.msg_bytes, s.short_bytes);
   std::vector<uint8_t> dst(region);  // every WRITE lands here: the bytes are not the point
   auto mr = *rx.reg_mr(rpd, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite);
@@ -110,19 +110,19 @@ IncastResult run_incast(const IncastScenario& s) {
     const uint32_t ip = is_short ? kShortIp : kReceiverIp + 1 + i;
     cfg.seed = s.seed + 1 + i;
     auto fl = std::make_unique<Flow>();
-    fl->nic = &sim.add_nic(ip, cfg);
-    const core::PdHandle pd = *fl->nic->alloc_pd();
-    fl->scq = *fl->nic->create_cq(1024);
-    core::Cq* unused = *fl->nic->create_cq(16);
-    fl->qp = *fl->nic->create_qp(pd, QpType::RC, fl->scq, unused, cap, false);
-    core::Qp* peer = *rx.create_qp(rpd, QpType::RC, rcq, rcq, cap, false);
-    if (!connect_pair(*fl->nic, *fl->qp, ip, rx, *peer, kReceiverIp, s.mtu, s.timeout)) {
+    fl->pc = &sim.add_core(ip, cfg);
+    const verbs::PdHandle pd = *fl->pc->alloc_pd();
+    fl->scq = *fl->pc->create_cq(1024);
+    verbs::Cq* unused = *fl->pc->create_cq(16);
+    fl->qp = *fl->pc->create_qp(pd, QpType::RC, fl->scq, unused, cap, false);
+    verbs::Qp* peer = *rx.create_qp(rpd, QpType::RC, rcq, rcq, cap, false);
+    if (!connect_pair(*fl->pc, *fl->qp, ip, rx, *peer, kReceiverIp, s.mtu, s.timeout)) {
       r.qp_error = true;  // not with these fixed settings; said rather than hidden
       return r;
     }
     const uint32_t n = is_short ? s.short_bytes : s.msg_bytes;
     fl->src.assign(n, uint8_t(0xa0 + i));
-    auto m = *fl->nic->reg_mr(pd, fl->src.data(), fl->src.size(), kAccessLocalWrite);
+    auto m = *fl->pc->reg_mr(pd, fl->src.data(), fl->src.size(), kAccessLocalWrite);
     fl->sge = Sge{uint64_t(uintptr_t(fl->src.data())), n, m.lkey.value()};
     fl->remote = uint64_t(uintptr_t(dst.data()));
     fl->rkey = mr.rkey.value();
@@ -179,10 +179,10 @@ IncastResult run_incast(const IncastScenario& s) {
   std::vector<double> late;
   for (uint32_t i = 0; i < s.senders; ++i) {
     late.push_back(double(flows[i]->bytes_late));
-    r.retransmitted_pkts += flows[i]->nic->counters().retransmitted_packets;
-    r.cnps += flows[i]->nic->counters().rx_cnps;
+    r.retransmitted_pkts += flows[i]->pc->counters().retransmitted_packets;
+    r.cnps += flows[i]->pc->counters().rx_cnps;
   }
-  r.retransmitted_pkts += flows[s.senders]->nic->counters().retransmitted_packets;
+  r.retransmitted_pkts += flows[s.senders]->pc->counters().retransmitted_packets;
   const auto& ls = sim.link().stats();
   r.drops = ls.switch_drops;
   r.drops_second_half = drops_at_half == UINT64_MAX ? 0 : ls.switch_drops - drops_at_half;

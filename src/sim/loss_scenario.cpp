@@ -28,18 +28,18 @@ LossResult run_loss(const LossScenario& s) {
   cfg.reliability = s.reliability;
   cfg.sr_window_pkts = sr_window_pkts(s.rate_gbps, base_rtt_ns(s.rate_gbps, s.delay_ns, 2, 1, s.mtu), s.mtu);
   const uint32_t window = cfg.window_pkts(s.reliability == transport::Reliability::Sr);
-  auto& a = sim.add_nic(kIpA, cfg);
+  auto& a = sim.add_core(kIpA, cfg);
   cfg.seed = s.seed + 1;
-  auto& b = sim.add_nic(kIpB, cfg);
+  auto& b = sim.add_core(kIpB, cfg);
   auto pa = *a.alloc_pd();
   auto pb = *b.alloc_pd();
-  core::Cq* scq = *a.create_cq(4096);
-  core::Cq* rcq_a = *a.create_cq(64);
-  core::Cq* scq_b = *b.create_cq(64);
-  core::Cq* rcq = *b.create_cq(64);
+  verbs::Cq* scq = *a.create_cq(4096);
+  verbs::Cq* rcq_a = *a.create_cq(64);
+  verbs::Cq* scq_b = *b.create_cq(64);
+  verbs::Cq* rcq = *b.create_cq(64);
   const QpCap cap{std::max(64u, s.in_flight * 2), 16, 1, 1, 0};
-  core::Qp* qa = *a.create_qp(pa, QpType::RC, scq, rcq_a, cap, false);
-  core::Qp* qb = *b.create_qp(pb, QpType::RC, scq_b, rcq, cap, false);
+  verbs::Qp* qa = *a.create_qp(pa, QpType::RC, scq, rcq_a, cap, false);
+  verbs::Qp* qb = *b.create_qp(pb, QpType::RC, scq_b, rcq, cap, false);
   ConnectOptions c;
   c.path_mtu = s.mtu;
   c.timeout = 8;  // 1 ms

@@ -6,9 +6,9 @@
 
 namespace uroce::sim {
 
-transport::ProtocolCore& Sim::add_nic(uint32_t ip, transport::CoreConfig cfg) { return add_nic(Gid::from_ipv4(ip), cfg); }
+transport::ProtocolCore& Sim::add_core(uint32_t ip, transport::CoreConfig cfg) { return add_core(Gid::from_ipv4(ip), cfg); }
 
-transport::ProtocolCore& Sim::add_nic(const Gid& ip, transport::CoreConfig cfg) {
+transport::ProtocolCore& Sim::add_core(const Gid& ip, transport::CoreConfig cfg) {
   Node n;
   n.ip = ip;
   n.port = link_.attach(ip);
@@ -16,17 +16,17 @@ transport::ProtocolCore& Sim::add_nic(const Gid& ip, transport::CoreConfig cfg) 
   if (!cfg.seed) cfg.seed = 0x5eed0000 + wire::v4_of(ip) + ip.raw[7];
   link::Link* port = n.port.get();
   cfg.src_port_for = [port](uint32_t qpn) { return port->src_port_for(qpn); };
-  n.nic = std::make_unique<transport::ProtocolCore>(std::move(cfg));
+  n.pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   nodes_.push_back(std::move(n));
-  return *nodes_.back().nic;
+  return *nodes_.back().pc;
 }
 
 bool Sim::step() {
   bool did = false;
   for (auto& n : nodes_) {
-    did |= n.nic->progress(now_);
-    engine::transmit(*n.nic, *n.port, now_);
-    n.nic->cq_events().clear();
+    did |= n.pc->progress(now_);
+    engine::transmit(*n.pc, *n.port, now_);
+    n.pc->cq_events().clear();
   }
   // What is due goes to its host in the order it came due (one pass over the link, however
   // many hosts there are).
@@ -36,7 +36,7 @@ bool Sim::step() {
     if (it == nodes_.end()) continue;  // attached ports only: not reached
     wire::Ipv4Fields ip;  // in memory: the header is what was sent, and what marked it
     ip.tos = f.tos;
-    it->nic->on_packet(f.bytes, f.flow, now_, ip);
+    it->pc->on_packet(f.bytes, f.flow, now_, ip);
     did = true;
   }
   return did;
@@ -47,7 +47,7 @@ bool Sim::run_until(const std::function<bool()>& done, uint64_t max_ns) {
   while (!done()) {
     if (step()) continue;
     uint64_t next = link_.next_due();
-    for (auto& n : nodes_) next = std::min(next, n.nic->next_deadline());
+    for (auto& n : nodes_) next = std::min(next, n.pc->next_deadline());
     if (next == UINT64_MAX || next > end) return done();
     now_ = std::max(now_, next);
   }

@@ -16,8 +16,8 @@ class Sim {
  public:
   Sim(uint64_t seed, link::FaultConfig faults) : link_(seed, faults) {}
 
-  transport::ProtocolCore& add_nic(uint32_t ip, transport::CoreConfig cfg = {});
-  transport::ProtocolCore& add_nic(const Gid& ip, transport::CoreConfig cfg = {});
+  transport::ProtocolCore& add_core(uint32_t ip, transport::CoreConfig cfg = {});
+  transport::ProtocolCore& add_core(const Gid& ip, transport::CoreConfig cfg = {});
   link::LossyLink& link() { return link_; }
   uint64_t now() const { return now_; }
 
@@ -32,7 +32,7 @@ class Sim {
   struct Node {
     Gid ip;
     std::unique_ptr<link::Link> port;
-    std::unique_ptr<transport::ProtocolCore> nic;
+    std::unique_ptr<transport::ProtocolCore> pc;
   };
   std::vector<Node> nodes_;
 };

@@ -4,35 +4,35 @@
 
 namespace uroce::transport {
 
-Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+Status connect_rc(ProtocolCore& pc, verbs::Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o) {
   if (!o.reliability.empty()) {
     auto r = parse_reliability(o.reliability);
     if (!r) return make_error(EINVAL, "reliability: '" + o.reliability + "' is not gbn or sr");
-    if (Status s = nic.set_reliability(qp, *r); !s) return s;
+    if (Status s = pc.set_reliability(qp, *r); !s) return s;
   }
   if (!o.cc.empty()) {
     cc::Algo algo;
     if (!cc::parse_algo(o.cc, algo)) return make_error(EINVAL, "cc: '" + o.cc + "' is not " + std::string(cc::kAlgoNames));
-    if (Status s = nic.set_congestion_control(qp, algo); !s) return s;
+    if (Status s = pc.set_congestion_control(qp, algo); !s) return s;
   }
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = o.access;
   if (qp.type() == QpType::UC) a.qp_access_flags &= kAccessLocalWrite | kAccessRemoteWrite;
-  if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
+  if (Status s = pc.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags); !s) return s;
   a.qp_state = QpState::Rtr;
-  a.path_mtu = o.path_mtu.value_or(nic.config().port_mtu);
+  a.path_mtu = o.path_mtu.value_or(pc.config().port_mtu);
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn;
   a.dgid = remote.gid;
-  a.sgid_index = o.sgid_index.value_or(nic.sgid_index_for(remote.gid));
+  a.sgid_index = o.sgid_index.value_or(pc.sgid_index_for(remote.gid));
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
   const bool rc = qp.type() == QpType::RC;  // UC has no ACKs: no timers, retries or READ/atomic state
   uint32_t rtr = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
   if (rc) rtr |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
-  if (Status s = nic.modify_qp(qp, a, rtr); !s) return s;
+  if (Status s = pc.modify_qp(qp, a, rtr); !s) return s;
   a.qp_state = QpState::Rts;
   a.sq_psn = local_psn;
   a.timeout = o.timeout;
@@ -41,19 +41,19 @@ Status connect_rc(ProtocolCore& nic, core::Qp& qp, const Endpoint& remote, uint3
   a.max_rd_atomic = o.max_rd_atomic;
   uint32_t rts = kQpState | kQpSqPsn;
   if (rc) rts |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
-  return nic.modify_qp(qp, a, rts);
+  return pc.modify_qp(qp, a, rts);
 }
 
-Status activate_ud(ProtocolCore& nic, core::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
+Status activate_ud(ProtocolCore& pc, verbs::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qkey = qkey;
-  if (Status s = nic.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey); !s) return s;
+  if (Status s = pc.modify_qp(qp, a, kQpState | kQpPkeyIndex | kQpPort | kQpQkey); !s) return s;
   a.qp_state = QpState::Rtr;
-  if (Status s = nic.modify_qp(qp, a, kQpState); !s) return s;
+  if (Status s = pc.modify_qp(qp, a, kQpState); !s) return s;
   a.qp_state = QpState::Rts;
   a.sq_psn = sq_psn & 0xffffff;
-  return nic.modify_qp(qp, a, kQpState | kQpSqPsn);
+  return pc.modify_qp(qp, a, kQpState | kQpSqPsn);
 }
 
 }  // namespace uroce::transport

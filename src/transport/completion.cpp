@@ -6,8 +6,8 @@
 
 namespace uroce::transport {
 
-using core::Cq;
-using core::Qp;
+using verbs::Cq;
+using verbs::Qp;
 
 void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
   bool was_overrun = cq->overrun();
@@ -24,7 +24,7 @@ void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
 }
 
 
-void ProtocolCore::complete_send(Qp& qp, core::SendWqe& w, WcStatus st) {
+void ProtocolCore::complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st) {
   if (is_rd_atomic(w.opcode) && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
   bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
   Wc wc;
@@ -93,7 +93,7 @@ void ProtocolCore::flush(Qp& qp) {
     }
   }
   qp.resp.jobs.clear();
-  qp.resp.msg = core::RespMsg::None;
+  qp.resp.msg = verbs::RespMsg::None;
 }
 
 void ProtocolCore::start_qp_options(Qp& qp) {
@@ -101,7 +101,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.req.peer_sr = qp.req.sr && qp.sr_choice.has_value();
   qp.req.peer_settled = !qp.req.sr || qp.sr_choice.has_value();
   qp.resp.sr = qp.req.peer_sr;
-  qp.sr_send = core::SrSendState{};
+  qp.sr_send = verbs::SrSendState{};
   qp.sr_hold.reset();
   qp.sr_read.reset();
   qp.resp.held = 0;
@@ -123,11 +123,11 @@ void ProtocolCore::reset_qp(Qp& qp) {
     std::lock_guard g(qp.rq.producer_lock);
     qp.rq.reset();
   }
-  qp.req = core::RequesterState{};
-  qp.comp = core::CompleterState{};
+  qp.req = verbs::RequesterState{};
+  qp.comp = verbs::CompleterState{};
   size_t resources = qp.resp.resources.size();
-  qp.resp = core::ResponderState{};
-  qp.resp.resources.assign(resources, core::RdAtomicResource{});
+  qp.resp = verbs::ResponderState{};
+  qp.resp.resources.assign(resources, verbs::RdAtomicResource{});
   start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;

@@ -8,7 +8,7 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 using wire::Psn;
 
 void congestion_on_marked_request(Context& cx, Qp& qp, const wire::Packet& req, uint64_t now) {
@@ -17,7 +17,7 @@ void congestion_on_marked_request(Context& cx, Qp& qp, const wire::Packet& req, 
   if (Psn::distance(qp.resp.epsn - wire::kSackPsns, req.bth.psn) >= 2 * wire::kSackPsns) return;
   ++cx.ctr().rx_ce_marked;
   if (!qp.np.on_ce(now)) return;
-  TxPacket* tx = start_packet(cx, qp);
+  PacketBuf* tx = start_packet(cx, qp);
   if (!tx) return;  // counted as tx_pool_exhausted: the next marked packet asks again
   static constexpr uint8_t kReserved[16] = {};
   wire::Packet p;

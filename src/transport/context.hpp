@@ -19,13 +19,13 @@ class Context {
 
   const CoreConfig& config() const { return core_.cfg_; }
   Counters& ctr() { return core_.ctr_; }
-  const core::MrTable& mrs() const { return core_.mrs_; }
+  const verbs::MrTable& mrs() const { return core_.mrs_; }
 
   // Transmit: a free buffer (nullptr and counted when the pool is empty), then emit it with
   // the IBA length of its contents (the ICRC is appended), or hand it back unsent.
-  TxPacket* alloc_tx() { return core_.alloc_tx(); }
-  void emit(TxPacket* p, size_t ib_len) { core_.emit(p, ib_len); }
-  void release(TxPacket* p) { core_.pool_.release(p); }
+  PacketBuf* alloc_tx() { return core_.alloc_tx(); }
+  void emit(PacketBuf* p, size_t ib_len) { core_.emit(p, ib_len); }
+  void release(PacketBuf* p) { core_.pool_.release(p); }
   // Payload bytes at `src` (registered memory, checked) go into tx by reference when the link
   // takes them from there itself (CoreConfig::link_gathers): one copy fewer. The link sends the
   // packet at the end of this pass, under the engine lock; a request executed later in the same
@@ -34,7 +34,7 @@ class Context {
   // requester copies its resends, which then arrive whole; a READ response lost that way is
   // asked for again.
   // False: the caller copies them into the packet.
-  bool by_reference(TxPacket* tx, uint32_t at, const uint8_t* src, uint32_t len) {
+  bool by_reference(PacketBuf* tx, uint32_t at, const uint8_t* src, uint32_t len) {
     if (!len || !src || !core_.cfg_.link_gathers) return false;
     tx->ref = src;
     tx->ref_at = at;
@@ -44,19 +44,19 @@ class Context {
   }
 
   // Scheduling: the run list, the QP's timer, and the coalesced ACK at the end of this pass.
-  void schedule(core::Qp& qp) { core_.schedule(qp); }
-  void arm_timer(core::Qp& qp, uint64_t deadline) { core_.arm_timer(qp, deadline); }
-  void want_ack(core::Qp& qp) { core_.want_ack(qp); }
+  void schedule(verbs::Qp& qp) { core_.schedule(qp); }
+  void arm_timer(verbs::Qp& qp, uint64_t deadline) { core_.arm_timer(qp, deadline); }
+  void want_ack(verbs::Qp& qp) { core_.want_ack(qp); }
 
   // Completions and the QP's lifecycle.
-  void push_wc(core::Cq* cq, const Wc& wc) { core_.push_wc(cq, wc); }
-  void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st) { core_.complete_send(qp, w, st); }
+  void push_wc(verbs::Cq* cq, const Wc& wc) { core_.push_wc(cq, wc); }
+  void complete_send(verbs::Qp& qp, verbs::SendWqe& w, WcStatus st) { core_.complete_send(qp, w, st); }
   // fatal: an error moved it there (QP_FATAL is raised), not the application.
-  void qp_to_error(core::Qp& qp, bool fatal = true) { core_.qp_to_error(qp, fatal); }
+  void qp_to_error(verbs::Qp& qp, bool fatal = true) { core_.qp_to_error(qp, fatal); }
   // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
-  bool pop_recv(core::Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
+  bool pop_recv(verbs::Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
 
-  void trace(const core::Qp& qp, const wire::Packet& p, Verdict v) {
+  void trace(const verbs::Qp& qp, const wire::Packet& p, Verdict v) {
     if (core_.cfg_.trace) core_.cfg_.trace(qp, p, v);
   }
 

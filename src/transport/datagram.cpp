@@ -10,13 +10,13 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 using wire::Opcode;
 
-bool requester_send_datagram(Context& cx, Qp& qp, core::SendWqe& w, uint32_t idx) {
-  TxPacket* tx = start_packet(cx, qp);
+bool requester_send_datagram(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx) {
+  PacketBuf* tx = start_packet(cx, qp);
   if (!tx) return false;
-  const core::SendWqeExt& x = qp.sq.ext(idx);
+  const verbs::SendWqeExt& x = qp.sq.ext(idx);
   tx->flow.src = cx.config().gids[x.ud_sgid_index];
   tx->flow.dst = x.ud_dgid;
   wire::Packet p;
@@ -33,7 +33,7 @@ bool requester_send_datagram(Context& cx, Qp& qp, core::SendWqe& w, uint32_t idx
   } else {
     uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
     if (sgl_gather(cx.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length) !=
-        core::KeyCheck::Ok) {
+        verbs::KeyCheck::Ok) {
       cx.release(tx);
       w.failed = true;
       w.error = WcStatus::LocProtErr;
@@ -59,7 +59,7 @@ void responder_on_datagram(Context& cx, Qp& qp, const wire::Packet& p, const wir
     ++cx.ctr().rx_bad_qkey;
     return;
   }
-  core::RecvWqe w;
+  verbs::RecvWqe w;
   std::vector<Sge>& sge_vec = qp.resp.recv_sges;  // scratch: UD keeps no message state
   if (!cx.pop_recv(qp, w, sge_vec)) {
     ++cx.ctr().rx_ud_no_recv;
@@ -91,9 +91,9 @@ void responder_on_datagram(Context& cx, Qp& qp, const wire::Packet& p, const wir
     else
       std::memcpy(grh, hdr, wire::kIpv6Len);
     auto st = sgl_scatter(cx.mrs(), qp.pd(), sges, w.num_sge, 0, grh, kGrhBytes);
-    if (st == core::KeyCheck::Ok && len)
+    if (st == verbs::KeyCheck::Ok && len)
       st = sgl_scatter(cx.mrs(), qp.pd(), sges, w.num_sge, kGrhBytes, p.payload.data(), len);
-    wc.status = st == core::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
+    wc.status = st == verbs::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
     wc.byte_len = kGrhBytes + len;
   }
   cx.push_wc(qp.recv_cq, wc);

@@ -6,7 +6,7 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
@@ -101,13 +101,13 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
   }
 }
 
-TxPacket* ProtocolCore::alloc_tx() {
-  TxPacket* p = pool_.alloc();
+PacketBuf* ProtocolCore::alloc_tx() {
+  PacketBuf* p = pool_.alloc();
   if (!p) ++ctr_.tx_pool_exhausted;
   return p;
 }
 
-void ProtocolCore::emit(TxPacket* p, size_t ib_len) {
+void ProtocolCore::emit(PacketBuf* p, size_t ib_len) {
   p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst);
   if (p->icrc_skipped)
     wire::icrc_store(p->data + ib_len, 0);

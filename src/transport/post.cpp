@@ -10,7 +10,7 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 
 // ---------------------------------------------------------------- data path (application)
 
@@ -73,7 +73,7 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
         break;
       }
       uint32_t idx = sq.prod_local;
-      core::SendWqe& w = sq.slot(idx);
+      verbs::SendWqe& w = sq.slot(idx);
       // Field by field (no memset of the slot): the side entry is written only for CAS and UD.
       w.wr_id = wr.wr_id;
       w.remote_addr = wr.remote_addr;
@@ -90,7 +90,7 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       w.npkts = w.resp_pkts = 0;
       if (wr.opcode == WrOpcode::AtomicCmpSwp) sq.ext(idx).swap = wr.swap;
       if (wr.ah) {
-        core::SendWqeExt& x = sq.ext(idx);
+        verbs::SendWqeExt& x = sq.ext(idx);
         x.ud_dgid = wr.ah->dgid;
         x.ud_sgid_index = wr.ah->sgid_index;
         x.ud_qpn = wr.remote_qpn;
@@ -116,7 +116,7 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
   return result;
 }
 
-Status ProtocolCore::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
+Status ProtocolCore::post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad) {
   std::lock_guard g(rq.producer_lock);
   Status result;
   for (size_t i = 0; i < wrs.size(); ++i) {
@@ -132,7 +132,7 @@ Status ProtocolCore::post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span
       break;
     }
     uint32_t idx = rq.prod_local;
-    core::RecvWqe& w = rq.slot(idx);
+    verbs::RecvWqe& w = rq.slot(idx);
     w.wr_id = wr.wr_id;
     w.num_sge = uint16_t(wr.sg_list.size());
     uint64_t total = 0;
@@ -161,7 +161,7 @@ Status ProtocolCore::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad)
   return result;
 }
 
-Status ProtocolCore::post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
+Status ProtocolCore::post_srq_recv(verbs::Srq& srq, std::span<const RecvWr> wrs, size_t* bad) {
   return post_recv_wrs(srq.rq, wrs, bad);
 }
 
@@ -177,14 +177,14 @@ void ProtocolCore::ring_doorbell(Qp& qp) {
 }
 
 
-bool ProtocolCore::pop_recv(Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges) {
+bool ProtocolCore::pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) {
   auto& rq = qp.srq ? qp.srq->rq : qp.rq;
   uint32_t idx = rq.done.load(std::memory_order_relaxed);
   if (idx == rq.prod.load(std::memory_order_acquire)) return false;
   w = rq.slot(idx);
   sges.assign(rq.sges(idx), rq.sges(idx) + w.num_sge);
   rq.done.store(idx + 1, std::memory_order_release);
-  if (core::Srq* srq = qp.srq) {
+  if (verbs::Srq* srq = qp.srq) {
     uint32_t limit = srq->limit.load(std::memory_order_acquire);
     if (limit && srq->posted() < limit && srq->limit.exchange(0) != 0) {
       AsyncEvent e{AsyncEventType::SrqLimitReached};

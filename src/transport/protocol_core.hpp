@@ -26,12 +26,12 @@
 #include <span>
 #include <vector>
 
-#include "core/cq.hpp"
-#include "core/mr.hpp"
-#include "core/qp.hpp"
-#include "core/qpn_index.hpp"
-#include "core/spinlock.hpp"
-#include "core/srq.hpp"
+#include "verbs/cq.hpp"
+#include "verbs/mr.hpp"
+#include "verbs/qp.hpp"
+#include "verbs/qpn_index.hpp"
+#include "verbs/spinlock.hpp"
+#include "verbs/srq.hpp"
 #include <deque>
 #include "transport/counters.hpp"
 #include "transport/reliability.hpp"
@@ -49,11 +49,11 @@ using wire::kMaxPacket;
 // also keeps a message's PSNs well inside the 2^23 that PSN comparison can tell apart.
 inline constexpr uint32_t kMaxMessage = 1u << 31;
 
-using TxPacket = wire::PacketBuf;
-using core::Lkey;
-using core::PdHandle;
-using core::Qpn;
-using core::Rkey;
+using PacketBuf = wire::PacketBuf;
+using verbs::Lkey;
+using verbs::PdHandle;
+using verbs::Qpn;
+using verbs::Rkey;
 
 struct CoreConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
@@ -101,12 +101,12 @@ struct CoreConfig {
   uint64_t sr_probe_ns = 500'000;
   uint64_t sr_probe_min_ns = 100'000;  // once round trips are measured: 3 of them, at least this
   // Called with the verdict on every request (responder) and response (completer), if set.
-  std::function<void(const core::Qp&, const wire::Packet&, Verdict)> trace;
+  std::function<void(const verbs::Qp&, const wire::Packet&, Verdict)> trace;
 };
 
 struct DeviceLimits {
   uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
-  uint32_t max_inline = 512, max_rd_atomic = core::kMaxRdAtomic, max_pd = 1 << 16;
+  uint32_t max_inline = 512, max_rd_atomic = verbs::kMaxRdAtomic, max_pd = 1 << 16;
   uint64_t max_msg = kMaxMessage;
 };
 
@@ -136,38 +136,38 @@ class ProtocolCore {
   // ---- control path (engine lock held) ----
   Result<PdHandle> alloc_pd();
   Status dealloc_pd(PdHandle pd);
-  Result<core::Mr> reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access);
+  Result<verbs::Mr> reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access);
   Status dereg_mr(Lkey lkey);
-  Result<core::Cq*> create_cq(uint32_t depth);
-  Status destroy_cq(core::Cq* cq);
-  Result<core::Qp*> create_qp(PdHandle pd, QpType type, core::Cq* send_cq, core::Cq* recv_cq,
-                              const QpCap& cap, bool sq_sig_all, core::Srq* srq = nullptr);
+  Result<verbs::Cq*> create_cq(uint32_t depth);
+  Status destroy_cq(verbs::Cq* cq);
+  Result<verbs::Qp*> create_qp(PdHandle pd, QpType type, verbs::Cq* send_cq, verbs::Cq* recv_cq,
+                              const QpCap& cap, bool sq_sig_all, verbs::Srq* srq = nullptr);
   // QP1 (the GSI): a UD QP with the well-known number 1; EBUSY if the port has one already.
-  Result<core::Qp*> create_gsi_qp(PdHandle pd, core::Cq* send_cq, core::Cq* recv_cq, const QpCap& cap);
-  Result<core::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
-  Status destroy_srq(core::Srq* srq);
+  Result<verbs::Qp*> create_gsi_qp(PdHandle pd, verbs::Cq* send_cq, verbs::Cq* recv_cq, const QpCap& cap);
+  Result<verbs::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
+  Status destroy_srq(verbs::Srq* srq);
   // Arms the limit event (limit > 0) or disarms it (0).
-  Status modify_srq(core::Srq& srq, uint32_t limit);
+  Status modify_srq(verbs::Srq& srq, uint32_t limit);
   // Oldest async event, or an EAGAIN error when there is none.
   Result<AsyncEvent> get_async_event();
   bool has_async_events() const { return !async_.empty(); }
   // True while children use it: destroying it would fail with EBUSY.
   bool pd_busy(PdHandle pd) const;
-  bool cq_busy(core::Cq* cq) const;
-  bool srq_busy(core::Srq* srq) const;
-  Status modify_qp(core::Qp& qp, const QpAttr& attr, uint32_t mask);
+  bool cq_busy(verbs::Cq* cq) const;
+  bool srq_busy(verbs::Srq* srq) const;
+  Status modify_qp(verbs::Qp& qp, const QpAttr& attr, uint32_t mask);
   // This QP's reliability, instead of the device's (RC, in RESET or INIT: before it talks).
-  Status set_reliability(core::Qp& qp, Reliability r);
+  Status set_reliability(verbs::Qp& qp, Reliability r);
   // This QP's congestion control, instead of the device's (RC; DCQCN also UC; in RESET or INIT).
-  Status set_congestion_control(core::Qp& qp, cc::Algo a);
-  Status destroy_qp(core::Qp* qp);
-  core::Qp* qp(Qpn qpn);
+  Status set_congestion_control(verbs::Qp& qp, cc::Algo a);
+  Status destroy_qp(verbs::Qp* qp);
+  verbs::Qp* qp(Qpn qpn);
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
-  Status post_send(core::Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
-  Status post_recv(core::Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
-  Status post_srq_recv(core::Srq& srq, std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  Status post_send(verbs::Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
+  Status post_recv(verbs::Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  Status post_srq_recv(verbs::Srq& srq, std::span<const RecvWr> wrs, size_t* bad = nullptr);
   // Called after posting; the engine installs a waker to leave its idle sleep.
   void set_waker(std::function<void()> w) { waker_ = std::move(w); }
   bool has_doorbells() const { return doorbell_count_.load(std::memory_order_seq_cst) != 0; }
@@ -184,12 +184,12 @@ class ProtocolCore {
   uint64_t next_deadline();
   bool has_work() const { return !run_list_.empty() || !ack_list_.empty(); }
   // Packets to send, in order; the link sends them, then release_tx() takes the buffers back.
-  std::span<TxPacket* const> tx_queue() const { return tx_; }
+  std::span<PacketBuf* const> tx_queue() const { return tx_; }
   void release_tx() {
-    for (TxPacket* p : tx_) pool_.release(p);
+    for (PacketBuf* p : tx_) pool_.release(p);
     tx_.clear();
   }
-  std::vector<core::Cq*>& cq_events() { return cq_events_; }
+  std::vector<verbs::Cq*>& cq_events() { return cq_events_; }
   // True once after new async events were queued: the engine then signals the async fd.
   bool take_async_signal() { return std::exchange(async_signal_, false); }
 
@@ -197,44 +197,44 @@ class ProtocolCore {
   friend class Context;  // the narrow view the requester, completer and responder get
 
   // ---- for the requester, completer and responder, through Context ----
-  TxPacket* alloc_tx();
-  void emit(TxPacket* p, size_t ib_len);  // appends the ICRC and queues the packet
-  void push_wc(core::Cq* cq, const Wc& wc);
-  void complete_send(core::Qp& qp, core::SendWqe& w, WcStatus st);
-  void qp_to_error(core::Qp& qp, bool fatal = true);
-  bool pop_recv(core::Qp& qp, core::RecvWqe& w, std::vector<Sge>& sges);
+  PacketBuf* alloc_tx();
+  void emit(PacketBuf* p, size_t ib_len);  // appends the ICRC and queues the packet
+  void push_wc(verbs::Cq* cq, const Wc& wc);
+  void complete_send(verbs::Qp& qp, verbs::SendWqe& w, WcStatus st);
+  void qp_to_error(verbs::Qp& qp, bool fatal = true);
+  bool pop_recv(verbs::Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges);
   void raise(const AsyncEvent& e);
-  void schedule(core::Qp& qp);             // put on the run list
-  void arm_timer(core::Qp& qp, uint64_t deadline);
-  void want_ack(core::Qp& qp);             // coalesced ACK at the end of this pass
+  void schedule(verbs::Qp& qp);             // put on the run list
+  void arm_timer(verbs::Qp& qp, uint64_t deadline);
+  void want_ack(verbs::Qp& qp);             // coalesced ACK at the end of this pass
 
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
-  void ring_doorbell(core::Qp& qp);
+  void ring_doorbell(verbs::Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);
-  void flush(core::Qp& qp);
-  void reset_qp(core::Qp& qp);
+  void flush(verbs::Qp& qp);
+  void reset_qp(verbs::Qp& qp);
   // The QP's configured options, fresh: its sender congestion control (CoreConfig::cc: a rate
   // control and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise) and its
   // reliability (CoreConfig::reliability, RC only), with nothing held or acknowledged selectively.
-  void start_qp_options(core::Qp& qp);
+  void start_qp_options(verbs::Qp& qp);
   // Checks a request against the QP; on success, its total length.
-  Result<uint32_t> check_send_wr(const core::Qp& qp, const SendWr& wr) const;
-  Result<core::Qp*> make_qp(PdHandle pd, QpType type, core::Cq* scq, core::Cq* rcq, const QpCap& cap, bool sig_all,
-                            core::Srq* srq, std::optional<Qpn> qpn);
-  Status post_recv_wrs(core::WorkQueue<core::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
+  Result<uint32_t> check_send_wr(const verbs::Qp& qp, const SendWr& wr) const;
+  Result<verbs::Qp*> make_qp(PdHandle pd, QpType type, verbs::Cq* scq, verbs::Cq* rcq, const QpCap& cap, bool sig_all,
+                            verbs::Srq* srq, std::optional<Qpn> qpn);
+  Status post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
   CoreConfig cfg_;
   DeviceLimits limits_;
   Counters ctr_;
-  core::MrTable mrs_;
+  verbs::MrTable mrs_;
   std::map<PdHandle, uint32_t> pds_;  // handle -> users (MRs + QPs)
   uint32_t next_pd_ = 1;
-  std::map<uint32_t, std::unique_ptr<core::Cq>> cqs_;
-  std::map<core::Cq*, uint32_t> cq_users_;
-  std::map<uint32_t, std::unique_ptr<core::Srq>> srqs_;
-  std::map<core::Srq*, uint32_t> srq_users_;
+  std::map<uint32_t, std::unique_ptr<verbs::Cq>> cqs_;
+  std::map<verbs::Cq*, uint32_t> cq_users_;
+  std::map<uint32_t, std::unique_ptr<verbs::Srq>> srqs_;
+  std::map<verbs::Srq*, uint32_t> srq_users_;
   uint32_t next_srq_ = 1;
   std::deque<AsyncEvent> async_;
   bool async_signal_ = false;
@@ -242,25 +242,25 @@ class ProtocolCore {
   struct QpnHash {
     size_t operator()(Qpn q) const { return std::hash<uint32_t>()(q.value()); }
   };
-  std::unordered_map<Qpn, std::unique_ptr<core::Qp>, QpnHash> qps_;  // owns them
-  core::QpnIndex<core::Qp> qp_index_;  // looked up for every received packet and doorbell
+  std::unordered_map<Qpn, std::unique_ptr<verbs::Qp>, QpnHash> qps_;  // owns them
+  verbs::QpnIndex<verbs::Qp> qp_index_;  // looked up for every received packet and doorbell
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
-  core::SpinLock doorbell_lock_;
+  verbs::SpinLock doorbell_lock_;
   std::vector<Qpn> doorbells_;  // under doorbell_lock_
   std::atomic<uint32_t> doorbell_count_{0};
   std::vector<Qpn> doorbells_swap_;
 
-  std::vector<core::Qp*> run_list_;
-  std::vector<core::Qp*> run_list_swap_;
-  std::vector<core::Qp*> ack_list_;
+  std::vector<verbs::Qp*> run_list_;
+  std::vector<verbs::Qp*> run_list_swap_;
+  std::vector<verbs::Qp*> ack_list_;
   using TimerEntry = std::pair<uint64_t, Qpn>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
 
   wire::BufferPool pool_;
-  std::vector<TxPacket*> tx_;
-  std::vector<core::Cq*> cq_events_;
+  std::vector<PacketBuf*> tx_;
+  std::vector<verbs::Cq*> cq_events_;
 };
 
 }  // namespace uroce::transport

@@ -8,8 +8,8 @@
 
 namespace uroce::transport {
 
-using core::Qp;
-using core::SendWqe;
+using verbs::Qp;
+using verbs::SendWqe;
 using wire::Opcode;
 using wire::Psn;
 
@@ -82,7 +82,7 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   if (!w.is_inline) {
     // READ and atomic results are written into the local SGEs.
     uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
-    if (sgl_check(cx.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, need) != core::KeyCheck::Ok) {
+    if (sgl_check(cx.mrs(), qp.pd(), qp.sq.sges(req.next), w.num_sge, need) != verbs::KeyCheck::Ok) {
       fail_wqe(cx, qp, w, WcStatus::LocProtErr);
       return false;
     }
@@ -101,7 +101,7 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
 
 // Headers and payload of packet req.pkt of WQE w (BTH PSN and QPN already set). `last`: it
 // ends its message. False if gathering the payload failed the local key checks.
-bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Packet& p, bool& last) {
+bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::Packet& p, bool& last) {
   auto& req = qp.req;
   const uint32_t mtu = qp.mtu(), offset = req.pkt * mtu;
   last = true;
@@ -138,7 +138,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, TxPacket* tx, wire::Pa
     const uint8_t* src = cx.config().link_gathers && !resend
                              ? sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len) : nullptr;
     if (!cx.by_reference(tx, at, src, len) &&
-        sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != core::KeyCheck::Ok)
+        sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != verbs::KeyCheck::Ok)
       return false;
     p.payload = {dst, len};  // in place: encoding leaves it alone
   }
@@ -175,13 +175,13 @@ void position_at(Qp& qp, Psn psn) {
 
 }  // namespace
 
-TxPacket* start_packet(Context& cx, const Qp& qp) {
-  TxPacket* tx = cx.alloc_tx();
+PacketBuf* start_packet(Context& cx, const Qp& qp) {
+  PacketBuf* tx = cx.alloc_tx();
   if (tx) tx->flow = qp.flow;
   return tx;
 }
 
-void send_packet(Context& cx, TxPacket* tx, wire::Packet& p) {
+void send_packet(Context& cx, PacketBuf* tx, wire::Packet& p) {
   cx.emit(tx, wire::encode(p, tx->data));
 }
 
@@ -230,7 +230,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     if (window_full(qp, psn, window) && psn != qp.comp.una) return false;
     if (req.paced && !pace(cx, qp, now)) return false;
 
-    TxPacket* tx = start_packet(cx, qp);
+    PacketBuf* tx = start_packet(cx, qp);
     if (!tx) return true;
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
@@ -297,7 +297,7 @@ void requester_go_back(Context& cx, Qp& qp, Psn psn) {
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
       auto& c = qp.comp;
-      if (c.rewind != core::Rewind::GapRetried) c.rewind = core::Rewind::Rewound;
+      if (c.rewind != verbs::Rewind::GapRetried) c.rewind = verbs::Rewind::Rewound;
       c.rewound_to = psn;
       cx.schedule(qp);
       return;

@@ -11,9 +11,9 @@
 
 namespace uroce::transport {
 
-using core::Qp;
-using core::Rkey;
-using core::RespJob;
+using verbs::Qp;
+using verbs::Rkey;
+using verbs::RespJob;
 using wire::Aeth;
 using wire::NakCode;
 using wire::Opcode;
@@ -22,7 +22,7 @@ using wire::Psn;
 namespace {
 
 void send_aeth(Context& cx, Qp& qp, Psn psn, Aeth aeth) {
-  TxPacket* tx = start_packet(cx, qp);
+  PacketBuf* tx = start_packet(cx, qp);
   if (!tx) return;  // like a lost ACK: the requester's timer recovers
   wire::Packet p = response_to(qp, Opcode::RC_ACKNOWLEDGE, psn);
   p.aeth = aeth;
@@ -41,7 +41,7 @@ enum class JobClass : uint8_t { Aeth, Executed, Duplicate };
 size_t count_jobs(const Qp& qp, JobClass c) {
   size_t n = 0;
   for (const RespJob& j : qp.resp.jobs)
-    n += (j.kind == core::RespJobKind::Aeth || j.kind == core::RespJobKind::Sack ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
+    n += (j.kind == verbs::RespJobKind::Aeth || j.kind == verbs::RespJobKind::Sack ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
   return n;
 }
 
@@ -60,12 +60,12 @@ void answer(Context& cx, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
     return;
   }
   RespJob j;
-  j.kind = core::RespJobKind::Aeth;
+  j.kind = verbs::RespJobKind::Aeth;
   j.psn = psn;
   j.aeth_syndrome = aeth.syndrome;
   j.fatal = fatal;
   r.jobs.push_back(j);
-  if (fatal) r.seq = core::RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
+  if (fatal) r.seq = verbs::RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
   cx.schedule(qp);
 }
 
@@ -101,8 +101,8 @@ Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
 Verdict reject(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
     ++cx.ctr().rx_uc_dropped;
-    qp.resp.seq = core::RespSeq::UcDropping;
-    qp.resp.msg = core::RespMsg::None;
+    qp.resp.seq = verbs::RespSeq::UcDropping;
+    qp.resp.msg = verbs::RespMsg::None;
     return Verdict::UcDropped;
   }
   return fatal_nak(cx, qp, psn, code);
@@ -129,7 +129,7 @@ void recv_completion(Context& cx, Qp& qp, WcStatus st, WcOpcode op, uint32_t len
 bool take_recv(Context& cx, Qp& qp) {
   auto& r = qp.resp;
   if (r.have_recv) return true;
-  core::RecvWqe w;
+  verbs::RecvWqe w;
   if (!cx.pop_recv(qp, w, r.recv_sges)) return false;
   r.recv_wr_id = w.wr_id;
   r.recv_len = w.length;
@@ -165,7 +165,7 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
-                  p.payload.data(), len) != core::KeyCheck::Ok) {
+                  p.payload.data(), len) != verbs::KeyCheck::Ok) {
     if (r.from_hold) return held_unfit(cx, qp);
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
@@ -174,10 +174,10 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
-    r.msg = core::RespMsg::None;
+    r.msg = verbs::RespMsg::None;
     recv_completion(cx, qp, WcStatus::Success, WcOpcode::Recv, r.recv_offset, &p);
   } else {
-    r.msg = core::RespMsg::Send;
+    r.msg = verbs::RespMsg::Send;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
@@ -191,7 +191,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
       return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
     }
     if (cx.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
-        core::KeyCheck::Ok) {
+        verbs::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     r.write_va = p.reth.va;
@@ -212,7 +212,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
     if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
-        core::KeyCheck::Ok) {
+        verbs::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
     }
     std::memcpy(dst, p.payload.data(), len);
@@ -221,22 +221,22 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
-    r.msg = core::RespMsg::None;
+    r.msg = verbs::RespMsg::None;
     if (imm) recv_completion(cx, qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, r.write_len, &p);
   } else {
-    r.msg = core::RespMsg::Write;
+    r.msg = verbs::RespMsg::Write;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
 }
 
 bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
-  return cx.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == core::KeyCheck::Ok;
+  return cx.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == verbs::KeyCheck::Ok;
 }
 
 void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
   RespJob j;
-  j.kind = core::RespJobKind::Read;
+  j.kind = verbs::RespJobKind::Read;
   j.psn = psn;
   j.va = va;
   j.rkey = rkey;
@@ -246,7 +246,7 @@ void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t l
   cx.schedule(qp);
 }
 
-void remember(Qp& qp, const core::RdAtomicResource& res) {
+void remember(Qp& qp, const verbs::RdAtomicResource& res) {
   auto& r = qp.resp;
   if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
 }
@@ -276,7 +276,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   }
   uint8_t* host = nullptr;
   if (cx.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
-      core::KeyCheck::Ok) {
+      verbs::KeyCheck::Ok) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
   }
   // Atomic with respect to every other uroce atomic on this memory: all go through atomic_ref.
@@ -290,7 +290,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   }
   remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, Rkey(p.atomic.rkey), 8, orig});
   RespJob j;
-  j.kind = core::RespJobKind::AtomicAck;
+  j.kind = verbs::RespJobKind::AtomicAck;
   j.psn = p.bth.psn;
   j.atomic_orig = orig;
   r.jobs.push_back(j);
@@ -300,7 +300,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Execute;
 }
 
-const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
+const verbs::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
   for (const auto& res : qp.resp.resources)
     if (res.valid && res.atomic == atomic && Psn::distance(res.psn, psn) < res.npkts) return &res;
   return nullptr;
@@ -310,9 +310,9 @@ const core::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) 
 bool will_answer(const Qp& qp, Psn psn) {
   const uint32_t mtu = qp.mtu();
   for (const RespJob& j : qp.resp.jobs) {
-    if (j.kind == core::RespJobKind::Aeth || j.kind == core::RespJobKind::Sack) continue;
-    uint32_t first_unsent = j.kind == core::RespJobKind::Read ? j.sent / mtu : 0;
-    uint32_t n = j.kind == core::RespJobKind::Read ? packets_for(j.len, mtu) : 1;
+    if (j.kind == verbs::RespJobKind::Aeth || j.kind == verbs::RespJobKind::Sack) continue;
+    uint32_t first_unsent = j.kind == verbs::RespJobKind::Read ? j.sent / mtu : 0;
+    uint32_t n = j.kind == verbs::RespJobKind::Read ? packets_for(j.len, mtu) : 1;
     uint32_t k = Psn::distance(j.psn, psn);
     if (k < n && k >= first_unsent) return true;
   }
@@ -323,7 +323,7 @@ bool will_answer(const Qp& qp, Psn psn) {
 // requests this responder executed; anything else is dropped (IBA 9.7.5.1).
 Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
-  const core::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
+  const verbs::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
   // The rest of the READ from this PSN on; or, from a requester under selective repeat, any
   // whole packets of it (it asks again only for the responses it lacks).
@@ -347,7 +347,7 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   if (atomic) {
     ++cx.ctr().rx_atomic_replays;
     RespJob j;
-    j.kind = core::RespJobKind::AtomicAck;
+    j.kind = verbs::RespJobKind::AtomicAck;
     j.psn = p.bth.psn;
     j.atomic_orig = res->orig;
     j.dup = true;
@@ -376,15 +376,15 @@ enum class Step { Done, More, NoBuffer };
 Step run_job(Context& cx, Qp& qp, RespJob& j) {
   auto& r = qp.resp;
   switch (j.kind) {
-    case core::RespJobKind::Aeth:
+    case verbs::RespJobKind::Aeth:
       send_aeth(cx, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
       if (j.fatal) cx.qp_to_error(qp);
       return Step::Done;
-    case core::RespJobKind::Sack:
+    case verbs::RespJobKind::Sack:
       sr_send_sack(cx, qp, j.psn);
       return Step::Done;
-    case core::RespJobKind::AtomicAck: {
-      TxPacket* tx = start_packet(cx, qp);
+    case verbs::RespJobKind::AtomicAck: {
+      PacketBuf* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
       wire::Packet p = response_to(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, j.psn);
       p.aeth = Aeth::ack(r.msn.value());
@@ -392,12 +392,12 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       send_packet(cx, tx, p);
       return Step::Done;
     }
-    case core::RespJobKind::Read: {
+    case verbs::RespJobKind::Read: {
       const uint32_t mtu = qp.mtu();
       uint32_t n = packets_for(j.len, mtu);
       uint32_t k = j.sent / mtu;
       uint32_t len = std::min(mtu, j.len - j.sent);
-      TxPacket* tx = start_packet(cx, qp);
+      PacketBuf* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
       const Opcode op = n == 1       ? Opcode::RC_READ_RESPONSE_ONLY
                         : k == 0     ? Opcode::RC_READ_RESPONSE_FIRST
@@ -407,7 +407,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
       if (len && cx.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
-                     core::KeyCheck::Ok) {
+                     verbs::KeyCheck::Ok) {
         cx.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
         ++cx.ctr().tx_naks_fatal;
         r.jobs.clear();
@@ -434,23 +434,23 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
 // on it too; we drop it and leave the message in progress alone). Execute: go on with it.
 Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  const bool dropping = r.seq == core::RespSeq::UcDropping;
+  const bool dropping = r.seq == verbs::RespSeq::UcDropping;
   if (p.bth.psn == r.epsn && !dropping) return Verdict::Execute;
   if (p.bth.psn < r.epsn) {
     ++cx.ctr().rx_duplicate;
     return Verdict::Duplicate;
   }
   if (p.info().flags & wire::kFirst) {
-    if (r.msg != core::RespMsg::None && !dropping) ++cx.ctr().rx_uc_dropped;  // its tail was lost
-    r.seq = core::RespSeq::InSequence;
-    r.msg = core::RespMsg::None;
+    if (r.msg != verbs::RespMsg::None && !dropping) ++cx.ctr().rx_uc_dropped;  // its tail was lost
+    r.seq = verbs::RespSeq::InSequence;
+    r.msg = verbs::RespMsg::None;
     r.epsn = p.bth.psn;
     return Verdict::Execute;
   }
   ++cx.ctr().rx_out_of_sequence;
   if (!dropping) ++cx.ctr().rx_uc_dropped;
-  r.seq = core::RespSeq::UcDropping;
-  r.msg = core::RespMsg::None;
+  r.seq = verbs::RespSeq::UcDropping;
+  r.msg = verbs::RespMsg::None;
   r.epsn = p.bth.psn + 1;
   return Verdict::UcDropped;
 }
@@ -458,7 +458,7 @@ Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
 // The checks and execution of one request; responder_on_request traces the verdict.
 Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (r.seq == core::RespSeq::Dying) {
+  if (r.seq == verbs::RespSeq::Dying) {
     ++cx.ctr().rx_wrong_state;
     return Verdict::Dying;
   }
@@ -470,13 +470,13 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
-    if (r.seq == core::RespSeq::NakSent) return Verdict::OutOfSequence;
-    r.seq = core::RespSeq::NakSent;
+    if (r.seq == verbs::RespSeq::NakSent) return Verdict::OutOfSequence;
+    r.seq = verbs::RespSeq::NakSent;
     ++cx.ctr().tx_naks_seq;
     answer(cx, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     return Verdict::NakSequence;
   }
-  r.seq = core::RespSeq::InSequence;
+  r.seq = verbs::RespSeq::InSequence;
   if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
@@ -492,8 +492,8 @@ bool fits_in_sequence(const Qp& qp, const wire::Packet& p) {
   const uint32_t flags = p.info().flags;
   // Opcode sequence (IBA 9.7.5.2.3): a message in progress must continue, no other may start.
   const bool cont = flags & (wire::kMiddle | wire::kLast) && !(flags & wire::kFirst);
-  bool ok = r.msg == core::RespMsg::None   ? !cont
-            : r.msg == core::RespMsg::Send ? cont && (flags & wire::kSend)
+  bool ok = r.msg == verbs::RespMsg::None   ? !cont
+            : r.msg == verbs::RespMsg::Send ? cont && (flags & wire::kSend)
                                            : cont && (flags & wire::kWrite);
   // Length (IBA 9.7.5.2.4): FIRST and MIDDLE carry exactly one MTU, LAST and ONLY at most one.
   if (ok && (flags & wire::kPayload)) {
@@ -561,7 +561,7 @@ void responder_flush_ack(Context& cx, Qp& qp) {
       sr_send_sack(cx, qp, r.epsn - 1);
     } else if (count_jobs(qp, JobClass::Aeth) < kMaxAethJobs) {
       RespJob j;
-      j.kind = core::RespJobKind::Sack;
+      j.kind = verbs::RespJobKind::Sack;
       j.psn = r.epsn - 1;
       r.jobs.push_back(j);
       cx.schedule(qp);

@@ -7,7 +7,7 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 
 // ---------------------------------------------------------------- engine side
 

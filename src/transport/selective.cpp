@@ -13,7 +13,7 @@
 
 namespace uroce::transport {
 
-using core::Qp;
+using verbs::Qp;
 using wire::kSackPsns;
 using wire::Psn;
 
@@ -26,13 +26,13 @@ uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
 // packet before the one `p` names as its message's first).
 bool next_send_first(const Qp& qp, const wire::Packet& p, Psn& first) {
   const auto& r = qp.resp;
-  if (r.msg == core::RespMsg::None) {
+  if (r.msg == verbs::RespMsg::None) {
     first = r.epsn;
     return true;
   }
-  if (r.msg != core::RespMsg::Send || !r.have_recv) return false;
+  if (r.msg != verbs::RespMsg::Send || !r.have_recv) return false;
   first = p.bth.psn - p.place.pkt;
-  const core::HeldRequest& last = qp.sr_hold->slot[slot_of(first - 1)];
+  const verbs::HeldRequest& last = qp.sr_hold->slot[slot_of(first - 1)];
   return last.valid && last.p.bth.psn == first - 1 && last.p.has(wire::kPlaceEth) &&
          (last.p.info().flags & wire::kLast) && last.p.place.recv_seq == r.recv_taken - 1;
 }
@@ -48,7 +48,7 @@ bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
   Psn first;
   uint32_t n = 0, cap = 0;
   const Sge* sges = nullptr;
-  if (r.msg == core::RespMsg::Send && r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
+  if (r.msg == verbs::RespMsg::Send && r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
     first = r.msg_first;
     sges = r.recv_sges.data();
     n = uint32_t(r.recv_sges.size());
@@ -65,7 +65,7 @@ bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
   const uint32_t k = Psn::distance(first, p.bth.psn), len = uint32_t(p.payload.size());
   const uint64_t offset = uint64_t(k) * qp.mtu();
   if (p.place.pkt != k || bool(p.info().flags & wire::kFirst) != (k == 0) || !len || offset + len > cap) return false;
-  return sgl_scatter(cx.mrs(), qp.pd(), sges, n, offset, p.payload.data(), len) == core::KeyCheck::Ok;
+  return sgl_scatter(cx.mrs(), qp.pd(), sges, n, offset, p.payload.data(), len) == verbs::KeyCheck::Ok;
 }
 
 // Where a later WRITE's packet past a hole goes: its own FIRST's RETH (a MIDDLE packet whose
@@ -73,19 +73,19 @@ bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
 // is recorded only if it passes what the in-order path checks at a FIRST: the QP's
 // REMOTE_WRITE right and its whole RETH in a region registered for remote writes.
 bool later_write(Context& cx, Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
-  core::SrHold& h = *qp.sr_hold;
+  verbs::SrHold& h = *qp.sr_hold;
   const uint32_t mtu = qp.mtu();
   if (p.info().flags & wire::kFirst) {
     if (p.reth.dma_len <= mtu || p.reth.dma_len > kMaxMessage || !(qp.attr().qp_access_flags & kAccessRemoteWrite) ||
-        cx.mrs().check_remote(core::Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite,
-                              nullptr) != core::KeyCheck::Ok)
+        cx.mrs().check_remote(verbs::Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite,
+                              nullptr) != verbs::KeyCheck::Ok)
       return false;
     h.writes[h.next_write++ % h.writes.size()] = {p.bth.psn, (p.reth.dma_len + mtu - 1) / mtu, p.reth.va, p.reth.rkey};
     va = p.reth.va;
     rkey = p.reth.rkey;
     return true;
   }
-  for (const core::PlacedWrite& w : h.writes) {
+  for (const verbs::PlacedWrite& w : h.writes) {
     const uint32_t k = Psn::distance(w.first, p.bth.psn);
     if (w.npkts && Psn::distance(qp.resp.epsn, w.first) < kSackPsns && k > 0 && k + 1 < w.npkts) {
       va = w.va + uint64_t(k) * mtu;
@@ -110,14 +110,14 @@ bool place_now(Context& cx, Qp& qp, const wire::Packet& p) {
   uint64_t va = 0;
   uint32_t rkey = 0;
   const uint64_t offset = r.write_offset + uint64_t(Psn::distance(r.epsn, p.bth.psn)) * mtu;
-  if (r.msg == core::RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
+  if (r.msg == verbs::RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
     va = r.write_va + offset;
     rkey = r.write_rkey.value();
   } else if (!p.bth.place || !later_write(cx, qp, p, va, rkey)) {
     return false;
   }
   uint8_t* dst = nullptr;
-  if (cx.mrs().check_remote(core::Rkey(rkey), qp.pd(), va, mtu, kAccessRemoteWrite, &dst) != core::KeyCheck::Ok)
+  if (cx.mrs().check_remote(verbs::Rkey(rkey), qp.pd(), va, mtu, kAccessRemoteWrite, &dst) != verbs::KeyCheck::Ok)
     return false;  // executed in order, it is NAKed there
   std::memcpy(dst, p.payload.data(), mtu);
   return true;
@@ -143,13 +143,13 @@ bool same_request(const wire::Packet& a, const wire::Packet& b) {
          std::ranges::equal(a.payload, b.payload);
 }
 
-void drop_held(Qp& qp, core::HeldRequest& s) {
+void drop_held(Qp& qp, verbs::HeldRequest& s) {
   s.valid = false;
   s.bytes.clear();
   --qp.resp.held;
 }
 
-void clear_dispute(Qp& qp, core::HeldRequest& s) {
+void clear_dispute(Qp& qp, verbs::HeldRequest& s) {
   if (!s.disputed) return;
   s.disputed = false;
   --qp.resp.disputed;
@@ -173,9 +173,9 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
     ++cx.ctr().rx_sr_unfit;
     return Verdict::HeldUnfit;
   }
-  if (!qp.sr_hold) qp.sr_hold = std::make_unique<core::SrHold>();
-  core::SrHold& h = *qp.sr_hold;
-  core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  if (!qp.sr_hold) qp.sr_hold = std::make_unique<verbs::SrHold>();
+  verbs::SrHold& h = *qp.sr_hold;
+  verbs::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
   if (s.disputed && s.p.bth.psn == p.bth.psn) {  // only its turn takes a request for it now
     ++cx.ctr().rx_sr_conflicts;
     return Verdict::Conflict;
@@ -207,8 +207,8 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
 bool sr_holding(const Qp& qp) { return qp.resp.held != 0 || qp.resp.disputed != 0; }
 
 void sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p) {
-  core::SrHold& h = *qp.sr_hold;
-  core::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  verbs::SrHold& h = *qp.sr_hold;
+  verbs::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
   if (s.p.bth.psn != p.bth.psn) return;
   clear_dispute(qp, s);
   if (!s.valid || same_request(s.p, p)) return;
@@ -221,10 +221,10 @@ namespace {
 // Held copies of requests the responder has now passed (resent and taken in sequence, or
 // inside a READ's PSN range) are dropped, and disputes about them settled.
 void forget_passed(Qp& qp, Psn from) {
-  core::SrHold& h = *qp.sr_hold;
+  verbs::SrHold& h = *qp.sr_hold;
   const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
   for (uint32_t i = 0; i < n && sr_holding(qp); ++i) {
-    core::HeldRequest& s = h.slot[slot_of(from + i)];
+    verbs::HeldRequest& s = h.slot[slot_of(from + i)];
     if (s.p.bth.psn != from + i) continue;
     if (s.valid) drop_held(qp, s);
     clear_dispute(qp, s);
@@ -237,7 +237,7 @@ void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
   auto& r = qp.resp;
   forget_passed(qp, from);
   for (uint32_t i = 0; run && i <= kSackPsns && r.held; ++i) {
-    core::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
+    verbs::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
     if (!s.valid || s.p.bth.psn != r.epsn) return;
     from = r.epsn;
     r.from_hold = true;
@@ -252,13 +252,13 @@ void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
 }
 
 void sr_send_sack(Context& cx, Qp& qp, Psn acked) {
-  TxPacket* tx = start_packet(cx, qp);
+  PacketBuf* tx = start_packet(cx, qp);
   if (!tx) return;  // like a lost ACK
   uint8_t bits[wire::kSackLen] = {};
   const Psn base = acked + 1;
   if (qp.sr_hold)
     for (uint32_t i = 1; i < kSackPsns; ++i) {
-      const core::HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
+      const verbs::HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
       if (s.valid && s.p.bth.psn == base + i) bits[i / 8] |= uint8_t(1u << (i % 8));
     }
   wire::Packet p = response_to(qp, wire::Opcode::UROCE_SACK, acked);
@@ -304,7 +304,7 @@ void sr_forget(Qp& qp, Psn from, Psn to) {
 
 namespace {
 
-uint32_t read_slot(Psn psn) { return psn.value() % core::SrReadMap::kSpan; }
+uint32_t read_slot(Psn psn) { return psn.value() % verbs::SrReadMap::kSpan; }
 
 // How many runs of missing responses one call asks for apart; the last run asked for reaches
 // to the last missing response (the responder answers as many re-asks as it has READ resources).
@@ -321,10 +321,10 @@ bool sr_read_got(const Qp& qp, Psn psn) {
 }
 
 void sr_read_set(Qp& qp, Psn psn) {
-  if (!qp.sr_read) qp.sr_read = std::make_unique<core::SrReadMap>();
-  core::SrReadMap& m = *qp.sr_read;
+  if (!qp.sr_read) qp.sr_read = std::make_unique<verbs::SrReadMap>();
+  verbs::SrReadMap& m = *qp.sr_read;
   const uint32_t k = read_slot(psn);
-  if (!m.count || Psn::distance(m.seen, psn) < core::SrReadMap::kSpan) m.seen = psn;  // the higher
+  if (!m.count || Psn::distance(m.seen, psn) < verbs::SrReadMap::kSpan) m.seen = psn;  // the higher
   m.got[k / 64] |= uint64_t(1) << (k % 64);
   ++m.count;
 }
@@ -341,8 +341,8 @@ namespace {
 
 // A READ request for the responses [from, to) of READ w only: the responder answers it from
 // the READ it executed, as it answers a retried READ (responder.cpp, duplicate READs).
-void reask(Context& cx, Qp& qp, const core::SendWqe& w, Psn from, Psn to) {
-  TxPacket* tx = start_packet(cx, qp);
+void reask(Context& cx, Qp& qp, const verbs::SendWqe& w, Psn from, Psn to) {
+  PacketBuf* tx = start_packet(cx, qp);
   if (!tx) return;  // like a lost request: the probe asks again
   const uint32_t mtu = qp.mtu();
   const uint64_t off = uint64_t(Psn::distance(w.first_psn, from)) * mtu;
@@ -366,7 +366,7 @@ void sr_reask_reads(Context& cx, Qp& qp, Psn from, Psn to) {
   const uint32_t prod = sq.prod.load(std::memory_order_acquire);
   uint32_t runs = 0;
   for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
-    const core::SendWqe& w = sq.slot(i);
+    const verbs::SendWqe& w = sq.slot(i);
     if (w.first_psn >= to) break;
     if (w.failed || w.opcode != WrOpcode::RdmaRead || w.last_psn() < from) continue;
     Psn q = std::max(from, w.first_psn + w.resp_pkts);

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/mr.hpp"
+#include "verbs/mr.hpp"
 
 namespace uroce::transport {
 
@@ -12,7 +12,7 @@ namespace uroce::transport {
 // before copy(address, position in the message buffer, bytes) moves it. Returns the first
 // failed check, or OutOfBounds if the list is too short.
 template <class Copy>
-core::KeyCheck sgl_walk(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
+verbs::KeyCheck sgl_walk(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
                         uint32_t len, uint32_t need, Copy copy) {
   uint32_t done = 0;
   for (uint32_t i = 0; i < n && done < len; ++i) {
@@ -23,16 +23,16 @@ core::KeyCheck sgl_walk(const core::MrTable& mrs, core::PdHandle pd, const Sge* 
     }
     uint32_t chunk = uint32_t(s.length - offset) < len - done ? uint32_t(s.length - offset) : len - done;
     uint64_t addr = s.addr + offset;
-    if (core::KeyCheck k = mrs.check_local(core::Lkey(s.lkey), pd, addr, chunk, need); k != core::KeyCheck::Ok) return k;
+    if (verbs::KeyCheck k = mrs.check_local(verbs::Lkey(s.lkey), pd, addr, chunk, need); k != verbs::KeyCheck::Ok) return k;
     copy(addr, done, chunk);
     done += chunk;
     offset = 0;
   }
-  return done < len ? core::KeyCheck::OutOfBounds : core::KeyCheck::Ok;
+  return done < len ? verbs::KeyCheck::OutOfBounds : verbs::KeyCheck::Ok;
 }
 
 // Gathers from the list into out (sending: the SGEs are only read).
-inline core::KeyCheck sgl_gather(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
+inline verbs::KeyCheck sgl_gather(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n,
                                  uint64_t offset, uint8_t* out, uint32_t len) {
   return sgl_walk(mrs, pd, sges, n, offset, len, 0, [out](uint64_t addr, uint32_t at, uint32_t k) {
     std::memcpy(out + at, reinterpret_cast<const void*>(addr), k);
@@ -40,7 +40,7 @@ inline core::KeyCheck sgl_gather(const core::MrTable& mrs, core::PdHandle pd, co
 }
 
 // Scatters in into the list (receiving: the SGEs need LOCAL_WRITE).
-inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
+inline verbs::KeyCheck sgl_scatter(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n,
                                   uint64_t offset, const uint8_t* in, uint32_t len) {
   return sgl_walk(mrs, pd, sges, n, offset, len, kAccessLocalWrite, [in](uint64_t addr, uint32_t at, uint32_t k) {
     std::memcpy(reinterpret_cast<void*>(addr), in + at, k);
@@ -48,19 +48,19 @@ inline core::KeyCheck sgl_scatter(const core::MrTable& mrs, core::PdHandle pd, c
 }
 
 // Whether the list holds the len bytes of `in` at `offset` (false too if a check fails).
-inline bool sgl_equal(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
+inline bool sgl_equal(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
                       const uint8_t* in, uint32_t len) {
   bool same = true;
   return sgl_walk(mrs, pd, sges, n, offset, len, 0,
                   [&](uint64_t addr, uint32_t at, uint32_t k) {
                     same = same && std::memcmp(reinterpret_cast<const void*>(addr), in + at, k) == 0;
-                  }) == core::KeyCheck::Ok &&
+                  }) == verbs::KeyCheck::Ok &&
          same;
 }
 
 // The address of the len bytes at `offset` of the list if they lie in one SGE and pass its
 // checks; nullptr otherwise (the caller then gathers, which reports what failed).
-inline const uint8_t* sgl_locate(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n,
+inline const uint8_t* sgl_locate(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n,
                                  uint64_t offset, uint32_t len) {
   const uint8_t* at = nullptr;
   bool whole = false;
@@ -68,16 +68,16 @@ inline const uint8_t* sgl_locate(const core::MrTable& mrs, core::PdHandle pd, co
     if (!at) at = reinterpret_cast<const uint8_t*>(addr);
     whole = whole || k == len;
   };
-  return sgl_walk(mrs, pd, sges, n, offset, len, 0, first) == core::KeyCheck::Ok && whole ? at : nullptr;
+  return sgl_walk(mrs, pd, sges, n, offset, len, 0, first) == verbs::KeyCheck::Ok && whole ? at : nullptr;
 }
 
 // Checks every SGE of a list up front (for errors that must be found before sending).
-inline core::KeyCheck sgl_check(const core::MrTable& mrs, core::PdHandle pd, const Sge* sges, uint32_t n, uint32_t need) {
+inline verbs::KeyCheck sgl_check(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n, uint32_t need) {
   for (uint32_t i = 0; i < n; ++i)
-    if (core::KeyCheck k = mrs.check_local(core::Lkey(sges[i].lkey), pd, sges[i].addr, sges[i].length, need);
-        k != core::KeyCheck::Ok)
+    if (verbs::KeyCheck k = mrs.check_local(verbs::Lkey(sges[i].lkey), pd, sges[i].addr, sges[i].length, need);
+        k != verbs::KeyCheck::Ok)
       return k;
-  return core::KeyCheck::Ok;
+  return verbs::KeyCheck::Ok;
 }
 
 }  // namespace uroce::transport

@@ -16,8 +16,8 @@
 
 namespace uroce::transport {
 
-using core::Cq;
-using core::Qp;
+using verbs::Cq;
+using verbs::Qp;
 
 namespace {
 uint64_t seed_or_random(uint64_t s) {
@@ -55,7 +55,7 @@ Status ProtocolCore::dealloc_pd(PdHandle pd) {
   return {};
 }
 
-Result<core::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
+Result<verbs::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
   if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
@@ -65,7 +65,7 @@ Result<core::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uin
 }
 
 Status ProtocolCore::dereg_mr(Lkey lkey) {
-  const core::Mr* mr = mrs_.by_lkey(lkey);
+  const verbs::Mr* mr = mrs_.by_lkey(lkey);
   if (!mr) return make_error(EINVAL, "dereg_mr: unknown memory region");
   PdHandle pd = mr->pd;
   mrs_.dereg(lkey);  // keys are dead from here on: the engine checks every access under our lock
@@ -94,7 +94,7 @@ Status ProtocolCore::destroy_cq(Cq* cq) {
 }
 
 Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
-                                    core::Srq* srq) {
+                                    verbs::Srq* srq) {
   return make_qp(pd, type, scq, rcq, cap, sig_all, srq, std::nullopt);
 }
 
@@ -104,7 +104,7 @@ Result<Qp*> ProtocolCore::create_gsi_qp(PdHandle pd, Cq* scq, Cq* rcq, const QpC
 }
 
 Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
-                                  core::Srq* srq, std::optional<Qpn> fixed) {
+                                  verbs::Srq* srq, std::optional<Qpn> fixed) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
@@ -155,7 +155,7 @@ bool ProtocolCore::cq_busy(Cq* cq) const {
   return it != cq_users_.end() && it->second;
 }
 
-bool ProtocolCore::srq_busy(core::Srq* srq) const {
+bool ProtocolCore::srq_busy(verbs::Srq* srq) const {
   auto it = srq_users_.find(srq);
   return it != srq_users_.end() && it->second;
 }
@@ -225,20 +225,20 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   return {};
 }
 
-Result<core::Srq*> ProtocolCore::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
+Result<verbs::Srq*> ProtocolCore::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_srq: unknown protection domain");
   if (depth == 0 || depth > limits_.max_qp_wr) return make_error(EINVAL, "create_srq: max_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (max_sge == 0 || max_sge > limits_.max_sge) return make_error(EINVAL, "create_srq: max_sge must be 1.." + std::to_string(limits_.max_sge));
-  auto srq = std::make_unique<core::Srq>(next_srq_++, pd, depth, max_sge);
-  core::Srq* p = srq.get();
+  auto srq = std::make_unique<verbs::Srq>(next_srq_++, pd, depth, max_sge);
+  verbs::Srq* p = srq.get();
   srqs_[p->handle()] = std::move(srq);
   srq_users_[p] = 0;
   ++pit->second;
   return p;
 }
 
-Status ProtocolCore::destroy_srq(core::Srq* srq) {
+Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
   auto it = srq_users_.find(srq);
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
@@ -248,7 +248,7 @@ Status ProtocolCore::destroy_srq(core::Srq* srq) {
   return {};
 }
 
-Status ProtocolCore::modify_srq(core::Srq& srq, uint32_t limit) {
+Status ProtocolCore::modify_srq(verbs::Srq& srq, uint32_t limit) {
   if (limit > srq.rq.capacity()) return make_error(EINVAL, "modify_srq: srq_limit larger than the queue");
   srq.limit.store(limit, std::memory_order_release);
   return {};

@@ -1,20 +1,20 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
-# wire <- core <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
-# nothing but itself; core and what is above it use it. link/ sees no transport, and the
+# wire <- verbs <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
+# nothing but itself; verbs and what is above it use it. link/ sees no transport, and the
 # drop-in sees only the public API.
 set -u
 src="$(cd "$(dirname "$0")/../../src" && pwd)"
 declare -A allowed=(
   [wire]="wire uroce"
   [cc]="cc uroce"
-  [core]="core cc wire uroce"
-  [transport]="transport cc core wire uroce"
-  [cm]="cm transport cc core wire uroce"
+  [verbs]="verbs cc wire uroce"
+  [transport]="transport cc verbs wire uroce"
+  [cm]="cm transport cc verbs wire uroce"
   [link]="link wire uroce"
-  [engine]="engine link transport cc core wire uroce"
-  [sim]="sim engine link transport cc core wire uroce"
-  [api]="api cm engine link transport cc core wire uroce"
+  [engine]="engine link transport cc verbs wire uroce"
+  [sim]="sim engine link transport cc verbs wire uroce"
+  [api]="api cm engine link transport cc verbs wire uroce"
   [compat]="compat uroce"
 )
 bad=0

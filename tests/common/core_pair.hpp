@@ -27,11 +27,11 @@ inline void inject_packet(transport::ProtocolCore& to, const wire::FlowAddr& f, 
 }
 
 struct Side {
-  transport::ProtocolCore* nic = nullptr;
-  core::PdHandle pd;
-  core::Cq* scq = nullptr;
-  core::Cq* rcq = nullptr;
-  core::Qp* qp = nullptr;
+  transport::ProtocolCore* pc = nullptr;
+  verbs::PdHandle pd;
+  verbs::Cq* scq = nullptr;
+  verbs::Cq* rcq = nullptr;
+  verbs::Qp* qp = nullptr;
 };
 
 struct PairOptions {
@@ -47,7 +47,7 @@ struct PairOptions {
   QpType type = QpType::RC;
   // The verdict on each packet a or b receives (CoreConfig::trace): its responder's on
   // requests, its completer's on responses.
-  std::function<void(const core::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
+  std::function<void(const verbs::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
   // Applied to both cores' configurations (congestion control, for one).
   std::function<void(transport::CoreConfig&)> config;
   // Then to b's alone (two different peers).
@@ -66,12 +66,12 @@ class CorePair {
     transport::CoreConfig ca;
     ca.trace = o.trace_a;
     if (o.config) o.config(ca);
-    a.nic = &sim.add_nic(kIpA, ca);
+    a.pc = &sim.add_core(kIpA, ca);
     transport::CoreConfig cb;
     cb.trace = o.trace_b;
     if (o.config) o.config(cb);
     if (o.config_b) o.config_b(cb);
-    b.nic = &sim.add_nic(kIpB, cb);
+    b.pc = &sim.add_core(kIpB, cb);
     setup(a);
     setup(b);
     connect(a, b, o.psn_a, o.psn_b, kIpB);
@@ -79,14 +79,14 @@ class CorePair {
   }
 
   void setup(Side& s) {
-    s.pd = *s.nic->alloc_pd();
-    s.scq = *s.nic->create_cq(opt.cq_depth);
-    s.rcq = *s.nic->create_cq(opt.cq_depth);
-    auto qp = s.nic->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
+    s.pd = *s.pc->alloc_pd();
+    s.scq = *s.pc->create_cq(opt.cq_depth);
+    s.rcq = *s.pc->create_cq(opt.cq_depth);
+    auto qp = s.pc->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
     ASSERT_TRUE(qp.ok()) << qp.error().message;
     s.qp = *qp;
     if (auto r = &s == &a && opt.reliability_a ? opt.reliability_a : opt.reliability) {
-      ASSERT_TRUE(s.nic->set_reliability(*s.qp, *r));
+      ASSERT_TRUE(s.pc->set_reliability(*s.qp, *r));
     }
   }
 
@@ -104,7 +104,7 @@ class CorePair {
     remote.gid = Gid::from_ipv4(peer_ip);
     remote.qpn = peer.qp->qpn().value();
     remote.psn = peer_psn;
-    auto st = transport::connect_rc(*s.nic, *s.qp, remote, my_psn, c);
+    auto st = transport::connect_rc(*s.pc, *s.qp, remote, my_psn, c);
     ASSERT_TRUE(st) << st.error().message;
   }
 
@@ -114,16 +114,16 @@ class CorePair {
   };
   Keys reg(Side& s, void* p, size_t len, uint32_t access = kAccessLocalWrite | kAccessRemoteWrite |
                                                              kAccessRemoteRead | kAccessRemoteAtomic) {
-    auto r = s.nic->reg_mr(s.pd, p, len, access);
+    auto r = s.pc->reg_mr(s.pd, p, len, access);
     EXPECT_TRUE(r.ok()) << r.error().message;
     return r.ok() ? Keys{r->lkey.value(), r->rkey.value()} : Keys{};
   }
 
-  Status send(Side& s, const SendWr& wr) { return s.nic->post_send(*s.qp, std::span<const SendWr>(&wr, 1)); }
-  Status recv(Side& s, const RecvWr& wr) { return s.nic->post_recv(*s.qp, std::span<const RecvWr>(&wr, 1)); }
+  Status send(Side& s, const SendWr& wr) { return s.pc->post_send(*s.qp, std::span<const SendWr>(&wr, 1)); }
+  Status recv(Side& s, const RecvWr& wr) { return s.pc->post_recv(*s.qp, std::span<const RecvWr>(&wr, 1)); }
 
   // Runs until `n` completions are on cq (collected into out) or the time limit passes.
-  bool wait_wc(core::Cq* cq, size_t n, std::vector<Wc>& out, uint64_t max_ns = 10'000'000'000ull) {
+  bool wait_wc(verbs::Cq* cq, size_t n, std::vector<Wc>& out, uint64_t max_ns = 10'000'000'000ull) {
     return sim.run_until(
         [&] {
           Wc wc[64];
@@ -133,19 +133,19 @@ class CorePair {
         },
         max_ns);
   }
-  Wc one_wc(core::Cq* cq, uint64_t max_ns = 10'000'000'000ull) {
+  Wc one_wc(verbs::Cq* cq, uint64_t max_ns = 10'000'000'000ull) {
     std::vector<Wc> v;
     EXPECT_TRUE(wait_wc(cq, 1, v, max_ns)) << "no completion";
     return v.empty() ? Wc{} : v[0];
   }
 
   // Hands `to` a packet as if `from`'s QP had sent it (see inject_packet).
-  void inject(Side& to, Side& from, wire::Packet& p) { inject_packet(*to.nic, from.qp->flow, p, sim.now()); }
+  void inject(Side& to, Side& from, wire::Packet& p) { inject_packet(*to.pc, from.qp->flow, p, sim.now()); }
 
   // Lets s send what it has now and loses all of it on the way.
   void lose_tx(Side& s) {
-    s.nic->progress(sim.now());
-    s.nic->release_tx();
+    s.pc->progress(sim.now());
+    s.pc->release_tx();
   }
 
   PairOptions opt;

@@ -20,7 +20,7 @@ struct OneResponse {
   }
   static PairOptions options(std::vector<Verdict>& out) {
     PairOptions o;
-    o.trace_a = [&out](const core::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
+    o.trace_a = [&out](const verbs::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
     return o;
   }
   // Posts a signaled request on a and lets it leave, lost; returns its first PSN.
@@ -78,7 +78,7 @@ TEST(Completer, SequenceNakGoesBackOnceThenIsStale) {
   EXPECT_EQ(f.answer(Opcode::RC_ACKNOWLEDGE, psn, Aeth::nak(0, NakCode::PsnSequenceError)), Verdict::GoBack);
   // The same NAK again (nothing acknowledged since): the requester is already resending.
   EXPECT_EQ(f.answer(Opcode::RC_ACKNOWLEDGE, psn, Aeth::nak(0, NakCode::PsnSequenceError)), Verdict::Stale);
-  EXPECT_EQ(f.t.a.nic->counters().rx_naks_seq, 2u);
+  EXPECT_EQ(f.t.a.pc->counters().rx_naks_seq, 2u);
   EXPECT_EQ(f.t.a.qp->comp.retry_left, f.t.opt.retry_cnt - 1);  // counted once
   EXPECT_EQ(f.t.a.qp->state(), QpState::Rts);
 }

@@ -20,8 +20,8 @@ wire::Ipv4Fields marked() {
 // The packets b has to send now, taken off its queue.
 std::vector<std::vector<uint8_t>> take_tx(Side& s) {
   std::vector<std::vector<uint8_t>> out;
-  for (const auto* p : s.nic->tx_queue()) out.emplace_back(p->data, p->data + p->len);
-  s.nic->release_tx();
+  for (const auto* p : s.pc->tx_queue()) out.emplace_back(p->data, p->data + p->len);
+  s.pc->release_tx();
   return out;
 }
 
@@ -41,7 +41,7 @@ TEST(Congestion, AMarkedRequestGetsACnpAtMostOncePerInterval) {
     p.bth.psn = wire::Psn(psn++);
     p.reth = {uint64_t(uintptr_t(dst.data())), m.rkey, sizeof data};
     p.payload = data;
-    inject_packet(*t.b.nic, t.a.qp->flow, p, at, ip);
+    inject_packet(*t.b.pc, t.a.qp->flow, p, at, ip);
     std::vector<std::vector<uint8_t>> cnps;
     for (auto& b : take_tx(t.b))
       if (b[0] == uint8_t(wire::Opcode::CNP)) cnps.push_back(b);
@@ -65,22 +65,22 @@ TEST(Congestion, AMarkedRequestGetsACnpAtMostOncePerInterval) {
   auto second = write(t0 + 50 * us, marked());
   EXPECT_EQ(second.size(), 1u);
   EXPECT_TRUE(write(t0 + 120 * us, {}).empty());  // not marked
-  const auto& cb = t.b.nic->counters();
+  const auto& cb = t.b.pc->counters();
   EXPECT_EQ(cb.rx_ce_marked, 4u);
   EXPECT_EQ(cb.tx_cnps, 2u);
   EXPECT_EQ(cb.rx_bad_icrc, 0u);
 
   // The CNPs reach a's QP; one from an address that is not its peer is dropped and counted.
   wire::FlowAddr back = t.b.qp->flow;
-  t.a.nic->on_packet(first[0], back, t0 + 60 * us);
-  t.a.nic->on_packet(second[0], back, t0 + 61 * us);
+  t.a.pc->on_packet(first[0], back, t0 + 60 * us);
+  t.a.pc->on_packet(second[0], back, t0 + 61 * us);
   wire::Packet stray = c;
   wire::FlowAddr stranger = back;
   stranger.src = Gid::from_ipv4(0x0a000009);
-  inject_packet(*t.a.nic, stranger, stray, t0 + 62 * us);
-  EXPECT_EQ(t.a.nic->counters().rx_cnps, 2u);
-  EXPECT_EQ(t.a.nic->counters().rx_bad_source, 1u);
-  EXPECT_EQ(t.a.nic->counters().rx_bad_icrc, 0u);
+  inject_packet(*t.a.pc, stranger, stray, t0 + 62 * us);
+  EXPECT_EQ(t.a.pc->counters().rx_cnps, 2u);
+  EXPECT_EQ(t.a.pc->counters().rx_bad_source, 1u);
+  EXPECT_EQ(t.a.pc->counters().rx_bad_icrc, 0u);
 }
 
 // A mark counts only on a request inside the responder's PSN window: one deep in the duplicate
@@ -99,7 +99,7 @@ TEST(Congestion, AMarkOnAStaleOrFarRequestAsksNoCnp) {
     p.bth.psn = wire::Psn(psn);
     p.reth = {uint64_t(uintptr_t(dst.data())), m.rkey, sizeof data};
     p.payload = data;
-    inject_packet(*t.b.nic, t.a.qp->flow, p, at, marked());
+    inject_packet(*t.b.pc, t.a.qp->flow, p, at, marked());
     size_t cnps = 0;
     for (auto& b : take_tx(t.b)) cnps += b[0] == uint8_t(wire::Opcode::CNP);
     return cnps;
@@ -108,10 +108,10 @@ TEST(Congestion, AMarkOnAStaleOrFarRequestAsksNoCnp) {
   EXPECT_EQ(write(epsn - 0x400000, t0), 0u) << "deep in the duplicate half";
   EXPECT_EQ(write(epsn + 0x1000, t0 + 1), 0u) << "far ahead";
   EXPECT_EQ(write(epsn + 2 * wire::kSackPsns, t0 + 2), 0u) << "past any window";
-  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_ce_marked, 0u);
   EXPECT_EQ(write(epsn, t0 + 3), 1u) << "the expected one";
-  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 1u);
-  EXPECT_EQ(t.b.nic->counters().tx_cnps, 1u);
+  EXPECT_EQ(t.b.pc->counters().rx_ce_marked, 1u);
+  EXPECT_EQ(t.b.pc->counters().tx_cnps, 1u);
 }
 
 // Through the simulator's link, every packet marked: b answers a's WRITE with CNPs that reach
@@ -137,8 +137,8 @@ TEST(Congestion, AMarkingLinkDrivesCnpsBothWaysCounted) {
   EXPECT_EQ(wc.status, WcStatus::Success);
   EXPECT_EQ(dst, src);
   t.sim.run_until([] { return false; }, 200 * us);  // the last CNP arrives
-  const auto& ca = t.a.nic->counters();
-  const auto& cb = t.b.nic->counters();
+  const auto& ca = t.a.pc->counters();
+  const auto& cb = t.b.pc->counters();
   EXPECT_EQ(cb.rx_ce_marked, 64u);  // MTU 1024: every request packet, marked
   EXPECT_GE(cb.tx_cnps, 1u);
   EXPECT_LE(cb.tx_cnps, 1 + (t.sim.now() - t0) / (50 * us));
@@ -197,18 +197,18 @@ TEST(Congestion, DcqcnPacesAQpAndACnpHalvesItsRate) {
   cnp.bth.becn = true;
   const uint8_t reserved[16] = {};
   cnp.payload = reserved;
-  inject_packet(*t.a.nic, t.b.qp->flow, cnp, t.sim.now());
+  inject_packet(*t.a.pc, t.b.qp->flow, cnp, t.sim.now());
   EXPECT_EQ(t.a.qp->rate->rate_bps(), 4e9);
   uint64_t s2 = 0;
   EXPECT_EQ(timed_write(s2), 2 * 16656u);
-  EXPECT_EQ(t.a.nic->counters().rx_cnps, 1u);
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+  EXPECT_EQ(t.a.pc->counters().rx_cnps, 1u);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 0u);
 
   // Back to RESET and connected again: the line rate, and still paced.
   const uint32_t a_next = t.b.qp->resp.epsn.value(), b_next = t.a.qp->resp.epsn.value();
   QpAttr reset;
   reset.qp_state = QpState::Reset;
-  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, reset, kQpState));
+  ASSERT_TRUE(t.a.pc->modify_qp(*t.a.qp, reset, kQpState));
   t.connect(t.a, t.b, a_next, b_next, kIpB);
   EXPECT_EQ(t.a.qp->rate->rate_bps(), 8e9);
   uint64_t s3 = 0;
@@ -281,12 +281,12 @@ TEST(Congestion, SwiftWindowBoundsThePacketsInFlight) {
       c.swift.mss_bytes = 1024;
       c.swift.base_rtt_ns = 20 * us;
     };
-    o.trace_b = [&](const core::Qp&, const wire::Packet& p, transport::Verdict) {
+    o.trace_b = [&](const verbs::Qp&, const wire::Packet& p, transport::Verdict) {
       seen = std::max(seen, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
       most = std::max(most, seen - acked);
       ++round;
     };
-    o.trace_a = [&](const core::Qp&, const wire::Packet& p, transport::Verdict) {
+    o.trace_a = [&](const verbs::Qp&, const wire::Packet& p, transport::Verdict) {
       acked = std::max(acked, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
       if (round) rounds.push_back(round);
       round = 0;
@@ -300,7 +300,7 @@ TEST(Congestion, SwiftWindowBoundsThePacketsInFlight) {
     EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
     EXPECT_EQ(dst, src);
     EXPECT_EQ(seen, 64u);
-    EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+    EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 0u);
     if (swift) {
       std::vector<uint32_t> want = {24, 12, 6, 3};
       want.resize(want.size() + 64 - 45, 1);

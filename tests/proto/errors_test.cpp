@@ -47,7 +47,7 @@ TEST(RcErrors, BadRkeyIsRemoteAccessError) {
   Wc w = f.t.one_wc(f.t.a.scq);
   EXPECT_EQ(w.status, WcStatus::RemAccessErr);
   EXPECT_EQ(f.dst, std::vector<uint8_t>(8192, 0));
-  EXPECT_EQ(f.t.b.nic->counters().tx_naks_fatal, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_naks_fatal, 1u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Err);
   expect_flush_after(f, 2);
 }
@@ -98,7 +98,7 @@ TEST(RcErrors, DeregisteredMrIsRevokedAtOnce) {
   auto dmr = f.t.reg(f.t.b, f.dst.data(), f.dst.size());
   ASSERT_TRUE(f.t.send(f.t.a, f.write_to(uint64_t(f.dst.data()), dmr.rkey, 64)));
   EXPECT_EQ(f.t.one_wc(f.t.a.scq).status, WcStatus::Success);
-  ASSERT_TRUE(f.t.b.nic->dereg_mr(core::Lkey(dmr.lkey)));
+  ASSERT_TRUE(f.t.b.pc->dereg_mr(verbs::Lkey(dmr.lkey)));
   std::fill(f.dst.begin(), f.dst.end(), 0);
   ASSERT_TRUE(f.t.send(f.t.a, f.write_to(uint64_t(f.dst.data()), dmr.rkey, 64)));
   EXPECT_EQ(f.t.one_wc(f.t.a.scq).status, WcStatus::RemAccessErr);
@@ -112,7 +112,7 @@ TEST(RcErrors, BadLkeyIsLocalProtectionError) {
   Wc w = f.t.one_wc(f.t.a.scq);
   EXPECT_EQ(w.wr_id, 7u);
   EXPECT_EQ(w.status, WcStatus::LocProtErr);
-  EXPECT_EQ(f.t.a.nic->counters().tx_packets, 0u);  // nothing left the NIC
+  EXPECT_EQ(f.t.a.pc->counters().tx_packets, 0u);  // nothing left the NIC
   expect_flush_after(f, 8);
   // A READ into a region without LOCAL_WRITE is a local protection error too.
   Fixture g;
@@ -135,8 +135,8 @@ TEST(RcErrors, NoReceivePostedRnrThenRetryExceeded) {
   ASSERT_TRUE(f.t.send(f.t.a, {1, WrOpcode::Send, kSendSignaled, {&s, 1}}));
   Wc w = f.t.one_wc(f.t.a.scq);
   EXPECT_EQ(w.status, WcStatus::RnrRetryExcErr);
-  EXPECT_EQ(f.t.b.nic->counters().tx_rnr_naks, 4u);  // the first try and 3 retries
-  EXPECT_EQ(f.t.a.nic->counters().rx_rnr_naks, 4u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_rnr_naks, 4u);  // the first try and 3 retries
+  EXPECT_EQ(f.t.a.pc->counters().rx_rnr_naks, 4u);
   expect_flush_after(f, 2);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);  // an RNR is not an error for the responder
 }
@@ -149,7 +149,7 @@ TEST(RcErrors, RnrWaitsForTheReceiveThenSucceeds) {
   ASSERT_TRUE(f.t.send(f.t.a, {1, WrOpcode::Send, kSendSignaled, {&s, 1}}));
   std::vector<Wc> none;
   EXPECT_FALSE(f.t.wait_wc(f.t.a.scq, 1, none, 5'000'000));  // 5 ms of RNR NAKs, no completion
-  EXPECT_GE(f.t.b.nic->counters().tx_rnr_naks, 10u);
+  EXPECT_GE(f.t.b.pc->counters().tx_rnr_naks, 10u);
   auto rmr = f.t.reg(f.t.b, f.dst.data(), f.dst.size());
   Sge r{uint64_t(f.dst.data()), 100, rmr.lkey};
   ASSERT_TRUE(f.t.recv(f.t.b, {5, {&r, 1}}));
@@ -174,7 +174,7 @@ TEST(RcErrors, PeerGoneRetryExceededThenFlush) {
   EXPECT_EQ(w[0].status, WcStatus::RetryExcErr);
   EXPECT_EQ(w[1].wr_id, 2u);
   EXPECT_EQ(w[1].status, WcStatus::WrFlushErr);
-  EXPECT_EQ(f.t.a.nic->counters().retransmit_timeouts, 3u);  // retry_cnt retries, then give up
+  EXPECT_EQ(f.t.a.pc->counters().retransmit_timeouts, 3u);  // retry_cnt retries, then give up
   EXPECT_EQ(f.t.a.qp->state(), QpState::Err);
 }
 
@@ -233,7 +233,7 @@ TEST(RcErrors, QpToErrFlushesBothQueues) {
   for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(f.t.recv(f.t.b, {i, {&r, 1}}));
   QpAttr a;
   a.qp_state = QpState::Err;
-  ASSERT_TRUE(f.t.b.nic->modify_qp(*f.t.b.qp, a, kQpState));
+  ASSERT_TRUE(f.t.b.pc->modify_qp(*f.t.b.qp, a, kQpState));
   std::vector<Wc> w;
   ASSERT_TRUE(f.t.wait_wc(f.t.b.rcq, 3, w));
   for (uint64_t i = 0; i < 3; ++i) {
@@ -262,13 +262,13 @@ TEST(RcErrors, RnrFollowedBySequenceNakDoesNotExhaustRetries) {
     EXPECT_FALSE(f.t.wait_wc(f.t.a.scq, i + 1, w, 50'000)) << "completed without a receive";
     Sge r{uint64_t(f.dst.data() + i * 64), 64, rmr.lkey};
     ASSERT_TRUE(f.t.recv(f.t.b, {i, {&r, 1}}));
-    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, i + 1, w, 1'000'000'000)) << dump_counters(*f.t.a.nic);
+    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, i + 1, w, 1'000'000'000)) << dump_counters(*f.t.a.pc);
   }
   for (uint64_t i = 0; i < 8; ++i) {
     EXPECT_EQ(w[i].wr_id, i);
     EXPECT_EQ(w[i].status, WcStatus::Success);
   }
-  EXPECT_GE(f.t.a.nic->counters().rx_rnr_naks, 8u);
-  EXPECT_GE(f.t.a.nic->counters().rx_naks_seq, 1u);
-  EXPECT_EQ(f.t.a.nic->counters().retransmit_timeouts, 0u);
+  EXPECT_GE(f.t.a.pc->counters().rx_rnr_naks, 8u);
+  EXPECT_GE(f.t.a.pc->counters().rx_naks_seq, 1u);
+  EXPECT_EQ(f.t.a.pc->counters().retransmit_timeouts, 0u);
 }

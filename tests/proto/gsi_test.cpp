@@ -16,26 +16,26 @@ using namespace uroce::test;
 namespace {
 
 struct GsiNode {
-  transport::ProtocolCore* nic = nullptr;
-  core::PdHandle pd;
-  core::Cq* cq = nullptr;
-  core::Qp* qp = nullptr;
+  transport::ProtocolCore* pc = nullptr;
+  verbs::PdHandle pd;
+  verbs::Cq* cq = nullptr;
+  verbs::Qp* qp = nullptr;
   std::vector<uint8_t> buf = std::vector<uint8_t>(8 * (kGrhBytes + cm::kMadBytes));
   uint32_t lkey = 0;
 
   void open(transport::ProtocolCore& core) {
-    nic = &core;
-    pd = *nic->alloc_pd();
-    cq = *nic->create_cq(64);
-    auto q = nic->create_gsi_qp(pd, cq, cq, QpCap{8, 8, 1, 1, 0});
+    pc = &core;
+    pd = *pc->alloc_pd();
+    cq = *pc->create_cq(64);
+    auto q = pc->create_gsi_qp(pd, cq, cq, QpCap{8, 8, 1, 1, 0});
     ASSERT_TRUE(q.ok()) << q.error().message;
     qp = *q;
-    ASSERT_TRUE(transport::activate_ud(*nic, *qp, cm::kGsiQkey, 0));
-    lkey = nic->reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite)->lkey.value();
+    ASSERT_TRUE(transport::activate_ud(*pc, *qp, cm::kGsiQkey, 0));
+    lkey = pc->reg_mr(pd, buf.data(), buf.size(), kAccessLocalWrite)->lkey.value();
     for (uint64_t i = 0; i < 8; ++i) {
       Sge s{uint64_t(buf.data() + i * (kGrhBytes + cm::kMadBytes)), uint32_t(kGrhBytes + cm::kMadBytes), lkey};
       RecvWr r{i, {&s, 1}};
-      ASSERT_TRUE(nic->post_recv(*qp, {&r, 1}));
+      ASSERT_TRUE(pc->post_recv(*qp, {&r, 1}));
     }
   }
   const uint8_t* mad(uint64_t wr_id) const { return buf.data() + wr_id * (kGrhBytes + cm::kMadBytes) + kGrhBytes; }
@@ -46,23 +46,23 @@ struct GsiNode {
 TEST(Gsi, Qp1ExchangesMads) {
   sim::Sim sim(7, {});
   GsiNode a, b;
-  a.open(sim.add_nic(kIpA));
-  b.open(sim.add_nic(kIpB));
+  a.open(sim.add_core(kIpA));
+  b.open(sim.add_core(kIpB));
   EXPECT_EQ(a.qp->qpn().value(), 1u);
   EXPECT_EQ(b.qp->qpn().value(), 1u);
-  EXPECT_EQ(a.nic->create_gsi_qp(a.pd, a.cq, a.cq, QpCap{8, 8, 1, 1, 0}).error().code, EBUSY) << "one GSI per port";
+  EXPECT_EQ(a.pc->create_gsi_qp(a.pd, a.cq, a.cq, QpCap{8, 8, 1, 1, 0}).error().code, EBUSY) << "one GSI per port";
 
   cm::Rtu rtu{0x1234, 0x5678, {7, 7, 7}};
   cm::Mad m = cm::make_mad(cm::CmAttr::Rtu, 42, rtu);
   Sge s{uint64_t(m.data()), uint32_t(m.size()), 0};
-  auto mr = *a.nic->reg_mr(a.pd, m.data(), m.size(), 0);
+  auto mr = *a.pc->reg_mr(a.pd, m.data(), m.size(), 0);
   s.lkey = mr.lkey.value();
   Ah ah{Gid::from_ipv4(kIpB)};
   SendWr w{9, WrOpcode::Send, kSendSignaled, {&s, 1}};
   w.ah = &ah;
   w.remote_qpn = cm::kGsiQpn;
   w.remote_qkey = cm::kGsiQkey;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
   Wc got{};
   ASSERT_TRUE(sim.run_until([&] { return b.cq->poll({&got, 1}) == 1; }, 1'000'000'000));
   EXPECT_EQ(got.status, WcStatus::Success);
@@ -74,10 +74,10 @@ TEST(Gsi, Qp1ExchangesMads) {
 
   // A datagram to QP1 with another Q_Key is dropped and counted (IBA C10-15).
   w.remote_qkey = 0x11111111;
-  uint64_t bad = b.nic->counters().rx_bad_qkey;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
-  sim.run_until([&] { return b.nic->counters().rx_bad_qkey > bad; }, 1'000'000'000);
-  EXPECT_EQ(b.nic->counters().rx_bad_qkey, bad + 1);
+  uint64_t bad = b.pc->counters().rx_bad_qkey;
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
+  sim.run_until([&] { return b.pc->counters().rx_bad_qkey > bad; }, 1'000'000'000);
+  EXPECT_EQ(b.pc->counters().rx_bad_qkey, bad + 1);
   EXPECT_EQ(b.cq->poll({&got, 1}), 0);
 }
 

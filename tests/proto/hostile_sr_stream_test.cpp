@@ -40,7 +40,7 @@ struct HeldBack {
       return true;
     };
   }
-  void deliver(CorePair& t) { t.b.nic->on_packet(*bytes, *flow, t.sim.now(), {}); }
+  void deliver(CorePair& t) { t.b.pc->on_packet(*bytes, *flow, t.sim.now(), {}); }
 };
 
 }  // namespace
@@ -65,7 +65,7 @@ TEST(HostileSr, AConflictLeavesNoPsnOpenToTheSameForgery) {
     wire::Packet plant = forged(t, fits ? wire::Opcode::RC_SEND_ONLY : wire::Opcode::RC_SEND_MIDDLE, 2, attack);
     t.inject(t.b, t.a, plant);
     for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(post(t, i, WrOpcode::Send, src.data() + i * 256, 256, ms.lkey));
-    ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_conflicts == 1; }, 1'000'000));
+    ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_conflicts == 1; }, 1'000'000));
     EXPECT_NE(t.b.qp->resp.epsn, x) << "the peer's X was not executed when it conflicted";
     wire::Packet again = plant;  // the flood's next copy, resend bit and all
     again.bth.psn = x;
@@ -101,7 +101,7 @@ TEST(HostileSr, AForgedCopyOfAHeldRequestNeverRunsInItsPlace) {
     uint32_t wqes = 1, x_ahead = 1;
     if (v == WriteMiddle) {
       ASSERT_TRUE(post(t, 1, WrOpcode::RdmaWrite, src.data(), 8192, ms.lkey, uint64_t(dst.data()), md.rkey));
-      ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 6; }, 1'000'000));
+      ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 6; }, 1'000'000));
       x_ahead = 3;  // the WRITE's packet +4
     } else {
       for (uint64_t i = 0; i < 4; ++i) {
@@ -110,7 +110,7 @@ TEST(HostileSr, AForgedCopyOfAHeldRequestNeverRunsInItsPlace) {
       }
       for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(post(t, i, WrOpcode::Send, src.data() + i * 256, 256, ms.lkey));
       wqes = 4;
-      ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 2; }, 1'000'000));
+      ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 2; }, 1'000'000));
     }
     ASSERT_EQ(t.b.qp->resp.epsn, wire::Psn(kPsnA + 1));
     wire::Packet p = v == WriteMiddle ? forged(t, wire::Opcode::RC_WRITE_MIDDLE, x_ahead, attack)
@@ -119,7 +119,7 @@ TEST(HostileSr, AForgedCopyOfAHeldRequestNeverRunsInItsPlace) {
     if (v == BadRkey) p.reth = {0x1000, 0xdead, 16};
     t.inject(t.b, t.a, p);  // conflicts with the peer's held request: the PSN is disputed
     t.inject(t.b, t.a, p);  // not held in its place
-    EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, 2u);
+    EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, 2u);
     block = false;
     std::vector<Wc> sent;
     ASSERT_TRUE(t.wait_wc(t.a.scq, wqes, sent));
@@ -164,8 +164,8 @@ TEST(HostileSr, AForgedReadResponseIsReplacedByThePeers) {
       }
       Wc w = t.one_wc(t.a.scq);
       EXPECT_EQ(w.status, WcStatus::Success);
-      EXPECT_EQ(dst, mem) << dump_counters(*t.a.nic);
-      EXPECT_EQ(t.a.nic->counters().rx_sr_conflicts, sr ? 1u : 0u);
+      EXPECT_EQ(dst, mem) << dump_counters(*t.a.pc);
+      EXPECT_EQ(t.a.pc->counters().rx_sr_conflicts, sr ? 1u : 0u);
     }
   }
 }
@@ -189,7 +189,7 @@ TEST(HostileSr, AReorderedFirstSendDoesNotStall) {
       auto md = t.reg(t.b, dst.data(), dst.size());
       ASSERT_TRUE(post(t, 1, WrOpcode::RdmaWrite, src.data(), 64, ms.lkey, uint64_t(dst.data()), md.rkey));
       ASSERT_TRUE(post(t, 2, WrOpcode::RdmaWrite, src.data() + 64, 64, ms.lkey, uint64_t(dst.data() + 64), md.rkey));
-      const auto& cb = t.b.nic->counters();
+      const auto& cb = t.b.pc->counters();
       ASSERT_TRUE(t.sim.run_until([&] { return cb.tx_sacks + cb.tx_naks_seq > 0; }, 1'000'000));
       late.deliver(t);
       const uint64_t t0 = t.sim.now();
@@ -198,7 +198,7 @@ TEST(HostileSr, AReorderedFirstSendDoesNotStall) {
       for (const Wc& w : wcs) EXPECT_EQ(w.status, WcStatus::Success);
       EXPECT_EQ(dst, src);
       EXPECT_LT(t.sim.now() - t0, 2'000'000u) << "stalled for the transport timeout";
-      EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+      EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
     }
   }
 }
@@ -227,7 +227,7 @@ TEST(HostileSr, OneForgedPacketInFlightDoesNotStallTheStream) {
     ASSERT_TRUE(t.wait_wc(t.a.scq, 54, rest));
     for (const Wc& w : rest) EXPECT_EQ(w.status, WcStatus::Success);
     EXPECT_LT(t.sim.now() - t0, 2'000'000u);
-    EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
+    EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
   }
 }
 
@@ -240,7 +240,7 @@ TEST(HostileSr, HeldCopiesAreBoundedByTheMtu) {
     wire::Packet p = forged(t, wire::Opcode::RC_SEND_MIDDLE, k, big);
     t.inject(t.b, t.a, p);
   }
-  EXPECT_EQ(t.b.nic->counters().rx_sr_unfit, 255u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_unfit, 255u);
   EXPECT_EQ(t.b.qp->resp.held, 0u);
   std::vector<uint8_t> src(64), dst(64);
   auto ms = t.reg(t.a, src.data(), src.size());
@@ -269,9 +269,9 @@ TEST(HostileSr, APerQpChoiceFacingADeviceWideChoiceDeliversSends) {
   ASSERT_TRUE(t.recv(t.b, {1, {&r, 1}}));
   ASSERT_TRUE(post(t, 1, WrOpcode::Send, src.data(), 512, ms.lkey));
   Wc w = t.one_wc(t.a.scq);
-  EXPECT_EQ(w.status, WcStatus::Success) << dump_counters(*t.b.nic);
+  EXPECT_EQ(w.status, WcStatus::Success) << dump_counters(*t.b.pc);
   EXPECT_EQ(rb, src);
-  EXPECT_EQ(t.b.nic->counters().rx_bad_opcode, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_bad_opcode, 0u);
 }
 
 // An exact copy of a held atomic (the network duplicated it) is a duplicate, not a conflict, and
@@ -304,10 +304,10 @@ TEST(HostileSr, ACopyOfAHeldAtomicIsADuplicate) {
   w.rkey = mc.rkey;
   w.compare_add = 1;
   ASSERT_TRUE(t.send(t.a, w));
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 1; }, 1'000'000));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 1; }, 1'000'000));
   ASSERT_FALSE(copy->empty());
-  for (int i = 0; i < 8; ++i) t.b.nic->on_packet(*copy, *flow, t.sim.now(), {});
-  EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, 0u);
+  for (int i = 0; i < 8; ++i) t.b.pc->on_packet(*copy, *flow, t.sim.now(), {});
+  EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, 0u);
   block = false;
   std::vector<Wc> wcs;
   ASSERT_TRUE(t.wait_wc(t.a.scq, 3, wcs));
@@ -359,7 +359,7 @@ TEST(HostileSr, ABlindFloodOfOnePsnKillsNeitherMode) {
       for (const Wc& w : wcs) (w.status == WcStatus::Success ? ok : bad)++;
       if (wcs.size() < 10) ++bad;
     }
-    EXPECT_EQ(ok, 500u) << injected << " forged; " << dump_counters(*t.b.nic);
+    EXPECT_EQ(ok, 500u) << injected << " forged; " << dump_counters(*t.b.pc);
     EXPECT_EQ(bad, 0u);
     EXPECT_GT(injected, 100u) << "the flood sent too little to test anything";
     EXPECT_EQ(t.b.qp->state(), QpState::Rts);

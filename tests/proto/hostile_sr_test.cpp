@@ -56,7 +56,7 @@ TEST(HostileSr, ForgedHeldSendNeitherReplacesThePeersNorReadsItsReceive) {
     ASSERT_EQ(w.status, WcStatus::Success);
     EXPECT_EQ(0, std::memcmp(r0, src.data(), 256));
     if (unmap) {
-      ASSERT_TRUE(t.b.nic->dereg_mr(core::Lkey(m0.lkey)));
+      ASSERT_TRUE(t.b.pc->dereg_mr(verbs::Lkey(m0.lkey)));
       munmap(page, 4096);
     } else {
       std::memset(r0, 0x5a, 4096);
@@ -64,12 +64,12 @@ TEST(HostileSr, ForgedHeldSendNeitherReplacesThePeersNorReadsItsReceive) {
     ASSERT_TRUE(post(t, 1, WrOpcode::Send, src.data() + 256, 256, ms.lkey));
     ASSERT_TRUE(post(t, 2, WrOpcode::Send, src.data() + 512, 256, ms.lkey));
     std::vector<Wc> sent, got;
-    ASSERT_TRUE(t.wait_wc(t.a.scq, 3, sent)) << dump_counters(*t.b.nic);
+    ASSERT_TRUE(t.wait_wc(t.a.scq, 3, sent)) << dump_counters(*t.b.pc);
     ASSERT_TRUE(t.wait_wc(t.b.rcq, 2, got));
     for (const Wc& x : sent) EXPECT_EQ(x.status, WcStatus::Success);
     for (const Wc& x : got) EXPECT_EQ(x.status, WcStatus::Success);
     EXPECT_EQ(0, std::memcmp(rest.data(), src.data() + 256, 512)) << "receives 1 and 2 hold A's bytes";
-    EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, 1u);
+    EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, 1u);
     EXPECT_EQ(t.b.qp->state(), QpState::Rts);
     if (!unmap) munmap(page, 4096);
   }
@@ -89,7 +89,7 @@ TEST(HostileSr, GoBackNQpTakesNoSelectiveRepeatFromAStranger) {
     uint8_t junk[16] = {};
     wire::Packet p = forged(t, wire::Opcode::RC_SEND_ONLY, 5, junk);
     t.inject(t.b, t.a, p);
-    const auto& cb = t.b.nic->counters();
+    const auto& cb = t.b.pc->counters();
     EXPECT_EQ(cb.tx_naks_seq, 1u);
     EXPECT_EQ(cb.rx_sr_held, 0u);
     std::vector<uint8_t> a(16384), b(16384);
@@ -124,7 +124,7 @@ TEST(HostileSr, UroceSendOpcodesOnlyOnQpsThatAgreed) {
   wire::Packet p = forged(t, wire::Opcode::UROCE_SEND_ONLY, 0, attack);
   p.place = {0, 0};
   t.inject(t.b, t.a, p);
-  EXPECT_EQ(t.b.nic->counters().rx_bad_opcode, 1u);
+  EXPECT_EQ(t.b.pc->counters().rx_bad_opcode, 1u);
   Wc none[1];
   EXPECT_EQ(t.b.rcq->poll(none), 0);
   EXPECT_TRUE(all_are(rb.data(), rb.size(), 0));
@@ -165,8 +165,8 @@ TEST(HostileSr, BlindSweepKillsNoConnection) {
     ASSERT_TRUE(post(t, 2, WrOpcode::RdmaRead, a.data() + 8192, 8192, ma.lkey, uint64_t(b.data()), mb.rkey));
     ASSERT_TRUE(post(t, 3, WrOpcode::Send, a.data() + 16384, 256, ma.lkey));
     std::vector<Wc> wcs;
-    ASSERT_TRUE(t.wait_wc(t.a.scq, 3, wcs)) << dump_counters(*t.b.nic);
-    for (const Wc& w : wcs) EXPECT_EQ(w.status, WcStatus::Success) << dump_counters(*t.b.nic);
+    ASSERT_TRUE(t.wait_wc(t.a.scq, 3, wcs)) << dump_counters(*t.b.pc);
+    for (const Wc& w : wcs) EXPECT_EQ(w.status, WcStatus::Success) << dump_counters(*t.b.pc);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data() + 8192, 8192));
     EXPECT_EQ(0, std::memcmp(a.data() + 8192, b.data(), 8192));
     Wc w = t.one_wc(t.b.rcq);
@@ -176,7 +176,7 @@ TEST(HostileSr, BlindSweepKillsNoConnection) {
     EXPECT_TRUE(all_are(rb.data() + 256, 3 * 256, 0)) << "a forged SEND reached a receive";
     // Selective repeat held the one forged SEND that fell in its window, until A's own packet
     // for that PSN arrived.
-    EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, sr ? 1u : 0u);
+    EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, sr ? 1u : 0u);
     EXPECT_EQ(t.b.qp->state(), QpState::Rts);
   }
 }
@@ -194,13 +194,13 @@ TEST(HostileSr, HeldRequestThatDoesNotFitIsDroppedNotNaked) {
   auto ms = t.reg(t.a, src.data(), src.size());
   auto md = t.reg(t.b, dst.data(), dst.size());
   ASSERT_TRUE(post(t, 1, WrOpcode::RdmaWrite, src.data(), 4096, ms.lkey, uint64_t(dst.data()), md.rkey));  // +0..+3
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 2; }, 100'000));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 2; }, 100'000));
   wire::Packet mid = forged(t, wire::Opcode::RC_WRITE_MIDDLE, 3, attack);  // +4, right after the WRITE
   t.inject(t.b, t.a, mid);
   block = false;
   EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
-  EXPECT_EQ(t.b.nic->counters().rx_sr_unfit, 1u);
-  EXPECT_EQ(t.b.nic->counters().tx_naks_fatal, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_unfit, 1u);
+  EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 0u);
   EXPECT_EQ(t.b.qp->state(), QpState::Rts);
   ASSERT_TRUE(post(t, 2, WrOpcode::RdmaWrite, src.data() + 4096, 4096, ms.lkey, uint64_t(dst.data() + 4096), md.rkey));
   EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);
@@ -225,15 +225,15 @@ TEST(HostileSr, SendPlacementFollowsThePacketsPsn) {
     ASSERT_TRUE(t.recv(t.b, {i, {&r, 1}}));
   }
   ASSERT_TRUE(post(t, 1, WrOpcode::Send, src.data(), 4096, ms.lkey));  // PSNs +0..+3, +1 lost
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 2; }, 100'000));
-  const uint32_t held_before = uint32_t(t.b.nic->counters().rx_sr_held);
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 2; }, 100'000));
+  const uint32_t held_before = uint32_t(t.b.pc->counters().rx_sr_held);
   wire::Packet mid = forged(t, wire::Opcode::UROCE_SEND_MIDDLE, 4, attack);  // +5: past the message
   mid.place = {0, 0};  // names receive 0's first KiB, already written
   t.inject(t.b, t.a, mid);
   wire::Packet only = forged(t, wire::Opcode::UROCE_SEND_ONLY, 5, std::span<const uint8_t>(attack).first(512));
   only.place = {1, 0};  // names receive 1, not in use
   t.inject(t.b, t.a, only);
-  EXPECT_EQ(t.b.nic->counters().rx_sr_held, held_before + 2);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_held, held_before + 2);
   EXPECT_EQ(0, std::memcmp(rb.data(), src.data(), 1024));
   EXPECT_TRUE(all_are(rb.data() + 4096, 4096, 0)) << "wrote into a receive not in use";
   block = false;
@@ -267,7 +267,7 @@ TEST(HostileSr, PlaceableWritesAreAuthorizedAsInSequence) {
     mid.bth.place = true;
     t.inject(t.b, t.a, mid);
     EXPECT_TRUE(all_are(mem.data(), mem.size(), 0)) << "a forged placeable WRITE was written";
-    EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 0u);
+    EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 0u);
   }
 }
 
@@ -327,7 +327,7 @@ TEST(HostileSr, SilentPeerIsProbedWithBackoff) {
   // Timeout 14 is 67.1 ms; probes from 0.5 ms (no round trip measured), doubling: at 0.5,
   // 1.5, 3.5, 7.5, 15.5, 31.5 and 63.5 ms, then the timeout at 67.1 (a resend), one more
   // probe 64 ms later, and from then on the timeout alone: 7 more times, the last RETRY_EXC.
-  const auto& c = t.a.nic->counters();
+  const auto& c = t.a.pc->counters();
   EXPECT_EQ(c.sr_probes, 8u);
   EXPECT_EQ(c.retransmit_timeouts, 8u);
   EXPECT_EQ(sent, 1u + 8u + 7u) << "before: 1,080 packets, a probe every 0.5 ms";
@@ -343,15 +343,15 @@ TEST(HostileSr, CeMarkOnAStaleRequestSendsNoCnp) {
   for (uint32_t ahead : {0x400000u, 0xc00000u}) {
     wire::Packet p = forged(t, wire::Opcode::RC_SEND_ONLY, ahead, junk);
     p.bth.sr = false;
-    inject_packet(*t.b.nic, t.a.qp->flow, p, t.sim.now(), ce);
+    inject_packet(*t.b.pc, t.a.qp->flow, p, t.sim.now(), ce);
   }
-  EXPECT_EQ(t.b.nic->counters().tx_cnps, 0u);
-  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 0u);
+  EXPECT_EQ(t.b.pc->counters().tx_cnps, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_ce_marked, 0u);
   // A marked duplicate of the last request is inside the window: it counts.
   wire::Packet dup = forged(t, wire::Opcode::RC_SEND_ONLY, 0, junk);
   dup.bth.psn = t.b.qp->resp.epsn - 1;
   dup.bth.sr = false;
-  inject_packet(*t.b.nic, t.a.qp->flow, dup, t.sim.now(), ce);
-  EXPECT_EQ(t.b.nic->counters().rx_ce_marked, 1u);
-  EXPECT_EQ(t.b.nic->counters().tx_cnps, 1u);
+  inject_packet(*t.b.pc, t.a.qp->flow, dup, t.sim.now(), ce);
+  EXPECT_EQ(t.b.pc->counters().rx_ce_marked, 1u);
+  EXPECT_EQ(t.b.pc->counters().tx_cnps, 1u);
 }

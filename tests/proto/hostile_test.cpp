@@ -64,18 +64,18 @@ TEST(Hostile, DuplicatedReadsNeverKillTheConnection) {
     ReadFixture f(reads_options(seed, 0.01));
     for (uint32_t i = 0; i < ReadFixture::kReads; ++i) ASSERT_TRUE(f.read(i, i));
     std::vector<Wc> wcs;
-    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, ReadFixture::kReads, wcs)) << dump_counters(*f.t.b.nic);
+    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, ReadFixture::kReads, wcs)) << dump_counters(*f.t.b.pc);
     ASSERT_EQ(wcs.size(), ReadFixture::kReads);
     for (uint32_t i = 0; i < ReadFixture::kReads; ++i) {
       EXPECT_EQ(wcs[i].wr_id, i);
-      EXPECT_EQ(wcs[i].status, WcStatus::Success) << dump_counters(*f.t.b.nic);
+      EXPECT_EQ(wcs[i].status, WcStatus::Success) << dump_counters(*f.t.b.pc);
     }
     EXPECT_EQ(f.local, f.remote);
     for (const Wc& w : wcs) completed += w.status == WcStatus::Success;
-    replayed += f.t.b.nic->counters().rx_read_dup;
-    EXPECT_EQ(f.t.b.nic->counters().tx_naks_fatal, 0u);
+    replayed += f.t.b.pc->counters().rx_read_dup;
+    EXPECT_EQ(f.t.b.pc->counters().tx_naks_fatal, 0u);
     EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
-    dup_reads += f.t.b.nic->counters().rx_duplicate;  // b receives only READ requests
+    dup_reads += f.t.b.pc->counters().rx_duplicate;  // b receives only READ requests
   }
   EXPECT_GT(dup_reads, 0u) << "the link duplicated no READ request: the test tested nothing";
   std::printf("20 seeds: %llu of %u READs completed byte-exact; %llu duplicated requests, %llu answered again\n",
@@ -89,7 +89,7 @@ TEST(Hostile, ForgedDuplicateReadIsDropped) {
   ReadFixture f(reads_options(1, 0));
   ASSERT_TRUE(f.read(1, 0));
   ASSERT_EQ(f.t.one_wc(f.t.a.scq).status, WcStatus::Success);
-  uint64_t tx_before = f.t.b.nic->counters().tx_packets;
+  uint64_t tx_before = f.t.b.pc->counters().tx_packets;
 
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
@@ -97,9 +97,9 @@ TEST(Hostile, ForgedDuplicateReadIsDropped) {
   p.bth.psn = f.t.b.qp->resp.epsn - 1;  // in the past: a "duplicate"
   p.reth = {uint64_t(f.other.data()), f.omr.rkey, kReadLen};
   f.t.inject(f.t.b, f.t.a, p);
-  EXPECT_EQ(f.t.b.nic->counters().rx_dup_unmatched, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_dup_unmatched, 1u);
   f.t.sim.run_until([] { return false; }, 1'000'000);
-  EXPECT_EQ(f.t.b.nic->counters().tx_packets, tx_before) << "answered a READ nobody asked for";
+  EXPECT_EQ(f.t.b.pc->counters().tx_packets, tx_before) << "answered a READ nobody asked for";
 
   ASSERT_TRUE(f.read(2, 1));
   Wc w = f.t.one_wc(f.t.a.scq);
@@ -122,11 +122,11 @@ TEST(Hostile, DuplicateReadIsAnsweredFromTheOriginalRequest) {
   p.bth.psn = f.t.b.qp->resp.epsn - 2;  // the READ's last two responses
   p.reth = {uint64_t(f.remote.data()) + kReadLen - 2 * mtu, f.rmr.rkey, 2 * mtu};
   f.t.inject(f.t.b, f.t.a, p);
-  EXPECT_EQ(f.t.b.nic->counters().rx_read_dup, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_read_dup, 1u);
   // The same PSN with a longer length does not match what was executed.
   p.reth.dma_len = 2 * mtu + 1;
   f.t.inject(f.t.b, f.t.a, p);
-  EXPECT_EQ(f.t.b.nic->counters().rx_dup_unmatched, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_dup_unmatched, 1u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
 }
 
@@ -155,7 +155,7 @@ TEST(Hostile, FatalNakGoesOutBehindReadResponses) {
   EXPECT_EQ(0, std::memcmp(f.local.data(), f.remote.data(), kReadLen));
   EXPECT_EQ(wcs[1].wr_id, 2u);
   EXPECT_EQ(wcs[1].status, WcStatus::RemAccessErr);
-  EXPECT_EQ(f.t.a.nic->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(f.t.a.pc->counters().retransmit_timeouts, 0u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Err);
   EXPECT_EQ(f.t.a.qp->state(), QpState::Err);
 }
@@ -169,7 +169,7 @@ TEST(Hostile, FatalNakBehindLostReadResponsesIsReported) {
   ASSERT_TRUE(f.t.send(f.t.a, write_wr(2, s, uint64_t(f.remote.data()), f.rmr.rkey ^ 0x4242)));
   const wire::Psn read_psn = f.t.a.qp->req.psn;
   f.t.lose_tx(f.t.a);
-  ASSERT_TRUE(f.t.b.nic->modify_qp(*f.t.b.qp, QpAttr{.qp_state = QpState::Err}, kQpState));
+  ASSERT_TRUE(f.t.b.pc->modify_qp(*f.t.b.qp, QpAttr{.qp_state = QpState::Err}, kQpState));
   wire::Packet nak;
   nak.bth.opcode = wire::Opcode::RC_ACKNOWLEDGE;
   nak.bth.dest_qp = f.t.a.qp->qpn().value();
@@ -182,7 +182,7 @@ TEST(Hostile, FatalNakBehindLostReadResponsesIsReported) {
   EXPECT_EQ(wcs[0].status, WcStatus::RemAccessErr);
   EXPECT_EQ(wcs[1].wr_id, 2u);
   EXPECT_EQ(wcs[1].status, WcStatus::WrFlushErr);
-  EXPECT_EQ(f.t.a.nic->counters().retransmitted_packets, 0u);
+  EXPECT_EQ(f.t.a.pc->counters().retransmitted_packets, 0u);
 }
 
 // READ responses carry an ACK syndrome; one that carries a NAK is not data.
@@ -199,7 +199,7 @@ TEST(Hostile, ReadResponseWithNakSyndromeIsDropped) {
   r.aeth = wire::Aeth::nak(0, wire::NakCode::RemoteAccessError);
   r.payload = forged;
   f.t.inject(f.t.a, f.t.b, r);
-  EXPECT_EQ(f.t.a.nic->counters().rx_malformed, 1u);
+  EXPECT_EQ(f.t.a.pc->counters().rx_malformed, 1u);
   Wc wc[1];
   EXPECT_EQ(f.t.a.scq->poll(wc), 0);
   EXPECT_EQ(f.local, std::vector<uint8_t>(f.local.size(), 0));
@@ -227,7 +227,7 @@ TEST(Hostile, SendWithInvalidateIsRefused) {
   p.ieth = rm.rkey;
   p.payload = data;
   t.inject(t.b, t.a, p);
-  EXPECT_EQ(t.b.nic->counters().tx_naks_fatal, 1u);
+  EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 1u);
   EXPECT_EQ(rb, std::vector<uint8_t>(256, 0));
   Wc w = t.one_wc(t.b.rcq);
   EXPECT_EQ(w.status, WcStatus::WrFlushErr);  // the receive was not consumed by it
@@ -244,18 +244,18 @@ TEST(Hostile, ReadLongerThan2GiBIsRefused) {
   void* big = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(big, MAP_FAILED);
   auto mr = t.reg(t.b, big, len);
-  uint64_t tx_before = t.b.nic->counters().tx_packets;
+  uint64_t tx_before = t.b.pc->counters().tx_packets;
   wire::Packet p;
   p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
   p.bth.dest_qp = t.b.qp->qpn().value();
   p.bth.psn = t.b.qp->resp.epsn;
   p.reth = {uint64_t(big), mr.rkey, (1u << 31) + 256};
   t.inject(t.b, t.a, p);
-  EXPECT_EQ(t.b.nic->counters().tx_naks_fatal, 1u);
-  EXPECT_EQ(t.b.nic->counters().tx_packets, tx_before + 1) << "sent READ responses";
+  EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 1u);
+  EXPECT_EQ(t.b.pc->counters().tx_packets, tx_before + 1) << "sent READ responses";
   EXPECT_EQ(t.b.qp->state(), QpState::Err);
-  ASSERT_TRUE(t.b.nic->destroy_qp(t.b.qp));
-  ASSERT_TRUE(t.b.nic->dereg_mr(core::Lkey(mr.lkey)));
+  ASSERT_TRUE(t.b.pc->destroy_qp(t.b.qp));
+  ASSERT_TRUE(t.b.pc->dereg_mr(verbs::Lkey(mr.lkey)));
   munmap(big, len);
 }
 
@@ -274,11 +274,11 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
   p.payload = data;
   wire::FlowAddr f = t.a.qp->flow;
   f.dst = Gid::from_ipv4(kIpB + 7);
-  inject_packet(*t.b.nic, f, p, t.sim.now());
-  EXPECT_EQ(t.b.nic->counters().rx_bad_dest, 1u);
+  inject_packet(*t.b.pc, f, p, t.sim.now());
+  EXPECT_EQ(t.b.pc->counters().rx_bad_dest, 1u);
   EXPECT_EQ(rb, std::vector<uint8_t>(64, 0));
   f.dst = Gid::from_ipv4(kIpB);  // the same packet to the right address is delivered
-  inject_packet(*t.b.nic, f, p, t.sim.now());
+  inject_packet(*t.b.pc, f, p, t.sim.now());
   EXPECT_EQ(t.one_wc(t.b.rcq).status, WcStatus::Success);
   EXPECT_EQ(rb[0], 9);
 }
@@ -286,11 +286,11 @@ TEST(Hostile, PacketForAnotherAddressIsDropped) {
 // QPNs are not handed out in order: knowing one does not tell the next.
 TEST(Hostile, QueuePairNumbersAreNotSequential) {
   sim::Sim sim(1, {});
-  transport::ProtocolCore& nic = sim.add_nic(kIpA);
-  core::PdHandle pd = *nic.alloc_pd();
-  core::Cq* cq = *nic.create_cq(16);
+  transport::ProtocolCore& pc = sim.add_core(kIpA);
+  verbs::PdHandle pd = *pc.alloc_pd();
+  verbs::Cq* cq = *pc.create_cq(16);
   std::vector<uint32_t> qpns;
-  for (int i = 0; i < 64; ++i) qpns.push_back((*nic.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 1, 1, 0}, false))->qpn().value());
+  for (int i = 0; i < 64; ++i) qpns.push_back((*pc.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 1, 1, 0}, false))->qpn().value());
   int consecutive = 0;
   for (size_t i = 1; i < qpns.size(); ++i) consecutive += qpns[i] == qpns[i - 1] + 1;
   EXPECT_EQ(consecutive, 0);
@@ -298,9 +298,9 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
   EXPECT_EQ(std::adjacent_find(qpns.begin(), qpns.end()), qpns.end()) << "a QPN was handed out twice";
   EXPECT_GE(qpns.front(), 0x10u);
   // Two devices do not draw the same sequence.
-  transport::ProtocolCore& other = sim.add_nic(kIpB);
-  core::PdHandle pd2 = *other.alloc_pd();
-  core::Cq* cq2 = *other.create_cq(16);
+  transport::ProtocolCore& other = sim.add_core(kIpB);
+  verbs::PdHandle pd2 = *other.alloc_pd();
+  verbs::Cq* cq2 = *other.create_cq(16);
   uint32_t q2 = (*other.create_qp(pd2, QpType::RC, cq2, cq2, QpCap{4, 4, 1, 1, 0}, false))->qpn().value();
   EXPECT_EQ(std::count(qpns.begin(), qpns.end(), q2), 0);
 }
@@ -308,17 +308,17 @@ TEST(Hostile, QueuePairNumbersAreNotSequential) {
 // A UD datagram is one packet of at most the port MTU; a larger one is dropped and counted.
 TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   sim::Sim sim(1, {});
-  transport::ProtocolCore& nic = sim.add_nic(kIpB);
-  core::PdHandle pd = *nic.alloc_pd();
-  core::Cq* cq = *nic.create_cq(16);
-  core::Qp* qp = *nic.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
-  ASSERT_TRUE(transport::activate_ud(nic, *qp, 0x1234, 0));
+  transport::ProtocolCore& pc = sim.add_core(kIpB);
+  verbs::PdHandle pd = *pc.alloc_pd();
+  verbs::Cq* cq = *pc.create_cq(16);
+  verbs::Qp* qp = *pc.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
+  ASSERT_TRUE(transport::activate_ud(pc, *qp, 0x1234, 0));
   std::vector<uint8_t> rb(kGrhBytes + 65536, 0);
-  auto rm = *nic.reg_mr(pd, rb.data(), rb.size(), kAccessLocalWrite);
+  auto rm = *pc.reg_mr(pd, rb.data(), rb.size(), kAccessLocalWrite);
   Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey.value()};
   RecvWr rw{1, {&r, 1}};
-  ASSERT_TRUE(nic.post_recv(*qp, {&rw, 1}));
-  const uint32_t mtu = mtu_bytes(nic.config().port_mtu);
+  ASSERT_TRUE(pc.post_recv(*qp, {&rw, 1}));
+  const uint32_t mtu = mtu_bytes(pc.config().port_mtu);
   std::vector<uint8_t> big(mtu + 1, 0x77);
   wire::Packet p;
   p.bth.opcode = wire::Opcode::UD_SEND_ONLY;
@@ -326,13 +326,13 @@ TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   p.deth = {0x1234, 0x99};
   p.payload = big;
   auto f = wire::FlowAddr::ipv4(kIpA, kIpB, 0xc000);
-  inject_packet(nic, f, p, sim.now());
-  EXPECT_EQ(nic.counters().rx_ud_too_long, 1u);
+  inject_packet(pc, f, p, sim.now());
+  EXPECT_EQ(pc.counters().rx_ud_too_long, 1u);
   Wc w[1];
   EXPECT_EQ(cq->poll(w), 0);
   EXPECT_EQ(rb[kGrhBytes], 0);
   p.payload = std::span<const uint8_t>(big).first(mtu);  // exactly the MTU fits
-  inject_packet(nic, f, p, sim.now());
+  inject_packet(pc, f, p, sim.now());
   ASSERT_EQ(cq->poll(w), 1);
   EXPECT_EQ(w[0].status, WcStatus::Success);
   EXPECT_EQ(w[0].byte_len, kGrhBytes + mtu);

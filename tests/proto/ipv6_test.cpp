@@ -17,22 +17,22 @@ namespace {
 Gid v6(const char* s) { return *Gid::parse(s); }
 
 struct Node {
-  transport::ProtocolCore* nic;
-  core::PdHandle pd;
-  core::Cq* cq;
-  core::Qp* qp;
+  transport::ProtocolCore* pc;
+  verbs::PdHandle pd;
+  verbs::Cq* cq;
+  verbs::Qp* qp;
 };
 
 Node make(sim::Sim& sim, const Gid& addr, QpType type) {
   Node n;
-  n.nic = &sim.add_nic(addr);
-  n.pd = *n.nic->alloc_pd();
-  n.cq = *n.nic->create_cq(256);
-  n.qp = *n.nic->create_qp(n.pd, type, n.cq, n.cq, QpCap{16, 16, 1, 1, 0}, false);
+  n.pc = &sim.add_core(addr);
+  n.pd = *n.pc->alloc_pd();
+  n.cq = *n.pc->create_cq(256);
+  n.qp = *n.pc->create_qp(n.pd, type, n.cq, n.cq, QpCap{16, 16, 1, 1, 0}, false);
   return n;
 }
 
-bool wait(sim::Sim& sim, core::Cq* cq, size_t k, std::vector<Wc>& out) {
+bool wait(sim::Sim& sim, verbs::Cq* cq, size_t k, std::vector<Wc>& out) {
   return sim.run_until([&] {
     Wc w[16];
     int n;
@@ -70,17 +70,17 @@ TEST(Ipv6, RcOperationsOverIpv6) {
   Node a = make(sim, v6("2001:db8::a"), QpType::RC), b = make(sim, v6("2001:db8::b"), QpType::RC);
   ConnectOptions co;
   co.timeout = 8;
-  ASSERT_TRUE(transport::connect_rc(*a.nic, *a.qp, {v6("2001:db8::b"), b.qp->qpn().value(), 500}, 100, co));
-  ASSERT_TRUE(transport::connect_rc(*b.nic, *b.qp, {v6("2001:db8::a"), a.qp->qpn().value(), 100}, 500, co));
+  ASSERT_TRUE(transport::connect_rc(*a.pc, *a.qp, {v6("2001:db8::b"), b.qp->qpn().value(), 500}, 100, co));
+  ASSERT_TRUE(transport::connect_rc(*b.pc, *b.qp, {v6("2001:db8::a"), a.qp->qpn().value(), 100}, 500, co));
   std::vector<uint8_t> src(20000), dst(20000, 0), back(20000, 0), rb(20000, 0);
   fill_pattern(src.data(), src.size(), 6);
-  auto sm = *a.nic->reg_mr(a.pd, src.data(), src.size(), kAccessLocalWrite);
-  auto km = *a.nic->reg_mr(a.pd, back.data(), back.size(), kAccessLocalWrite);
-  auto dm = *b.nic->reg_mr(b.pd, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
-  auto rm = *b.nic->reg_mr(b.pd, rb.data(), rb.size(), kAccessLocalWrite);
+  auto sm = *a.pc->reg_mr(a.pd, src.data(), src.size(), kAccessLocalWrite);
+  auto km = *a.pc->reg_mr(a.pd, back.data(), back.size(), kAccessLocalWrite);
+  auto dm = *b.pc->reg_mr(b.pd, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead);
+  auto rm = *b.pc->reg_mr(b.pd, rb.data(), rb.size(), kAccessLocalWrite);
   Sge r{uint64_t(rb.data()), 20000, rm.lkey.value()};
   RecvWr rw{9, {&r, 1}};
-  ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
+  ASSERT_TRUE(b.pc->post_recv(*b.qp, {&rw, 1}));
   Sge s{uint64_t(src.data()), 20000, sm.lkey.value()}, k{uint64_t(back.data()), 20000, km.lkey.value()};
   SendWr w1{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
   w1.remote_addr = uint64_t(dst.data());
@@ -90,7 +90,7 @@ TEST(Ipv6, RcOperationsOverIpv6) {
   w2.rkey = dm.rkey.value();
   SendWr w3{3, WrOpcode::Send, kSendSignaled, {&s, 1}};
   SendWr wrs[] = {w1, w2, w3};
-  ASSERT_TRUE(a.nic->post_send(*a.qp, wrs));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, wrs));
   std::vector<Wc> wc;
   ASSERT_TRUE(wait(sim, a.cq, 3, wc));
   for (const Wc& c : wc) EXPECT_EQ(c.status, WcStatus::Success) << c.wr_id;
@@ -100,27 +100,27 @@ TEST(Ipv6, RcOperationsOverIpv6) {
   EXPECT_EQ(dst, src);
   EXPECT_EQ(back, src);
   EXPECT_EQ(rb, src);
-  EXPECT_EQ(b.nic->counters().rx_bad_icrc, 0u);
-  EXPECT_GT(a.nic->counters().rx_icrc_ip_seen, 0u);
+  EXPECT_EQ(b.pc->counters().rx_bad_icrc, 0u);
+  EXPECT_GT(a.pc->counters().rx_icrc_ip_seen, 0u);
   // A v4 path from a v6-only port is refused.
   QpAttr av;
   av.dgid = Gid::from_ipv4(0x0a000001);
-  EXPECT_EQ(a.nic->modify_qp(*a.qp, av, kQpAv).error().code, EINVAL);
+  EXPECT_EQ(a.pc->modify_qp(*a.qp, av, kQpAv).error().code, EINVAL);
 }
 
 // UD over IPv6: the receive's GRH area is the IPv6 header, and Ah::from_grh answers the sender.
 TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   sim::Sim sim(1, {});
   Node a = make(sim, v6("fe80::a"), QpType::UD), b = make(sim, v6("fe80::b"), QpType::UD);
-  ASSERT_TRUE(transport::activate_ud(*a.nic, *a.qp, 0x11, 0));
-  ASSERT_TRUE(transport::activate_ud(*b.nic, *b.qp, 0x11, 0));
+  ASSERT_TRUE(transport::activate_ud(*a.pc, *a.qp, 0x11, 0));
+  ASSERT_TRUE(transport::activate_ud(*b.pc, *b.qp, 0x11, 0));
   std::vector<uint8_t> buf(2 * (kGrhBytes + 256), 0);
-  auto am = *a.nic->reg_mr(a.pd, buf.data(), buf.size(), kAccessLocalWrite);
-  auto bm = *b.nic->reg_mr(b.pd, buf.data(), buf.size(), kAccessLocalWrite);
+  auto am = *a.pc->reg_mr(a.pd, buf.data(), buf.size(), kAccessLocalWrite);
+  auto bm = *b.pc->reg_mr(b.pd, buf.data(), buf.size(), kAccessLocalWrite);
   uint8_t* bslot = buf.data() + kGrhBytes + 256;
   Sge r{uint64_t(bslot), kGrhBytes + 256, bm.lkey.value()};
   RecvWr rw{1, {&r, 1}};
-  ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
+  ASSERT_TRUE(b.pc->post_recv(*b.qp, {&rw, 1}));
   std::memcpy(buf.data(), "over IPv6", 10);
   Ah to_b{v6("fe80::b")};
   Sge s{uint64_t(buf.data()), 10, am.lkey.value()};
@@ -128,7 +128,7 @@ TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   w.ah = &to_b;
   w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = 0x11;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> wc;
   ASSERT_TRUE(wait(sim, b.cq, 1, wc));
   EXPECT_EQ(wc[0].status, WcStatus::Success);
@@ -140,5 +140,5 @@ TEST(Ipv6, UdGrhHoldsTheIpv6Header) {
   // An address handle to an IPv4 GID cannot leave from this IPv6-only port.
   Ah to_v4{Gid::from_ipv4(0x0a000002)};
   w.ah = &to_v4;
-  EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);
+  EXPECT_EQ(a.pc->post_send(*a.qp, {&w, 1}).error().code, EINVAL);
 }

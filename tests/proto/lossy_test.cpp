@@ -159,7 +159,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     uint64_t i = completed;
     const Msg& m = msgs[i];
     ASSERT_EQ(wc.wr_id, i) << "completion out of order or repeated";
-    ASSERT_EQ(wc.status, WcStatus::Success) << to_string(wc.status) << " msg " << i << " " << dump_counters(*t.a.nic);
+    ASSERT_EQ(wc.status, WcStatus::Success) << to_string(wc.status) << " msg " << i << " " << dump_counters(*t.a.pc);
     uint32_t slot = uint32_t(i % kSlots);
     switch (m.op) {
       case WrOpcode::RdmaWrite:
@@ -196,7 +196,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     }
     std::vector<Wc> got;
     ASSERT_TRUE(t.wait_wc(t.a.scq, 1, got, 60'000'000'000ull))
-        << "stalled at msg " << completed << " " << dump_counters(*t.a.nic) << " | " << dump_counters(*t.b.nic);
+        << "stalled at msg " << completed << " " << dump_counters(*t.a.pc) << " | " << dump_counters(*t.b.pc);
     Wc rw[64];
     int k;
     while ((k = t.b.rcq->poll(rw)) > 0)
@@ -222,26 +222,26 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   const auto& ls = t.sim.link().stats();
   if (lc.drop > 0) {
     EXPECT_GT(ls.dropped, 0u);
-    EXPECT_GT(t.a.nic->counters().retransmitted_packets + t.b.nic->counters().rx_read_dup, 0u);
-    EXPECT_EQ(t.a.nic->counters().rx_bad_icrc + t.b.nic->counters().rx_bad_icrc, ls.corrupted);
+    EXPECT_GT(t.a.pc->counters().retransmitted_packets + t.b.pc->counters().rx_read_dup, 0u);
+    EXPECT_EQ(t.a.pc->counters().rx_bad_icrc + t.b.pc->counters().rx_bad_icrc, ls.corrupted);
   } else {
     EXPECT_EQ(ls.dropped, 0u);
-    EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 0u);
+    EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 0u);
   }
   if (lc.rel == transport::Reliability::Sr && lc.drop > 0) {  // holes were reported, never NAKed
-    EXPECT_GT(t.b.nic->counters().rx_sr_held, 0u);
-    EXPECT_GT(t.a.nic->counters().rx_sacks, 0u);
+    EXPECT_GT(t.b.pc->counters().rx_sr_held, 0u);
+    EXPECT_GT(t.a.pc->counters().rx_sacks, 0u);
     // Chosen for the device, selective repeat is taken from the first request in sequence
     // that announces it: a loss before that costs one PSN-sequence NAK, as go-back-N has it.
-    EXPECT_LE(t.b.nic->counters().tx_naks_seq, 1u);
+    EXPECT_LE(t.b.pc->counters().tx_naks_seq, 1u);
   }
   // The peer's own requests never conflict with each other, nor fail to fit where held.
-  EXPECT_EQ(t.b.nic->counters().rx_sr_conflicts, 0u);
-  EXPECT_EQ(t.b.nic->counters().rx_sr_unfit, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_unfit, 0u);
   std::printf("[ %s ] %llu msgs, %.1f MB, link sent=%llu dropped=%llu dup=%llu reord=%llu corrupt=%llu\n  A: %s\n  B: %s\n",
               lc.name, (unsigned long long)n_msgs, bytes / 1e6, (unsigned long long)ls.sent,
               (unsigned long long)ls.dropped, (unsigned long long)ls.duplicated, (unsigned long long)ls.reordered,
-              (unsigned long long)ls.corrupted, dump_counters(*t.a.nic).c_str(), dump_counters(*t.b.nic).c_str());
+              (unsigned long long)ls.corrupted, dump_counters(*t.a.pc).c_str(), dump_counters(*t.b.pc).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Drop, Lossy,

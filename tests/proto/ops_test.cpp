@@ -130,7 +130,7 @@ TEST(RcOps, RdmaReadMultiPacket) {
   EXPECT_EQ(c.status, WcStatus::Success);
   EXPECT_EQ(c.opcode, WcOpcode::RdmaRead);
   EXPECT_EQ(c.byte_len, 70000u);
-  EXPECT_EQ(local, remote) << dump_counters(*t.a.nic) << "\n" << dump_counters(*t.b.nic);
+  EXPECT_EQ(local, remote) << dump_counters(*t.a.pc) << "\n" << dump_counters(*t.b.pc);
 }
 
 // The responder streams a READ's response packets in one progress pass, up to the per-QP budget
@@ -146,11 +146,11 @@ TEST(RcOps, ReadResponsesGoOutInOnePass) {
   w.remote_addr = uint64_t(remote.data());
   w.rkey = rmr.rkey;
   ASSERT_TRUE(t.send(t.a, w));
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().tx_packets > 0; }, 1'000'000'000));
-  EXPECT_EQ(t.b.nic->counters().tx_packets, 32u);  // 64 response packets: the first pass sends 32
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().tx_packets > 0; }, 1'000'000'000));
+  EXPECT_EQ(t.b.pc->counters().tx_packets, 32u);  // 64 response packets: the first pass sends 32
   Wc c = t.one_wc(t.a.scq);
   EXPECT_EQ(c.status, WcStatus::Success);
-  EXPECT_EQ(t.b.nic->counters().tx_packets, 64u);
+  EXPECT_EQ(t.b.pc->counters().tx_packets, 64u);
   EXPECT_EQ(local, remote);
 }
 
@@ -258,7 +258,7 @@ TEST(RcOps, LargeMessage64MiB) {
   EXPECT_EQ(c.status, WcStatus::Success);
   EXPECT_EQ(c.byte_len, n);
   EXPECT_TRUE(src == dst);
-  EXPECT_EQ(t.a.nic->counters().tx_packets, n / 4096);
+  EXPECT_EQ(t.a.pc->counters().tx_packets, n / 4096);
 }
 
 TEST(RcOps, SqdFinishesTheCurrentMessageThenHolds) {
@@ -277,14 +277,14 @@ TEST(RcOps, SqdFinishesTheCurrentMessageThenHolds) {
   ASSERT_GT(t.a.qp->req.pkt, 0u);
   QpAttr a;
   a.qp_state = QpState::Sqd;
-  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, a, kQpState));
+  ASSERT_TRUE(t.a.pc->modify_qp(*t.a.qp, a, kQpState));
   std::vector<Wc> wc;
   t.wait_wc(t.a.scq, 2, wc, 50'000'000);
   ASSERT_EQ(wc.size(), 1u);  // the started message completes, the next one waits
   EXPECT_EQ(wc[0].wr_id, 1u);
   EXPECT_EQ(wc[0].status, WcStatus::Success);
   a.qp_state = QpState::Rts;
-  ASSERT_TRUE(t.a.nic->modify_qp(*t.a.qp, a, kQpState));
+  ASSERT_TRUE(t.a.pc->modify_qp(*t.a.qp, a, kQpState));
   ASSERT_TRUE(t.wait_wc(t.a.scq, 2, wc));
   EXPECT_EQ(wc[1].wr_id, 2u);
 }

@@ -21,7 +21,7 @@ struct OnePacket {
   static PairOptions options(QpType type, std::vector<Verdict>& out) {
     PairOptions o;
     o.type = type;
-    o.trace_b = [&out](const core::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
+    o.trace_b = [&out](const verbs::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
     return o;
   }
   // Hands b one request from a, returns the verdict and the packets b sent back (with run
@@ -36,11 +36,11 @@ struct OnePacket {
     p.reth = {uint64_t(buf.data()), mr.rkey, uint32_t(len)};
     if (p.info().flags & wire::kPayload) p.payload = payload;
     size_t before = verdicts.size();
-    uint64_t tx = t.b.nic->counters().tx_packets;
+    uint64_t tx = t.b.pc->counters().tx_packets;
     t.inject(t.b, t.a, p);
-    if (run) t.b.nic->progress(t.sim.now());  // the coalesced ACK, if any
-    answered = t.b.nic->counters().tx_packets - tx;
-    t.b.nic->release_tx();
+    if (run) t.b.pc->progress(t.sim.now());  // the coalesced ACK, if any
+    answered = t.b.pc->counters().tx_packets - tx;
+    t.b.pc->release_tx();
     EXPECT_EQ(verdicts.size(), before + 1);
     return verdicts.empty() ? Verdict::Dying : verdicts.back();
   }
@@ -62,7 +62,7 @@ TEST(Responder, InSequenceWriteIsExecutedAndAcked) {
   EXPECT_EQ(f.send(Opcode::RC_WRITE_ONLY), Verdict::Execute);
   EXPECT_EQ(f.answered, 1u);  // the ACK it asked for
   EXPECT_EQ(f.buf[0], 0x5c);
-  EXPECT_EQ(f.t.b.nic->counters().tx_acks, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_acks, 1u);
 }
 
 TEST(Responder, DuplicateIsAckedAgainNotExecuted) {
@@ -72,7 +72,7 @@ TEST(Responder, DuplicateIsAckedAgainNotExecuted) {
   EXPECT_EQ(f.send(Opcode::RC_WRITE_ONLY, uint32_t(-1) & 0xffffff), Verdict::Duplicate);
   EXPECT_EQ(f.buf[0], 0) << "a duplicate WRITE was written again";
   EXPECT_EQ(f.answered, 1u);
-  EXPECT_EQ(f.t.b.nic->counters().rx_duplicate, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_duplicate, 1u);
 }
 
 TEST(Responder, OneSequenceNakPerGap) {
@@ -81,8 +81,8 @@ TEST(Responder, OneSequenceNakPerGap) {
   EXPECT_EQ(f.answered, 1u);
   EXPECT_EQ(f.send(Opcode::RC_WRITE_ONLY, 3), Verdict::OutOfSequence);
   EXPECT_EQ(f.answered, 0u);
-  EXPECT_EQ(f.t.b.nic->counters().tx_naks_seq, 1u);
-  EXPECT_EQ(f.t.b.nic->counters().rx_out_of_sequence, 2u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_naks_seq, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_out_of_sequence, 2u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
 }
 
@@ -90,7 +90,7 @@ TEST(Responder, MiddleWithoutFirstIsAnInvalidRequest) {
   OnePacket f;
   EXPECT_EQ(f.send(Opcode::RC_SEND_MIDDLE, 0, f.t.b.qp->mtu()), Verdict::NakInvalid);
   EXPECT_EQ(f.answered, 1u);
-  EXPECT_EQ(f.t.b.nic->counters().tx_naks_fatal, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_naks_fatal, 1u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Err);
 }
 
@@ -98,7 +98,7 @@ TEST(Responder, SendWithoutReceiveIsRnrNaked) {
   OnePacket f;
   EXPECT_EQ(f.send(Opcode::RC_SEND_ONLY), Verdict::Rnr);
   EXPECT_EQ(f.answered, 1u);
-  EXPECT_EQ(f.t.b.nic->counters().tx_rnr_naks, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().tx_rnr_naks, 1u);
   f.post_recv();
   EXPECT_EQ(f.send(Opcode::RC_SEND_ONLY), Verdict::Execute);  // the retry, once a receive is there
   EXPECT_EQ(f.buf[4096], 0x5c);
@@ -121,11 +121,11 @@ TEST(Responder, ReadBehindQueuedResponsesThenFatalNakThenDying) {
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
   f.mr.rkey ^= 0x100;
   EXPECT_EQ(f.send(Opcode::RC_WRITE_ONLY, 0, 16, true, false), Verdict::Dying);
-  EXPECT_EQ(f.t.b.nic->counters().rx_wrong_state, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_wrong_state, 1u);
   EXPECT_EQ(f.buf[0], 0);
-  f.t.b.nic->progress(f.t.sim.now());  // 4 READ responses, then the NAK; then the QP is in ERR
-  EXPECT_EQ(f.t.b.nic->tx_queue().size(), 5u);
-  EXPECT_EQ(f.t.b.nic->tx_queue().back()->data[0], uint8_t(Opcode::RC_ACKNOWLEDGE));
+  f.t.b.pc->progress(f.t.sim.now());  // 4 READ responses, then the NAK; then the QP is in ERR
+  EXPECT_EQ(f.t.b.pc->tx_queue().size(), 5u);
+  EXPECT_EQ(f.t.b.pc->tx_queue().back()->data[0], uint8_t(Opcode::RC_ACKNOWLEDGE));
   EXPECT_EQ(f.t.b.qp->state(), QpState::Err);
 }
 
@@ -133,7 +133,7 @@ TEST(Responder, UcGapDropsTheMessage) {
   OnePacket f(QpType::UC);
   EXPECT_EQ(f.send(Opcode::UC_SEND_MIDDLE, 3, f.t.b.qp->mtu(), false), Verdict::UcDropped);
   EXPECT_EQ(f.answered, 0u);
-  EXPECT_EQ(f.t.b.nic->counters().rx_uc_dropped, 1u);
+  EXPECT_EQ(f.t.b.pc->counters().rx_uc_dropped, 1u);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
 }
 

@@ -17,12 +17,12 @@ struct ManyQps {
   explicit ManyQps(uint32_t budget_per_pass) : sim(7, {}) {
     transport::CoreConfig ca;
     ca.budget_per_pass = budget_per_pass;
-    a = &sim.add_nic(kIpA, ca);
-    b = &sim.add_nic(kIpB);
+    a = &sim.add_core(kIpA, ca);
+    b = &sim.add_core(kIpB);
     buf.assign(4096, 0x5a);
     for (transport::ProtocolCore* n : {a, b}) {
       Side s;
-      s.nic = n;
+      s.pc = n;
       s.pd = *n->alloc_pd();
       s.scq = *n->create_cq(256);
       s.rcq = *n->create_cq(256);
@@ -34,8 +34,8 @@ struct ManyQps {
     lkey = mr_a->lkey.value();
     rkey = mr_b->rkey.value();
     for (uint32_t i = 0; i < kQps; ++i) {
-      core::Qp* qa = *a->create_qp(sides[0].pd, QpType::RC, sides[0].scq, sides[0].rcq, QpCap{16, 16, 1, 1, 0}, false);
-      core::Qp* qb = *b->create_qp(sides[1].pd, QpType::RC, sides[1].scq, sides[1].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      verbs::Qp* qa = *a->create_qp(sides[0].pd, QpType::RC, sides[0].scq, sides[0].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      verbs::Qp* qb = *b->create_qp(sides[1].pd, QpType::RC, sides[1].scq, sides[1].rcq, QpCap{16, 16, 1, 1, 0}, false);
       ConnectOptions c;
       c.path_mtu = Mtu::Mtu1024;
       EXPECT_TRUE(transport::connect_rc(*a, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
@@ -46,7 +46,7 @@ struct ManyQps {
 
   // Each QP posts kWrites one-packet WRITEs, QP 0 first.
   void post_all() {
-    for (core::Qp* q : qps)
+    for (verbs::Qp* q : qps)
       for (uint32_t k = 0; k < kWrites; ++k) {
         Sge s{uint64_t(buf.data()), 64, lkey};
         SendWr w{k, WrOpcode::RdmaWrite, 0, {&s, 1}};
@@ -60,7 +60,7 @@ struct ManyQps {
   std::vector<uint32_t> pass() {
     a->progress(sim.now());
     std::vector<uint32_t> from;
-    for (const transport::TxPacket* p : a->tx_queue()) {
+    for (const transport::PacketBuf* p : a->tx_queue()) {
       wire::Packet pkt;
       EXPECT_EQ(wire::decode(std::span<const uint8_t>(p->data, p->len), pkt), wire::ParseError::None);
       for (uint32_t i = 0; i < kQps; ++i)
@@ -73,7 +73,7 @@ struct ManyQps {
   sim::Sim sim;
   transport::ProtocolCore *a, *b;
   std::vector<Side> sides;
-  std::vector<core::Qp*> qps;
+  std::vector<verbs::Qp*> qps;
   std::vector<uint8_t> buf;
   uint32_t lkey = 0, rkey = 0;
 };

@@ -103,13 +103,13 @@ void read_once(CorePair& t, uint32_t bytes, uint64_t pattern) {
 TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
   PairOptions o = sr_pair();
   std::vector<Verdict> at_b;
-  o.trace_b = [&](const core::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
+  o.trace_b = [&](const verbs::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 2}));
   const uint64_t took = write_once(t, 8 * 1024, 11);
   EXPECT_LT(took, 100'000u) << "recovered by a timer";
-  EXPECT_EQ(t.a.nic->counters().sr_probes, 0u);
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  EXPECT_EQ(t.a.pc->counters().sr_probes, 0u);
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(cb.rx_sr_held, 5u);  // PSNs 3..7 of the message
   EXPECT_EQ(cb.rx_sr_placed, 4u);  // 3..6 written at once; 7, the LAST, when its turn comes
   EXPECT_EQ(ca.retransmitted_packets, 1u);
@@ -138,7 +138,7 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   Buffers b = make_buffers(t, 16 * 1024, 22);
   ASSERT_TRUE(post_write(t, b, 1, 0, 8 * 1024));             // PSNs 0..7
   ASSERT_TRUE(post_write(t, b, 2, 8 * 1024, 8 * 1024));      // PSNs 8..15
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 13; }, 100'000));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 13; }, 100'000));
   auto same = [&](uint32_t from, uint32_t len) { return std::memcmp(b.src.data() + from, b.dst.data() + from, len) == 0; };
   auto zero = [&](uint32_t from, uint32_t len) {
     return std::all_of(b.dst.begin() + from, b.dst.begin() + from + len, [](uint8_t x) { return x == 0; });
@@ -149,7 +149,7 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   EXPECT_TRUE(zero(7168, 1024));       // 7, the first WRITE's LAST: held
   EXPECT_TRUE(same(8192, 7 * 1024));   // 8..14, the second WRITE's FIRST and MIDDLEs: placed
   EXPECT_TRUE(zero(15 * 1024, 1024));  // 15, its LAST: held
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 11u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 11u);
   block = false;
   std::vector<Wc> got;
   ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
@@ -157,7 +157,7 @@ TEST(SelectiveRepeat, MiddlePacketsArePlacedOnArrival) {
   EXPECT_EQ(got[1].wr_id, 2u);
   EXPECT_EQ(got[1].status, WcStatus::Success);
   EXPECT_TRUE(same(0, 16 * 1024));
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 11u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 11u);
 }
 
 // A later WRITE is placed early only when nothing before it that may be unfinished touches its
@@ -183,9 +183,9 @@ TEST(SelectiveRepeat, LaterWritesWaitWhenSomethingEarlierTouchesTheirBytes) {
     ASSERT_TRUE(read_first ? op(1, WrOpcode::RdmaRead, 16 * 1024) : op(1, WrOpcode::RdmaWrite, 0));
     ASSERT_TRUE(op(2, WrOpcode::RdmaWrite, 8 * 1024));
     const uint64_t held = read_first ? 8 : 13;  // the PSNs past the lost one
-    ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == held; }, 100'000));
+    ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == held; }, 100'000));
     // Only the earlier WRITE's own MIDDLEs (3..6), in progress, are placed.
-    EXPECT_EQ(t.b.nic->counters().rx_sr_placed, read_first ? 0u : 4u);
+    EXPECT_EQ(t.b.pc->counters().rx_sr_placed, read_first ? 0u : 4u);
     block = false;
     std::vector<Wc> got;
     ASSERT_TRUE(t.wait_wc(t.a.scq, 2, got));
@@ -211,9 +211,9 @@ TEST(SelectiveRepeat, SeveralHolesEachResentOnce) {
   EXPECT_EQ(got[0].status, WcStatus::Success);
   EXPECT_EQ(got[1].status, WcStatus::Success);
   EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 4u);
-  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
-  EXPECT_EQ(t.b.nic->counters().rx_duplicate, 0u);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 4u);
+  EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_duplicate, 0u);
 }
 
 TEST(SelectiveRepeat, TailLossRecoveredByAProbe) {
@@ -221,10 +221,10 @@ TEST(SelectiveRepeat, TailLossRecoveredByAProbe) {
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 7}));  // the last of eight: nothing after it reports it
   const uint64_t took = write_once(t, 8 * 1024, 13);
-  EXPECT_EQ(t.a.nic->counters().sr_probes, 1u);
-  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 1u);
-  const uint64_t probe = t.a.nic->config().sr_probe_ns;
+  EXPECT_EQ(t.a.pc->counters().sr_probes, 1u);
+  EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 1u);
+  const uint64_t probe = t.a.pc->config().sr_probe_ns;
   EXPECT_GE(took, probe);
   EXPECT_LT(took, 2 * probe) << "the QP's full timeout (67 ms) ran";
 }
@@ -245,9 +245,9 @@ TEST(SelectiveRepeat, LostProbeIsProbedAgain) {
   CorePair t(o);
   t.sim.link().set_filter(lose_times(kPsnA + 3, 2));  // the tail and its first probe
   const uint64_t took = write_once(t, 4 * 1024, 14);
-  EXPECT_EQ(t.a.nic->counters().sr_probes, 2u);
-  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
-  const uint64_t probe = t.a.nic->config().sr_probe_ns;
+  EXPECT_EQ(t.a.pc->counters().sr_probes, 2u);
+  EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
+  const uint64_t probe = t.a.pc->config().sr_probe_ns;
   EXPECT_GE(took, 3 * probe);
   EXPECT_LT(took, 4 * probe);
   EXPECT_EQ(t.a.qp->state(), QpState::Rts);
@@ -259,11 +259,11 @@ TEST(SelectiveRepeat, LostResendIsResentByTheProbe) {
   CorePair t(o);
   t.sim.link().set_filter(lose_times(kPsnA + 2, 2));
   const uint64_t took = write_once(t, 8 * 1024, 20);
-  EXPECT_EQ(t.a.nic->counters().sr_probes, 1u);
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 2u);
-  EXPECT_EQ(t.a.nic->counters().retransmit_timeouts, 0u);
-  EXPECT_EQ(t.b.nic->counters().rx_duplicate, 0u);
-  EXPECT_LT(took, 2 * t.a.nic->config().sr_probe_ns);
+  EXPECT_EQ(t.a.pc->counters().sr_probes, 1u);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 2u);
+  EXPECT_EQ(t.a.pc->counters().retransmit_timeouts, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_duplicate, 0u);
+  EXPECT_LT(took, 2 * t.a.pc->config().sr_probe_ns);
 }
 
 // A resend lost again is seen as soon as a request sent after it is reported held (the link
@@ -277,12 +277,12 @@ TEST(SelectiveRepeat, LostResendIsSeenByLaterPackets) {
   CorePair t(o);
   t.sim.link().set_filter(lose_times(kPsnA + 2, 2));
   const uint64_t took = write_once(t, 40 * 1024, 21);
-  const auto& ca = t.a.nic->counters();
+  const auto& ca = t.a.pc->counters();
   EXPECT_EQ(ca.sr_lost_resends, 1u);
   EXPECT_EQ(ca.sr_probes, 0u);
   EXPECT_EQ(ca.retransmitted_packets, 2u);
   EXPECT_EQ(ca.retransmit_timeouts, 0u);
-  EXPECT_LT(took, t.a.nic->config().sr_probe_min_ns);
+  EXPECT_LT(took, t.a.pc->config().sr_probe_min_ns);
 }
 
 // A responder that ignores the announcement (any other RoCE stack: the bit is reserved) sends
@@ -301,7 +301,7 @@ TEST(SelectiveRepeat, PeerWithoutItGetsGoBackN) {
     return lose(f, b);
   });
   write_once(t, 8 * 1024, 15);
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(cb.tx_naks_seq, 1u);
   EXPECT_EQ(cb.rx_sr_held, 0u);
   EXPECT_EQ(cb.tx_sacks, 0u);
@@ -318,9 +318,9 @@ TEST(SelectiveRepeat, RequesterWithoutItGetsNoSack) {
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 2}));
   write_once(t, 8 * 1024, 16);
-  EXPECT_EQ(t.b.nic->counters().tx_sacks, 0u);
-  EXPECT_EQ(t.b.nic->counters().tx_naks_seq, 1u);
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, 6u);
+  EXPECT_EQ(t.b.pc->counters().tx_sacks, 0u);
+  EXPECT_EQ(t.b.pc->counters().tx_naks_seq, 1u);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, 6u);
 }
 
 // A SACK is an answer only to a QP that announced selective repeat.
@@ -340,7 +340,7 @@ TEST(SelectiveRepeat, SackToAQpThatNeverAnnouncedIsDropped) {
   uint8_t bits[wire::kSackLen] = {};
   p.payload = bits;
   t.inject(t.a, t.b, p);
-  EXPECT_EQ(t.a.nic->counters().rx_bad_opcode, 1u);
+  EXPECT_EQ(t.a.pc->counters().rx_bad_opcode, 1u);
   Wc wc[1];
   EXPECT_EQ(t.a.scq->poll(wc), 0);
   EXPECT_EQ(t.a.qp->state(), QpState::Rts);
@@ -371,7 +371,7 @@ TEST(SelectiveRepeat, HeldSendWithoutReceiveIsResentAfterRnr) {
     w.sg_list = {&sg, 1};
     ASSERT_TRUE(t.send(t.a, w));
   }
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().tx_rnr_naks > 0; }, 100'000'000));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().tx_rnr_naks > 0; }, 100'000'000));
   post_recv(1);
   post_recv(2);
   std::vector<Wc> got;
@@ -409,7 +409,7 @@ TEST(SelectiveRepeat, ResendsFarLessThanGoBackN) {
       ASSERT_EQ(got[i].status, WcStatus::Success);
     }
     EXPECT_EQ(0, std::memcmp(b.src.data(), b.dst.data(), b.src.size()));
-    resent[sr] = t.a.nic->counters().retransmitted_packets;
+    resent[sr] = t.a.pc->counters().retransmitted_packets;
     lost[sr] = t.sim.link().stats().dropped;
   }
   SCOPED_TRACE("gbn resent " + std::to_string(resent[0]) + " for " + std::to_string(lost[0]) + " lost; sr resent " +
@@ -431,21 +431,21 @@ TEST(SelectiveRepeat, ReadResponsesArePlacedPastAGap) {
   });
   Buffers b = make_read_buffers(t, 8 * 1024, 31);
   ASSERT_TRUE(post_read(t, b, 1, 0, 8 * 1024));
-  ASSERT_TRUE(t.sim.run_until([&] { return t.a.nic->counters().rx_sr_read_placed == 5; }, 100'000));
+  ASSERT_TRUE(t.sim.run_until([&] { return t.a.pc->counters().rx_sr_read_placed == 5; }, 100'000));
   auto same = [&](uint32_t from, uint32_t len) { return std::memcmp(b.src.data() + from, b.dst.data() + from, len) == 0; };
   EXPECT_TRUE(same(0, 2048));
   EXPECT_TRUE(std::all_of(b.src.begin() + 2048, b.src.begin() + 3072, [](uint8_t x) { return x == 0; }));
   EXPECT_TRUE(same(3072, 5 * 1024));  // 3..7, LAST included: nobody looks before the completion
   Wc none[1];
   EXPECT_EQ(t.a.scq->poll(none), 0);
-  EXPECT_EQ(t.a.nic->counters().sr_read_reasks, 1u);  // lost too, while blocked
+  EXPECT_EQ(t.a.pc->counters().sr_read_reasks, 1u);  // lost too, while blocked
   block = false;
   Wc wc = t.one_wc(t.a.scq);
   EXPECT_EQ(wc.wr_id, 1u);
   EXPECT_EQ(wc.status, WcStatus::Success);
   EXPECT_EQ(wc.byte_len, 8 * 1024u);
   EXPECT_TRUE(same(0, 8 * 1024));
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(ca.rx_sr_read_placed, 5u);
   EXPECT_EQ(ca.sr_read_reasks, 1u + ca.sr_probes);  // each probe asks for PSN 2 alone
   EXPECT_EQ(cb.rx_read_dup, ca.sr_read_reasks);
@@ -458,7 +458,7 @@ TEST(SelectiveRepeat, SeveralHolesInAReadEachAskedForOnce) {
   CorePair t(o);
   t.sim.link().set_filter(lose_responses_once({kPsnA + 1, kPsnA + 4, kPsnA + 5, kPsnA + 30}));
   read_once(t, 40 * 1024, 32);
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(ca.sr_read_reasks, 3u);  // PSN 1, PSNs 4-5, PSN 30
   EXPECT_EQ(cb.rx_read_dup, 3u);
   EXPECT_EQ(cb.tx_packets, 40u + 4u);
@@ -487,7 +487,7 @@ TEST(SelectiveRepeat, ReadsPastAHoleCompleteInOrder) {
   }
   EXPECT_EQ(0, std::memcmp(r.src.data(), r.dst.data(), r.src.size()));
   EXPECT_EQ(0, std::memcmp(w.src.data(), w.dst.data(), w.src.size()));
-  const auto& ca = t.a.nic->counters();
+  const auto& ca = t.a.pc->counters();
   EXPECT_EQ(ca.rx_sr_read_placed, 4u + 8u);
   EXPECT_EQ(ca.sr_read_reasks, 1u);
   EXPECT_EQ(ca.retransmitted_packets, 1u);
@@ -501,7 +501,7 @@ TEST(SelectiveRepeat, ReadTailLossAskedForByTheProbe) {
   CorePair t(o);
   t.sim.link().set_filter(lose_responses_once({kPsnA + 7}));
   read_once(t, 8 * 1024, 35);
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(ca.sr_probes, 1u);
   EXPECT_EQ(ca.sr_read_reasks, 1u);
   EXPECT_EQ(cb.rx_read_dup, 1u);
@@ -516,7 +516,7 @@ TEST(SelectiveRepeat, LostReadRequestIsSentAgainWhole) {
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA}));
   read_once(t, 8 * 1024, 36);
-  const auto &ca = t.a.nic->counters(), &cb = t.b.nic->counters();
+  const auto &ca = t.a.pc->counters(), &cb = t.b.pc->counters();
   EXPECT_EQ(ca.sr_probes, 1u);
   EXPECT_EQ(ca.sr_read_reasks, 0u);
   EXPECT_EQ(cb.rx_read_dup, 0u);
@@ -542,7 +542,7 @@ TEST(SelectiveRepeat, PartOfAReadIsAnsweredOnlyUnderSelectiveRepeat) {
     t.inject(t.b, t.a, p);
     t.sim.run_until([] { return false; }, 50'000);
   };
-  const auto& cb = t.b.nic->counters();
+  const auto& cb = t.b.pc->counters();
   ask(false, 1024);
   EXPECT_EQ(cb.rx_dup_unmatched, 1u);
   ask(true, 1000);
@@ -627,8 +627,8 @@ TEST(SelectiveRepeat, SendPacketsArePlacedPastAHole) {
   Sends x = make_sends(t, {8 * 1024, 4 * 1024}, 41);
   post_recvs(t, x, 0, 2);
   post_sends(t, x);  // PSNs 0..7 and 8..11
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 9; }, 100'000));
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 9u);
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 9; }, 100'000));
+  EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 9u);
   EXPECT_EQ(0, std::memcmp(x.src.data(), x.dst.data(), 2048));
   EXPECT_TRUE(std::all_of(x.dst.begin() + 2048, x.dst.begin() + 3072, [](uint8_t v) { return v == 0; }));
   EXPECT_EQ(0, std::memcmp(x.src.data() + 3072, x.dst.data() + 3072, x.src.size() - 3072));
@@ -636,7 +636,7 @@ TEST(SelectiveRepeat, SendPacketsArePlacedPastAHole) {
   EXPECT_EQ(t.b.rcq->poll(none), 0);
   block = false;
   expect_sends_done(t, x);
-  EXPECT_EQ(t.a.nic->counters().retransmitted_packets, t.b.nic->counters().rx_duplicate + 1);
+  EXPECT_EQ(t.a.pc->counters().retransmitted_packets, t.b.pc->counters().rx_duplicate + 1);
 }
 
 // A later SEND whose receive WQE is not posted yet is held, not placed; it is executed (into
@@ -649,14 +649,14 @@ TEST(SelectiveRepeat, SendWithoutItsReceiveYetIsHeld) {
   Sends x = make_sends(t, {8 * 1024, 4 * 1024}, 42);
   post_recvs(t, x, 0, 1);
   post_sends(t, x);
-  ASSERT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 9; }, 100'000));
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 5u);  // 3..7 of the first
+  ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 9; }, 100'000));
+  EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 5u);  // 3..7 of the first
   EXPECT_TRUE(std::all_of(x.dst.begin() + 8192, x.dst.end(), [](uint8_t v) { return v == 0; }));
   post_recvs(t, x, 1, 2);
   block = false;
   expect_sends_done(t, x);
-  EXPECT_EQ(t.b.nic->counters().rx_sr_placed, 5u);
-  EXPECT_EQ(t.b.nic->counters().tx_rnr_naks, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_sr_placed, 5u);
+  EXPECT_EQ(t.b.pc->counters().tx_rnr_naks, 0u);
 }
 
 // What a SEND's PlaceETH says: the receive WQEs count SENDs and WRITEs with immediate, in the
@@ -746,7 +746,7 @@ TEST(SelectiveRepeat, ResendsAreCopiedNotReferenced) {
     CorePair t(o);
     t.sim.link().set_filter(lose_once({kPsnA + 2}));
     write_once(t, 8 * 1024, 55);  // 8 packets; go-back-N resends 2..7, selective repeat 2
-    const auto& c = t.a.nic->counters();
+    const auto& c = t.a.pc->counters();
     EXPECT_EQ(c.retransmitted_packets, sr ? 1u : 6u);
     EXPECT_EQ(c.tx_payload_by_ref, 8u);
   }
@@ -764,8 +764,8 @@ TEST(SelectiveRepeat, HeldPacketsLeaveTheWindow) {
   t.sim.link().set_filter(lose_while(block, kPsnA + 2));
   Buffers b = make_buffers(t, 32 * 1024, 66);
   ASSERT_TRUE(post_write(t, b, 1, 0, 32 * 1024));
-  EXPECT_TRUE(t.sim.run_until([&] { return t.b.nic->counters().rx_sr_held == 29; }, 5'000'000));
-  EXPECT_EQ(t.b.nic->counters().rx_sr_held, 29u);
+  EXPECT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().rx_sr_held == 29; }, 5'000'000));
+  EXPECT_EQ(t.b.pc->counters().rx_sr_held, 29u);
   block = false;
   Wc wc = t.one_wc(t.a.scq);
   EXPECT_EQ(wc.status, WcStatus::Success);

@@ -12,8 +12,8 @@ namespace {
 
 struct SrqSetup {
   SrqSetup() : sim(5, {}) {
-    a = &sim.add_nic(kIpA);
-    b = &sim.add_nic(kIpB);
+    a = &sim.add_core(kIpA);
+    b = &sim.add_core(kIpB);
     pa = *a->alloc_pd();
     pb = *b->alloc_pd();
     cqa = *a->create_cq(256);
@@ -55,7 +55,7 @@ struct SrqSetup {
     ASSERT_TRUE(wait(cqa, 1, got));  // one at a time: the SRQ order is then known
     ASSERT_EQ(got[0].status, WcStatus::Success);
   }
-  bool wait(core::Cq* cq, size_t n, std::vector<Wc>& out) {
+  bool wait(verbs::Cq* cq, size_t n, std::vector<Wc>& out) {
     return sim.run_until([&] {
       Wc w[16];
       int k;
@@ -70,12 +70,12 @@ struct SrqSetup {
   }
   sim::Sim sim;
   transport::ProtocolCore *a, *b;
-  core::PdHandle pa, pb;
-  core::Cq *cqa, *cqb;
-  core::Srq* srq;
-  core::Qp *qa[2], *qb[2];
+  verbs::PdHandle pa, pb;
+  verbs::Cq *cqa, *cqb;
+  verbs::Srq* srq;
+  verbs::Qp *qa[2], *qb[2];
   std::vector<uint8_t> src, dst;
-  core::Mr msa, mdb;
+  verbs::Mr msa, mdb;
 };
 
 }  // namespace
@@ -142,16 +142,16 @@ TEST(Srq, ErrorOnOneQpLeavesTheSharedWqesToTheOther) {
 
 TEST(AsyncEvents, PortActiveAtStartAndQpFatalOnErrors) {
   sim::Sim sim(1, {});
-  auto& n = sim.add_nic(kIpA);
+  auto& n = sim.add_core(kIpA);
   auto e = n.get_async_event();
   ASSERT_TRUE(e);
   EXPECT_EQ(e->type, AsyncEventType::PortActive);
   EXPECT_EQ(n.get_async_event().error().code, EAGAIN);
 
   CorePair t;
-  while (t.a.nic->get_async_event()) {
+  while (t.a.pc->get_async_event()) {
   }
-  while (t.b.nic->get_async_event()) {
+  while (t.b.pc->get_async_event()) {
   }
   std::vector<uint8_t> buf(64);
   auto m = t.reg(t.a, buf.data(), buf.size());
@@ -159,11 +159,11 @@ TEST(AsyncEvents, PortActiveAtStartAndQpFatalOnErrors) {
   SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}, 0, 0x1000, 0xbad};  // bad rkey
   ASSERT_TRUE(t.send(t.a, w));
   EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::RemAccessErr);
-  auto ea = t.a.nic->get_async_event();
+  auto ea = t.a.pc->get_async_event();
   ASSERT_TRUE(ea);
   EXPECT_EQ(ea->type, AsyncEventType::QpFatal);
   EXPECT_EQ(ea->qp_num, t.a.qp->qpn().value());
-  auto eb = t.b.nic->get_async_event();
+  auto eb = t.b.pc->get_async_event();
   ASSERT_TRUE(eb);
   EXPECT_EQ(eb->type, AsyncEventType::QpFatal);
   EXPECT_EQ(eb->qp_num, t.b.qp->qpn().value());
@@ -173,7 +173,7 @@ TEST(AsyncEvents, CqOverrunIsReportedOnce) {
   PairOptions o;
   o.cq_depth = 2;
   CorePair t(o);
-  while (t.a.nic->get_async_event()) {
+  while (t.a.pc->get_async_event()) {
   }
   std::vector<uint8_t> buf(8);
   auto m = t.reg(t.a, buf.data(), buf.size());
@@ -184,10 +184,10 @@ TEST(AsyncEvents, CqOverrunIsReportedOnce) {
     ASSERT_TRUE(t.send(t.a, w));
   }
   t.sim.run_until([] { return false; }, 10'000'000);
-  EXPECT_EQ(t.a.nic->counters().cq_overruns, 3u);
-  auto e = t.a.nic->get_async_event();
+  EXPECT_EQ(t.a.pc->counters().cq_overruns, 3u);
+  auto e = t.a.pc->get_async_event();
   ASSERT_TRUE(e);
   EXPECT_EQ(e->type, AsyncEventType::CqErr);
   EXPECT_EQ(e->cq_handle, t.a.scq->handle());
-  EXPECT_FALSE(t.a.nic->get_async_event());
+  EXPECT_FALSE(t.a.pc->get_async_event());
 }

@@ -45,8 +45,8 @@ TEST(Uc, SendAndWriteWithoutAcks) {
   EXPECT_EQ(rw[1].opcode, WcOpcode::RecvRdmaWithImm);
   EXPECT_EQ(rw[1].imm_data, 78u);
   EXPECT_TRUE(std::equal(src.begin(), src.end(), wr.begin() + 5000));
-  EXPECT_EQ(t.b.nic->counters().tx_packets, 0u);  // the responder never answers
-  EXPECT_EQ(t.a.nic->counters().tx_packets, 20u);  // 2 messages x 10 packets of 1 KiB
+  EXPECT_EQ(t.b.pc->counters().tx_packets, 0u);  // the responder never answers
+  EXPECT_EQ(t.a.pc->counters().tx_packets, 20u);  // 2 messages x 10 packets of 1 KiB
 }
 
 TEST(Uc, NoReceiveDropsTheMessageOnly) {
@@ -58,7 +58,7 @@ TEST(Uc, NoReceiveDropsTheMessageOnly) {
   ASSERT_TRUE(t.send(t.a, {1, WrOpcode::Send, kSendSignaled, {&s, 1}}));
   EXPECT_EQ(t.one_wc(t.a.scq).status, WcStatus::Success);  // the requester cannot know
   t.sim.run_until([] { return false; }, 1'000'000);
-  EXPECT_EQ(t.b.nic->counters().rx_uc_dropped, 1u);
+  EXPECT_EQ(t.b.pc->counters().rx_uc_dropped, 1u);
   EXPECT_EQ(t.b.rcq->pending(), 0u);
   Sge r{uint64_t(dst.data()), 3000, dm.lkey};
   ASSERT_TRUE(t.recv(t.b, {2, {&r, 1}}));
@@ -154,9 +154,9 @@ TEST(Uc, LossyLinkDeliversExactMessagesOrNone) {
   EXPECT_EQ(sent_done, kMsgs);
   EXPECT_GT(delivered, kMsgs * 7 / 10);
   EXPECT_LT(delivered, kMsgs);
-  EXPECT_GT(t.b.nic->counters().rx_uc_dropped, 0u);
-  EXPECT_EQ(t.b.nic->counters().rx_bad_icrc, t.sim.link().stats().corrupted);
+  EXPECT_GT(t.b.pc->counters().rx_uc_dropped, 0u);
+  EXPECT_EQ(t.b.pc->counters().rx_bad_icrc, t.sim.link().stats().corrupted);
   EXPECT_EQ(t.b.qp->state(), QpState::Rts);
   std::printf("UC: %d of %d messages delivered, %llu dropped\n", delivered, kMsgs,
-              (unsigned long long)t.b.nic->counters().rx_uc_dropped);
+              (unsigned long long)t.b.pc->counters().rx_uc_dropped);
 }

@@ -15,25 +15,25 @@ namespace {
 constexpr uint32_t kQkey = 0x11111111;
 
 struct UdNode {
-  transport::ProtocolCore* nic;
-  core::PdHandle pd;
-  core::Cq* cq;
-  core::Qp* qp;
+  transport::ProtocolCore* pc;
+  verbs::PdHandle pd;
+  verbs::Cq* cq;
+  verbs::Qp* qp;
 };
 
 struct UdPair {
   explicit UdPair(link::FaultConfig f = {}, uint64_t seed = 3) : sim(seed, f) {
     for (int i = 0; i < 3; ++i) {
       UdNode& n = node[i];
-      n.nic = &sim.add_nic(kIpA + uint32_t(i));
-      n.pd = *n.nic->alloc_pd();
-      n.cq = *n.nic->create_cq(1024);
-      n.qp = *n.nic->create_qp(n.pd, QpType::UD, n.cq, n.cq, QpCap{64, 64, 2, 2, 64}, false);
-      EXPECT_TRUE(transport::activate_ud(*n.nic, *n.qp, kQkey, 100 * uint32_t(i)));
+      n.pc = &sim.add_core(kIpA + uint32_t(i));
+      n.pd = *n.pc->alloc_pd();
+      n.cq = *n.pc->create_cq(1024);
+      n.qp = *n.pc->create_qp(n.pd, QpType::UD, n.cq, n.cq, QpCap{64, 64, 2, 2, 64}, false);
+      EXPECT_TRUE(transport::activate_ud(*n.pc, *n.qp, kQkey, 100 * uint32_t(i)));
     }
   }
-  core::Mr reg(UdNode& n, void* p, size_t len) { return *n.nic->reg_mr(n.pd, p, len, kAccessLocalWrite); }
-  bool wait(core::Cq* cq, size_t k, std::vector<Wc>& out, uint64_t ns = 1'000'000'000) {
+  verbs::Mr reg(UdNode& n, void* p, size_t len) { return *n.pc->reg_mr(n.pd, p, len, kAccessLocalWrite); }
+  bool wait(verbs::Cq* cq, size_t k, std::vector<Wc>& out, uint64_t ns = 1'000'000'000) {
     return sim.run_until([&] {
       Wc w[16];
       int n;
@@ -57,7 +57,7 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   for (uint64_t i = 0; i < 2; ++i) {
     Sge r{uint64_t(rb.data() + i * (kGrhBytes + 4096)), kGrhBytes + 4096, rm.lkey.value()};
     RecvWr rw{i, {&r, 1}};
-    ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rw, 1}));
+    ASSERT_TRUE(b.pc->post_recv(*b.qp, {&rw, 1}));
   }
   Ah to_b{Gid::from_ipv4(kIpB)};
   Sge s{uint64_t(src.data()), 4096, sm.lkey.value()};
@@ -65,7 +65,7 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   w.ah = &to_b;
   w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> sw, rw;
   ASSERT_TRUE(t.wait(a.cq, 1, sw));
   EXPECT_EQ(sw[0].status, WcStatus::Success);
@@ -95,7 +95,7 @@ TEST(Ud, DatagramsCarryGrhImmAndSource) {
   w2.ah = &to_b;
   w2.remote_qpn = b.qp->qpn().value();
   w2.remote_qkey = 0x80000000;  // use c's QP Q_Key, the same value
-  ASSERT_TRUE(c.nic->post_send(*c.qp, {&w2, 1}));
+  ASSERT_TRUE(c.pc->post_send(*c.qp, {&w2, 1}));
   ASSERT_TRUE(t.wait(b.cq, 2, rw));
   EXPECT_EQ(rw[1].byte_len, kGrhBytes + 100);
   EXPECT_EQ(rw[1].src_qp, c.qp->qpn().value());
@@ -117,21 +117,21 @@ TEST(Ud, WrongQkeyAndNoReceiveAreDroppedSilently) {
   w.ah = &to_b;
   w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));  // no receive posted
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));  // no receive posted
   w.remote_qkey = kQkey + 1;
   Sge r{uint64_t(rb.data()), uint32_t(rb.size()), rm.lkey.value()};
   std::vector<Wc> sw;
   ASSERT_TRUE(t.wait(a.cq, 1, sw));
   t.sim.run_until([] { return false; }, 1'000'000);
   RecvWr rwr{1, {&r, 1}};
-  ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rwr, 1}));
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));  // wrong Q_Key
+  ASSERT_TRUE(b.pc->post_recv(*b.qp, {&rwr, 1}));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));  // wrong Q_Key
   ASSERT_TRUE(t.wait(a.cq, 2, sw));
   t.sim.run_until([] { return false; }, 1'000'000);
   EXPECT_EQ(sw[0].status, WcStatus::Success);
   EXPECT_EQ(sw[1].status, WcStatus::Success);
-  EXPECT_EQ(b.nic->counters().rx_ud_no_recv, 1u);
-  EXPECT_EQ(b.nic->counters().rx_bad_qkey, 1u);
+  EXPECT_EQ(b.pc->counters().rx_ud_no_recv, 1u);
+  EXPECT_EQ(b.pc->counters().rx_bad_qkey, 1u);
   EXPECT_EQ(b.cq->pending(), 0u);
   EXPECT_EQ(rb, std::vector<uint8_t>(kGrhBytes + 200, 0));
 }
@@ -144,14 +144,14 @@ TEST(Ud, ReceiveWithoutRoomForGrhIsLocLenErr) {
   auto rm = t.reg(b, rb.data(), rb.size());
   Sge r{uint64_t(rb.data()), 100, rm.lkey.value()};  // 100 bytes: no room for 40 + 100
   RecvWr rwr{1, {&r, 1}};
-  ASSERT_TRUE(b.nic->post_recv(*b.qp, {&rwr, 1}));
+  ASSERT_TRUE(b.pc->post_recv(*b.qp, {&rwr, 1}));
   Ah to_b{Gid::from_ipv4(kIpB)};
   Sge s{uint64_t(buf.data()), 100, sm.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
   w.ah = &to_b;
   w.remote_qpn = b.qp->qpn().value();
   w.remote_qkey = kQkey;
-  ASSERT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
+  ASSERT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
   std::vector<Wc> rw;
   ASSERT_TRUE(t.wait(b.cq, 1, rw));
   EXPECT_EQ(rw[0].status, WcStatus::LocLenErr);
@@ -168,15 +168,15 @@ TEST(Ud, PostingRules) {
   v6.dgid.raw[0] = 0xfe;
   Sge s{uint64_t(buf.data()), 100, sm.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
-  EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // no address handle
+  EXPECT_EQ(a.pc->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // no address handle
   w.ah = &v6;
-  EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // not an IPv4 GID
+  EXPECT_EQ(a.pc->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // not an IPv4 GID
   w.ah = &ok;
   s.length = 4097;
-  EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // more than one MTU
+  EXPECT_EQ(a.pc->post_send(*a.qp, {&w, 1}).error().code, EINVAL);  // more than one MTU
   s.length = 100;
   w.opcode = WrOpcode::RdmaWrite;
-  EXPECT_EQ(a.nic->post_send(*a.qp, {&w, 1}).error().code, EINVAL);
+  EXPECT_EQ(a.pc->post_send(*a.qp, {&w, 1}).error().code, EINVAL);
   w.opcode = WrOpcode::Send;
-  EXPECT_TRUE(a.nic->post_send(*a.qp, {&w, 1}));
+  EXPECT_TRUE(a.pc->post_send(*a.qp, {&w, 1}));
 }

@@ -40,9 +40,9 @@ uint64_t process_cpu_ns() {
 // The engine thread steps aside (yields) while someone else holds the lock for a pass; when the
 // lock stays taken it must wait for it asleep, not spin for as long as it is held.
 TEST(Engine, ALockHeldForLongIsWaitedForAsleep) {
-  transport::ProtocolCore nic({});
+  transport::ProtocolCore pc({});
   BusyLink link;
-  engine::Engine e(nic, link, 0);
+  engine::Engine e(pc, link, 0);
   e.start();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (e.passes() < 10 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
@@ -63,9 +63,9 @@ TEST(Engine, ALockHeldForLongIsWaitedForAsleep) {
 }
 
 TEST(Engine, ControlCallsWaitAtMostAPassUnderLoad) {
-  transport::ProtocolCore nic({});
+  transport::ProtocolCore pc({});
   BusyLink link;
-  engine::Engine e(nic, link, 0);
+  engine::Engine e(pc, link, 0);
   e.start();
   while (e.passes() < 10) std::this_thread::yield();
   uint64_t worst = 0;

@@ -2,10 +2,10 @@
 
 #include <set>
 
-#include "core/mr.hpp"
+#include "verbs/mr.hpp"
 
 using namespace uroce;
-using namespace uroce::core;
+using namespace uroce::verbs;
 
 TEST(MrTable, ChecksPdBoundsAndAccess) {
   MrTable t(42);

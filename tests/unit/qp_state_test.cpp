@@ -15,14 +15,14 @@ transport::CoreConfig make_cfg() {
 }
 
 struct Env {
-  Env() : nic(make_cfg()) {
-    pd = *nic.alloc_pd();
-    cq = *nic.create_cq(16);
-    qp = *nic.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 2, 2, 16}, false);
+  Env() : pc(make_cfg()) {
+    pd = *pc.alloc_pd();
+    cq = *pc.create_cq(16);
+    qp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 4, 2, 2, 16}, false);
   }
   Status to(QpState s, uint32_t extra_mask, QpAttr a = {}) {
     a.qp_state = s;
-    return nic.modify_qp(*qp, a, kQpState | extra_mask);
+    return pc.modify_qp(*qp, a, kQpState | extra_mask);
   }
   Status init() { return to(QpState::Init, kQpPkeyIndex | kQpPort | kQpAccessFlags); }
   Status rtr() {
@@ -33,10 +33,10 @@ struct Env {
   }
   Status rts() { return to(QpState::Rts, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic); }
 
-  transport::ProtocolCore nic;
-  core::PdHandle pd;
-  core::Cq* cq;
-  core::Qp* qp;
+  transport::ProtocolCore pc;
+  verbs::PdHandle pd;
+  verbs::Cq* cq;
+  verbs::Qp* qp;
 };
 
 }  // namespace
@@ -108,46 +108,46 @@ TEST(QpState, RequiredAndForbiddenAttributes) {
 TEST(QpState, PostingRules) {
   Env e;
   static uint8_t buf[64];
-  auto mr = *e.nic.reg_mr(e.pd, buf, sizeof buf, kAccessLocalWrite);
+  auto mr = *e.pc.reg_mr(e.pd, buf, sizeof buf, kAccessLocalWrite);
   Sge s{uint64_t(buf), 8, mr.lkey.value()};
   SendWr w{1, WrOpcode::Send, 0, {&s, 1}};
   RecvWr r{1, {&s, 1}};
   size_t bad = 99;
-  auto st = e.nic.post_send(*e.qp, {&w, 1}, &bad);
+  auto st = e.pc.post_send(*e.qp, {&w, 1}, &bad);
   ASSERT_FALSE(st);  // RESET
   EXPECT_EQ(st.error().code, EINVAL);
   EXPECT_EQ(bad, 0u);
-  EXPECT_FALSE(e.nic.post_recv(*e.qp, {&r, 1}));  // RESET
+  EXPECT_FALSE(e.pc.post_recv(*e.qp, {&r, 1}));  // RESET
   ASSERT_TRUE(e.init());
-  EXPECT_TRUE(e.nic.post_recv(*e.qp, {&r, 1}));   // receives may be posted from INIT on
-  EXPECT_FALSE(e.nic.post_send(*e.qp, {&w, 1}));  // sends not before RTS
+  EXPECT_TRUE(e.pc.post_recv(*e.qp, {&r, 1}));   // receives may be posted from INIT on
+  EXPECT_FALSE(e.pc.post_send(*e.qp, {&w, 1}));  // sends not before RTS
   ASSERT_TRUE(e.rtr());
   ASSERT_TRUE(e.rts());
   Sge three[3] = {s, s, s};
   SendWr many{2, WrOpcode::Send, 0, three};
-  st = e.nic.post_send(*e.qp, {&many, 1});
+  st = e.pc.post_send(*e.qp, {&many, 1});
   ASSERT_FALSE(st);
   EXPECT_NE(st.error().message.find("max_send_sge"), std::string::npos);
   SendWr at{3, WrOpcode::AtomicFetchAdd, 0, {&s, 1}};
   at.remote_addr = 8;
   s.length = 4;
-  EXPECT_EQ(e.nic.post_send(*e.qp, {&at, 1}).error().code, EINVAL);  // atomics need 8 bytes
+  EXPECT_EQ(e.pc.post_send(*e.qp, {&at, 1}).error().code, EINVAL);  // atomics need 8 bytes
   s.length = 8;
   at.remote_addr = 12;
-  EXPECT_EQ(e.nic.post_send(*e.qp, {&at, 1}).error().code, EINVAL);  // and alignment
+  EXPECT_EQ(e.pc.post_send(*e.qp, {&at, 1}).error().code, EINVAL);  // and alignment
   Sge big{uint64_t(buf), 17, 0};
   SendWr in{4, WrOpcode::Send, kSendInline, {&big, 1}};
-  EXPECT_EQ(e.nic.post_send(*e.qp, {&in, 1}).error().code, EINVAL);  // more than max_inline_data
+  EXPECT_EQ(e.pc.post_send(*e.qp, {&in, 1}).error().code, EINVAL);  // more than max_inline_data
   // A list stops at the first bad request and says which one.
   SendWr list[3] = {w, w, many};
   bad = 99;
-  st = e.nic.post_send(*e.qp, list, &bad);
+  st = e.pc.post_send(*e.qp, list, &bad);
   ASSERT_FALSE(st);
   EXPECT_EQ(bad, 2u);
   EXPECT_EQ(e.qp->sq.prod.load(), 2u);  // the first two were posted
   // Queue full (depth 4).
   SendWr more[3] = {w, w, w};
-  st = e.nic.post_send(*e.qp, more, &bad);
+  st = e.pc.post_send(*e.qp, more, &bad);
   ASSERT_FALSE(st);
   EXPECT_EQ(st.error().code, ENOMEM);
   EXPECT_EQ(bad, 2u);
@@ -155,18 +155,18 @@ TEST(QpState, PostingRules) {
 
 TEST(QpState, ObjectLifetimeRules) {
   Env e;
-  EXPECT_EQ(e.nic.dealloc_pd(e.pd).error().code, EBUSY);   // a QP uses it
-  EXPECT_EQ(e.nic.destroy_cq(e.cq).error().code, EBUSY);
-  EXPECT_TRUE(e.nic.destroy_qp(e.qp));
-  EXPECT_TRUE(e.nic.destroy_cq(e.cq));
-  EXPECT_TRUE(e.nic.dealloc_pd(e.pd));
-  EXPECT_EQ(e.nic.dealloc_pd(e.pd).error().code, EINVAL);
-  EXPECT_FALSE(e.nic.create_cq(0));
-  auto pd = *e.nic.alloc_pd();
-  auto cq = *e.nic.create_cq(4);
-  EXPECT_TRUE(e.nic.create_qp(pd, QpType::UD, cq, cq, {}, false).ok());
-  EXPECT_EQ(e.nic.create_qp(pd, QpType(1), cq, cq, {}, false).error().code, EOPNOTSUPP);  // not RC/UC/UD
-  EXPECT_EQ(e.nic.create_qp(pd, QpType::RC, cq, cq, QpCap{0, 1, 1, 1, 0}, false).error().code, EINVAL);
-  EXPECT_EQ(e.nic.create_qp(pd, QpType::RC, cq, cq, QpCap{1, 1, 99, 1, 0}, false).error().code, EINVAL);
-  EXPECT_EQ(e.nic.create_qp(core::PdHandle(pd.value() + 100), QpType::RC, cq, cq, {}, false).error().code, EINVAL);
+  EXPECT_EQ(e.pc.dealloc_pd(e.pd).error().code, EBUSY);   // a QP uses it
+  EXPECT_EQ(e.pc.destroy_cq(e.cq).error().code, EBUSY);
+  EXPECT_TRUE(e.pc.destroy_qp(e.qp));
+  EXPECT_TRUE(e.pc.destroy_cq(e.cq));
+  EXPECT_TRUE(e.pc.dealloc_pd(e.pd));
+  EXPECT_EQ(e.pc.dealloc_pd(e.pd).error().code, EINVAL);
+  EXPECT_FALSE(e.pc.create_cq(0));
+  auto pd = *e.pc.alloc_pd();
+  auto cq = *e.pc.create_cq(4);
+  EXPECT_TRUE(e.pc.create_qp(pd, QpType::UD, cq, cq, {}, false).ok());
+  EXPECT_EQ(e.pc.create_qp(pd, QpType(1), cq, cq, {}, false).error().code, EOPNOTSUPP);  // not RC/UC/UD
+  EXPECT_EQ(e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{0, 1, 1, 1, 0}, false).error().code, EINVAL);
+  EXPECT_EQ(e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{1, 1, 99, 1, 0}, false).error().code, EINVAL);
+  EXPECT_EQ(e.pc.create_qp(verbs::PdHandle(pd.value() + 100), QpType::RC, cq, cq, {}, false).error().code, EINVAL);
 }

@@ -6,9 +6,9 @@
 #include <random>
 
 #include "../common/seed.hpp"
-#include "core/qpn_index.hpp"
+#include "verbs/qpn_index.hpp"
 
-using uroce::core::QpnIndex;
+using uroce::verbs::QpnIndex;
 
 TEST(QpnIndex, AgreesWithAMapUnderRandomChanges) {
   uint64_t seed = uroce::test::test_seed(31);

@@ -2,12 +2,12 @@
 // queue looks full, so freed slots are found again, and reset() empties the queue.
 #include <gtest/gtest.h>
 
-#include "core/wq.hpp"
+#include "verbs/wq.hpp"
 
 using namespace uroce;
 
 TEST(WorkQueue, FreedSlotsAreFoundOnceTheQueueLooksFull) {
-  core::WorkQueue<core::SendWqe> q(4, 1, 0);
+  verbs::WorkQueue<verbs::SendWqe> q(4, 1, 0);
   ASSERT_EQ(q.capacity(), 4u);
   for (uint32_t i = 0; i < 4; ++i) {
     EXPECT_EQ(q.free_slots(), 4 - i);

@@ -7,10 +7,10 @@
 #include <memory>
 #include <span>
 
-#include "core/spinlock.hpp"
+#include "verbs/spinlock.hpp"
 #include "uroce/types.hpp"
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 enum class CqArm : uint8_t { None = 0, Next = 1, Solicited = 2 };
 
@@ -44,4 +44,4 @@ class Cq {
   SpinLock consumer_lock_;
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 template <class Tag>
 class Id {
@@ -27,9 +27,9 @@ using PdHandle = Id<struct PdTag>;   // never on the wire: the PD an access must
 using Lkey = Id<struct LkeyTag>;     // local SGEs
 using Rkey = Id<struct RkeyTag>;     // RETH and AtomicETH
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs
 
 template <class Tag>
-struct std::hash<uroce::core::Id<Tag>> {
-  size_t operator()(uroce::core::Id<Tag> id) const noexcept { return std::hash<uint32_t>{}(id.value()); }
+struct std::hash<uroce::verbs::Id<Tag>> {
+  size_t operator()(uroce::verbs::Id<Tag> id) const noexcept { return std::hash<uint32_t>{}(id.value()); }
 };

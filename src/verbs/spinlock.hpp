@@ -3,7 +3,7 @@
 #pragma once
 #include <atomic>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 class SpinLock {
  public:
@@ -17,4 +17,4 @@ class SpinLock {
   std::atomic<bool> flag_{false};
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -1,9 +1,9 @@
-#include "core/cq.hpp"
+#include "verbs/cq.hpp"
 
 #include <bit>
 #include <mutex>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 Cq::Cq(uint32_t handle, uint32_t depth)
     : handle_(handle), mask_(std::bit_ceil(depth < 2 ? 2u : depth) - 1), ring_(new Wc[mask_ + 1]) {}
@@ -43,4 +43,4 @@ uint32_t Cq::pending() const {
   return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire);
 }
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -5,10 +5,10 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/ids.hpp"
-#include "core/wq.hpp"
+#include "verbs/ids.hpp"
+#include "verbs/wq.hpp"
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 class Srq {
  public:
@@ -28,4 +28,4 @@ class Srq {
   PdHandle pd_;
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

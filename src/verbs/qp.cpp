@@ -1,9 +1,9 @@
-#include "core/qp.hpp"
+#include "verbs/qp.hpp"
 
 #include <cerrno>
 #include <string>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 uint64_t transport_timeout_ns(uint8_t timeout) {
   if (timeout == 0) return 0;
@@ -155,4 +155,4 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   return {};
 }
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 template <class T>
 class QpnIndex {
@@ -67,4 +67,4 @@ class QpnIndex {
   size_t mask_ = 0, used_ = 0;
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

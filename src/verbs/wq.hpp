@@ -10,11 +10,11 @@
 #include <memory>
 #include <type_traits>
 
-#include "core/spinlock.hpp"
+#include "verbs/spinlock.hpp"
 #include "uroce/types.hpp"
 #include "wire/psn.hpp"
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 // One cache line: with thousands of QPs every post writes a cold slot, which the engine then
 // reads from the other core. What only CAS and UD need lives beside it (SendWqeExt).
@@ -115,4 +115,4 @@ class WorkQueue {
   alignas(64) std::atomic<uint32_t> done{0};  // slots before this index are free again
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -11,19 +11,19 @@
 
 namespace uroce::detail {
 
-struct DeviceCore {
+struct DeviceStack {
   std::string name;
   std::unique_ptr<link::UdpLink> link;
-  std::unique_ptr<link::SameHostLink> host;  // shared memory to local peers, over `link`; may be null
-  std::unique_ptr<transport::ProtocolCore> nic;
+  std::unique_ptr<link::SameHostLink> shm;  // shared memory to local peers, over `link`; may be null
+  std::unique_ptr<transport::ProtocolCore> pc;
   std::unique_ptr<engine::Engine> engine;
 
   std::unique_lock<std::mutex> lock() { return engine->control_lock(); }
-  link::Link& active_link() { return host ? static_cast<link::Link&>(*host) : *link; }
-  ~DeviceCore() {
+  link::Link& active_link() { return shm ? static_cast<link::Link&>(*shm) : *link; }
+  ~DeviceStack() {
     if (engine) engine->stop();
     engine.reset();
-    host.reset();
+    shm.reset();
   }
 };
 

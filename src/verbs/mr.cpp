@@ -1,8 +1,8 @@
-#include "core/mr.hpp"
+#include "verbs/mr.hpp"
 
 #include <cerrno>
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 const char* to_string(KeyCheck k) {
   switch (k) {
@@ -75,4 +75,4 @@ KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len
   return k;
 }
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

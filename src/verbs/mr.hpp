@@ -5,11 +5,11 @@
 #include <random>
 #include <unordered_map>
 
-#include "core/ids.hpp"
+#include "verbs/ids.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 struct Mr {
   PdHandle pd;
@@ -49,4 +49,4 @@ class MrTable {
   std::unordered_map<Rkey, const Mr*> by_rkey_;
 };
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs

@@ -14,14 +14,14 @@
 #include "cc/swift.hpp"
 #include "cc/timely.hpp"
 #include "wire/packet.hpp"
-#include "core/ids.hpp"
-#include "core/wq.hpp"
+#include "verbs/ids.hpp"
+#include "verbs/wq.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
 #include "wire/ip_udp.hpp"
 #include "wire/psn.hpp"
 
-namespace uroce::core {
+namespace uroce::verbs {
 
 class Cq;
 class Srq;
@@ -274,4 +274,4 @@ inline constexpr uint8_t kMaxRdAtomic = 128;
 // Transport timeout for the `timeout` attribute: 4.096 us * 2^timeout; 0 means infinite.
 uint64_t transport_timeout_ns(uint8_t timeout);
 
-}  // namespace uroce::core
+}  // namespace uroce::verbs
