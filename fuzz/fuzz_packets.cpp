@@ -25,7 +25,7 @@ struct Side {
   transport::ProtocolCore pc;
   verbs::PdHandle pd;
   verbs::Cq* cq;
-  verbs::Qp* qp;
+  transport::Qp* qp;
   std::vector<uint8_t> mem;
   verbs::Mr mr;
   explicit Side(uint32_t ip) : pc(cfg(ip)), mem(kGuard + kArena + kGuard, kCanary) {

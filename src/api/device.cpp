@@ -349,9 +349,12 @@ Result<int> CompletionQueue::wait(std::span<Wc> out, int timeout_ms) {
 
 // ---------------------------------------------------------------- QueuePair
 
+// The transport's QP behind the public object's verbs QP.
+static transport::Qp& tq(verbs::Qp* q) { return transport::of(*q); }
+
 QueuePair::~QueuePair() {
   auto g = stack_->lock();
-  (void)stack_->pc->destroy_qp(qp_);
+  (void)stack_->pc->destroy_qp(&tq(qp_));
 }
 
 uint32_t QueuePair::qp_num() const { return qp_->qpn().value(); }
@@ -369,7 +372,7 @@ QpAttr QueuePair::query() const {
 // answer is waited for with the lock released (a stopped process never answers, and the
 // device's other traffic must not wait for it); a QP whose peer is slower than that starts
 // on UDP.
-static void note_peer(detail::DeviceStack& c, verbs::Qp& qp, std::unique_lock<std::mutex>& g) {
+static void note_peer(detail::DeviceStack& c, transport::Qp& qp, std::unique_lock<std::mutex>& g) {
   bool shm = false;
   if (c.shm && qp.type() != QpType::UD) {
     const Gid dst = qp.attr().dgid;
@@ -386,15 +389,15 @@ static void note_peer(detail::DeviceStack& c, verbs::Qp& qp, std::unique_lock<st
 
 Status QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   auto g = stack_->lock();
-  Status s = stack_->pc->modify_qp(*qp_, attr, mask);
-  if (s && (mask & kQpAv)) note_peer(*stack_, *qp_, g);
+  Status s = stack_->pc->modify_qp(tq(qp_), attr, mask);
+  if (s && (mask & kQpAv)) note_peer(*stack_, tq(qp_), g);
   return s;
 }
 
 Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o) {
   auto g = stack_->lock();
-  Status s = transport::connect_rc(*stack_->pc, *qp_, remote, local_psn, o);
-  if (s) note_peer(*stack_, *qp_, g);
+  Status s = transport::connect_rc(*stack_->pc, tq(qp_), remote, local_psn, o);
+  if (s) note_peer(*stack_, tq(qp_), g);
   return s;
 }
 
@@ -402,30 +405,30 @@ Status QueuePair::set_reliability(const std::string& mode) {
   auto r = transport::parse_reliability(mode);
   if (!r) return make_error(EINVAL, "set_reliability: '" + mode + "' is not gbn or sr");
   auto g = stack_->lock();
-  return stack_->pc->set_reliability(*qp_, *r);
+  return stack_->pc->set_reliability(tq(qp_), *r);
 }
 
 Status QueuePair::set_congestion_control(const std::string& algo) {
   cc::Algo a;
   if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not " + std::string(cc::kAlgoNames));
   auto g = stack_->lock();
-  return stack_->pc->set_congestion_control(*qp_, a);
+  return stack_->pc->set_congestion_control(tq(qp_), a);
 }
 
 std::string QueuePair::congestion_control() const {
   auto g = stack_->lock();
-  if (!qp_->rate) return "none";
-  return std::string(cc::to_string(qp_->cc_choice.value_or(stack_->pc->config().cc)));
+  if (!tq(qp_).rate) return "none";
+  return std::string(cc::to_string(tq(qp_).cc_choice.value_or(stack_->pc->config().cc)));
 }
 
 bool QueuePair::selective_repeat() const {
   auto g = stack_->lock();
-  return qp_->req.sr;
+  return tq(qp_).req.sr;
 }
 
 Status QueuePair::activate_ud(uint32_t qkey, uint32_t sq_psn) {
   auto g = stack_->lock();
-  return transport::activate_ud(*stack_->pc, *qp_, qkey, sq_psn);
+  return transport::activate_ud(*stack_->pc, tq(qp_), qkey, sq_psn);
 }
 
 Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
@@ -433,14 +436,14 @@ Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
   Status s;
   {
     engine::Engine::PostScope scope(e);
-    s = stack_->pc->post_send(*qp_, wrs, bad);
+    s = stack_->pc->post_send(tq(qp_), wrs, bad);
   }
-  e.after_post(qp_->same_host.load(std::memory_order_relaxed));
+  e.after_post(tq(qp_).same_host.load(std::memory_order_relaxed));
   return s;
 }
 
 Status QueuePair::post_recv(std::span<const RecvWr> wrs, size_t* bad) {
-  return stack_->pc->post_recv(*qp_, wrs, bad);
+  return stack_->pc->post_recv(tq(qp_), wrs, bad);
 }
 
 }  // namespace uroce

@@ -22,7 +22,7 @@ constexpr uint32_t kShortIp = 0x0a000100;
 // One RC QP from a sender host to the receiver, streaming WRITEs of one size into one region.
 struct Flow {
   transport::ProtocolCore* pc = nullptr;
-  verbs::Qp* qp = nullptr;
+  transport::Qp* qp = nullptr;
   verbs::Cq* scq = nullptr;
   std::vector<uint8_t> src;
   Sge sge{};
@@ -32,7 +32,7 @@ struct Flow {
   uint64_t bytes_late = 0;  // completed in the second half
 };
 
-bool connect_pair(transport::ProtocolCore& a, verbs::Qp& qa, uint32_t ip_a, transport::ProtocolCore& b, verbs::Qp& qb,
+bool connect_pair(transport::ProtocolCore& a, transport::Qp& qa, uint32_t ip_a, transport::ProtocolCore& b, transport::Qp& qb,
                   uint32_t ip_b, Mtu mtu, uint8_t timeout) {
   ConnectOptions c;
   c.path_mtu = mtu;
@@ -115,7 +115,7 @@ IncastResult run_incast(const IncastScenario& s) {
     fl->scq = *fl->pc->create_cq(1024);
     verbs::Cq* unused = *fl->pc->create_cq(16);
     fl->qp = *fl->pc->create_qp(pd, QpType::RC, fl->scq, unused, cap, false);
-    verbs::Qp* peer = *rx.create_qp(rpd, QpType::RC, rcq, rcq, cap, false);
+    transport::Qp* peer = *rx.create_qp(rpd, QpType::RC, rcq, rcq, cap, false);
     if (!connect_pair(*fl->pc, *fl->qp, ip, rx, *peer, kReceiverIp, s.mtu, s.timeout)) {
       r.qp_error = true;  // not with these fixed settings; said rather than hidden
       return r;

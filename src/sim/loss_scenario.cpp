@@ -38,8 +38,8 @@ LossResult run_loss(const LossScenario& s) {
   verbs::Cq* scq_b = *b.create_cq(64);
   verbs::Cq* rcq = *b.create_cq(64);
   const QpCap cap{std::max(64u, s.in_flight * 2), 16, 1, 1, 0};
-  verbs::Qp* qa = *a.create_qp(pa, QpType::RC, scq, rcq_a, cap, false);
-  verbs::Qp* qb = *b.create_qp(pb, QpType::RC, scq_b, rcq, cap, false);
+  transport::Qp* qa = *a.create_qp(pa, QpType::RC, scq, rcq_a, cap, false);
+  transport::Qp* qb = *b.create_qp(pb, QpType::RC, scq_b, rcq, cap, false);
   ConnectOptions c;
   c.path_mtu = s.mtu;
   c.timeout = 8;  // 1 ms

@@ -4,7 +4,7 @@
 
 namespace uroce::transport {
 
-Status connect_rc(ProtocolCore& pc, verbs::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+Status connect_rc(ProtocolCore& pc, Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o) {
   if (!o.reliability.empty()) {
     auto r = parse_reliability(o.reliability);
@@ -44,7 +44,7 @@ Status connect_rc(ProtocolCore& pc, verbs::Qp& qp, const Endpoint& remote, uint3
   return pc.modify_qp(qp, a, rts);
 }
 
-Status activate_ud(ProtocolCore& pc, verbs::Qp& qp, uint32_t qkey, uint32_t sq_psn) {
+Status activate_ud(ProtocolCore& pc, Qp& qp, uint32_t qkey, uint32_t sq_psn) {
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qkey = qkey;

@@ -6,10 +6,10 @@
 
 namespace uroce::transport {
 
-Status connect_rc(ProtocolCore& pc, verbs::Qp& qp, const Endpoint& remote, uint32_t local_psn,
+Status connect_rc(ProtocolCore& pc, Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o);
 
 // UD: RESET -> INIT (with its Q_Key) -> RTR -> RTS; datagrams need no remote endpoint.
-Status activate_ud(ProtocolCore& pc, verbs::Qp& qp, uint32_t qkey, uint32_t sq_psn);
+Status activate_ud(ProtocolCore& pc, Qp& qp, uint32_t qkey, uint32_t sq_psn);
 
 }  // namespace uroce::transport

@@ -10,7 +10,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using verbs::SendWqe;
 using wire::AethType;
 using wire::NakCode;
@@ -40,7 +39,7 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   c.retry_left = qp.attr().retry_cnt;
   c.rnr_left = qp.attr().rnr_retry;
-  c.rewind = verbs::Rewind::None;
+  c.rewind = Rewind::None;
   c.probes = 0;
   if (c.una == qp.req.psn) {
     c.retrans_deadline = 0;
@@ -55,11 +54,11 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
 // those of its responses that did not arrive.
 void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
   auto& c = qp.comp;
-  if (c.rewind == verbs::Rewind::GapRetried) return;
+  if (c.rewind == Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
   if (qp.req.peer_sr && head(qp)->opcode == WrOpcode::RdmaRead) {
     sr_reask_reads(cx, qp, from, upto);
-    c.rewind = verbs::Rewind::GapRetried;
+    c.rewind = Rewind::GapRetried;
     c.rewound_to = from;
     return;
   }
@@ -68,7 +67,7 @@ void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
   // own): only the READ is asked for again, not every later request and its responses.
   if (qp.req.sr) qp.sr_send.limit = from;
   sr_mark(qp, from, false);
-  c.rewind = verbs::Rewind::GapRetried;
+  c.rewind = Rewind::GapRetried;
   c.rewound_to = from;
 }
 
@@ -163,7 +162,7 @@ Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
   }
   SendWqe* w = idx != prod && sq.slot(idx).assigned ? &sq.slot(idx) : nullptr;
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn ||
-      Psn::distance(missing, psn) >= verbs::SrReadMap::kSpan) {
+      Psn::distance(missing, psn) >= SrReadMap::kSpan) {
     ++cx.ctr().rx_out_of_sequence;
     gap_retry(cx, qp, missing, psn);
     return Verdict::GapRetry;
@@ -199,7 +198,7 @@ Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
     if (h->opcode != WrOpcode::RdmaRead && from == missing) gap_retry(cx, qp, missing, psn);  // an atomic's answer
     sr_reask_reads(cx, qp, from, psn);
     // An ACK past the gap that was sent before the re-ask arrived says nothing new.
-    qp.comp.rewind = verbs::Rewind::GapRetried;
+    qp.comp.rewind = Rewind::GapRetried;
     qp.comp.rewound_to = missing;
   }
   return Verdict::Held;
@@ -222,7 +221,7 @@ Verdict on_passed_response(Context& cx, Qp& qp, SendWqe& w, const wire::Packet& 
   w.resp_pkts = k;
   qp.comp.una = psn;
   requester_go_back(cx, qp, psn);
-  qp.comp.rewind = verbs::Rewind::GapRetried;
+  qp.comp.rewind = Rewind::GapRetried;
   qp.comp.rewound_to = psn;
   return Verdict::Conflict;
 }
@@ -309,7 +308,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
   if (progress) {
     c.retry_left = qp.attr().retry_cnt;
-    c.rewind = verbs::Rewind::Rewound;  // a new gap may be retried again
+    c.rewind = Rewind::Rewound;  // a new gap may be retried again
   }
   return Verdict::RnrWait;
 }
@@ -323,7 +322,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   bool seq = code == NakCode::PsnSequenceError;
   if (!retire_acked(cx, qp, psn - 1, progress, seq)) {
     if (seq) return Verdict::GapRetry;
-    if (!c.fatal) c.fatal = verbs::PendingFatal{psn, nak_status(code)};
+    if (!c.fatal) c.fatal = PendingFatal{psn, nak_status(code)};
     return Verdict::FatalPending;
   }
   if (!seq) {
@@ -333,7 +332,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   ++cx.ctr().rx_naks_seq;
   // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
   // gap): this NAK reports the packets that were in flight behind it, nothing new.
-  if (!progress && (qp.req.rnr_until || (c.rewind != verbs::Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
+  if (!progress && (qp.req.rnr_until || (c.rewind != Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
       fatal(cx, qp, WcStatus::RetryExcErr);

@@ -7,7 +7,6 @@
 namespace uroce::transport {
 
 using verbs::Cq;
-using verbs::Qp;
 
 void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
   bool was_overrun = cq->overrun();
@@ -93,7 +92,7 @@ void ProtocolCore::flush(Qp& qp) {
     }
   }
   qp.resp.jobs.clear();
-  qp.resp.msg = verbs::RespMsg::None;
+  qp.resp.msg = RespMsg::None;
 }
 
 void ProtocolCore::start_qp_options(Qp& qp) {
@@ -101,7 +100,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   qp.req.peer_sr = qp.req.sr && qp.sr_choice.has_value();
   qp.req.peer_settled = !qp.req.sr || qp.sr_choice.has_value();
   qp.resp.sr = qp.req.peer_sr;
-  qp.sr_send = verbs::SrSendState{};
+  qp.sr_send = SrSendState{};
   qp.sr_hold.reset();
   qp.sr_read.reset();
   qp.resp.held = 0;
@@ -123,11 +122,11 @@ void ProtocolCore::reset_qp(Qp& qp) {
     std::lock_guard g(qp.rq.producer_lock);
     qp.rq.reset();
   }
-  qp.req = verbs::RequesterState{};
-  qp.comp = verbs::CompleterState{};
+  qp.req = RequesterState{};
+  qp.comp = CompleterState{};
   size_t resources = qp.resp.resources.size();
-  qp.resp = verbs::ResponderState{};
-  qp.resp.resources.assign(resources, verbs::RdAtomicResource{});
+  qp.resp = ResponderState{};
+  qp.resp.resources.assign(resources, RdAtomicResource{});
   start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;

@@ -8,7 +8,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using wire::Psn;
 
 void congestion_on_marked_request(Context& cx, Qp& qp, const wire::Packet& req, uint64_t now) {

@@ -44,19 +44,19 @@ class Context {
   }
 
   // Scheduling: the run list, the QP's timer, and the coalesced ACK at the end of this pass.
-  void schedule(verbs::Qp& qp) { core_.schedule(qp); }
-  void arm_timer(verbs::Qp& qp, uint64_t deadline) { core_.arm_timer(qp, deadline); }
-  void want_ack(verbs::Qp& qp) { core_.want_ack(qp); }
+  void schedule(Qp& qp) { core_.schedule(qp); }
+  void arm_timer(Qp& qp, uint64_t deadline) { core_.arm_timer(qp, deadline); }
+  void want_ack(Qp& qp) { core_.want_ack(qp); }
 
   // Completions and the QP's lifecycle.
   void push_wc(verbs::Cq* cq, const Wc& wc) { core_.push_wc(cq, wc); }
-  void complete_send(verbs::Qp& qp, verbs::SendWqe& w, WcStatus st) { core_.complete_send(qp, w, st); }
+  void complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st) { core_.complete_send(qp, w, st); }
   // fatal: an error moved it there (QP_FATAL is raised), not the application.
-  void qp_to_error(verbs::Qp& qp, bool fatal = true) { core_.qp_to_error(qp, fatal); }
+  void qp_to_error(Qp& qp, bool fatal = true) { core_.qp_to_error(qp, fatal); }
   // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
-  bool pop_recv(verbs::Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
+  bool pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
 
-  void trace(const verbs::Qp& qp, const wire::Packet& p, Verdict v) {
+  void trace(const Qp& qp, const wire::Packet& p, Verdict v) {
     if (core_.cfg_.trace) core_.cfg_.trace(qp, p, v);
   }
 

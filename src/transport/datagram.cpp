@@ -10,7 +10,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using wire::Opcode;
 
 bool requester_send_datagram(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx) {

@@ -6,7 +6,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {

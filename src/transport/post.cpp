@@ -10,7 +10,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 
 // ---------------------------------------------------------------- data path (application)
 

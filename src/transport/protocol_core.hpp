@@ -14,29 +14,32 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <queue>
 #include <random>
-#include <utility>
 #include <set>
-#include <unordered_map>
 #include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "verbs/cq.hpp"
-#include "verbs/mr.hpp"
-#include "verbs/qp.hpp"
-#include "verbs/qpn_index.hpp"
-#include "verbs/spinlock.hpp"
-#include "verbs/srq.hpp"
-#include <deque>
+#include "cc/dcqcn.hpp"
+#include "cc/swift.hpp"
+#include "cc/timely.hpp"
 #include "transport/counters.hpp"
+#include "transport/qp_transport.hpp"
 #include "transport/reliability.hpp"
 #include "transport/verdict.hpp"
 #include "uroce/result.hpp"
+#include "verbs/cq.hpp"
+#include "verbs/mr.hpp"
+#include "verbs/qpn_index.hpp"
+#include "verbs/spinlock.hpp"
+#include "verbs/srq.hpp"
 #include "wire/ip_udp.hpp"
 #include "wire/packet_buf.hpp"
 
@@ -101,7 +104,7 @@ struct CoreConfig {
   uint64_t sr_probe_ns = 500'000;
   uint64_t sr_probe_min_ns = 100'000;  // once round trips are measured: 3 of them, at least this
   // Called with the verdict on every request (responder) and response (completer), if set.
-  std::function<void(const verbs::Qp&, const wire::Packet&, Verdict)> trace;
+  std::function<void(const Qp&, const wire::Packet&, Verdict)> trace;
 };
 
 struct DeviceLimits {
@@ -140,10 +143,10 @@ class ProtocolCore {
   Status dereg_mr(Lkey lkey);
   Result<verbs::Cq*> create_cq(uint32_t depth);
   Status destroy_cq(verbs::Cq* cq);
-  Result<verbs::Qp*> create_qp(PdHandle pd, QpType type, verbs::Cq* send_cq, verbs::Cq* recv_cq,
+  Result<Qp*> create_qp(PdHandle pd, QpType type, verbs::Cq* send_cq, verbs::Cq* recv_cq,
                               const QpCap& cap, bool sq_sig_all, verbs::Srq* srq = nullptr);
   // QP1 (the GSI): a UD QP with the well-known number 1; EBUSY if the port has one already.
-  Result<verbs::Qp*> create_gsi_qp(PdHandle pd, verbs::Cq* send_cq, verbs::Cq* recv_cq, const QpCap& cap);
+  Result<Qp*> create_gsi_qp(PdHandle pd, verbs::Cq* send_cq, verbs::Cq* recv_cq, const QpCap& cap);
   Result<verbs::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
   Status destroy_srq(verbs::Srq* srq);
   // Arms the limit event (limit > 0) or disarms it (0).
@@ -155,18 +158,18 @@ class ProtocolCore {
   bool pd_busy(PdHandle pd) const;
   bool cq_busy(verbs::Cq* cq) const;
   bool srq_busy(verbs::Srq* srq) const;
-  Status modify_qp(verbs::Qp& qp, const QpAttr& attr, uint32_t mask);
+  Status modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask);
   // This QP's reliability, instead of the device's (RC, in RESET or INIT: before it talks).
-  Status set_reliability(verbs::Qp& qp, Reliability r);
+  Status set_reliability(Qp& qp, Reliability r);
   // This QP's congestion control, instead of the device's (RC; DCQCN also UC; in RESET or INIT).
-  Status set_congestion_control(verbs::Qp& qp, cc::Algo a);
-  Status destroy_qp(verbs::Qp* qp);
-  verbs::Qp* qp(Qpn qpn);
+  Status set_congestion_control(Qp& qp, cc::Algo a);
+  Status destroy_qp(Qp* qp);
+  Qp* qp(Qpn qpn);
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
-  Status post_send(verbs::Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
-  Status post_recv(verbs::Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
+  Status post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad = nullptr);
+  Status post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad = nullptr);
   Status post_srq_recv(verbs::Srq& srq, std::span<const RecvWr> wrs, size_t* bad = nullptr);
   // Called after posting; the engine installs a waker to leave its idle sleep.
   void set_waker(std::function<void()> w) { waker_ = std::move(w); }
@@ -200,28 +203,28 @@ class ProtocolCore {
   PacketBuf* alloc_tx();
   void emit(PacketBuf* p, size_t ib_len);  // appends the ICRC and queues the packet
   void push_wc(verbs::Cq* cq, const Wc& wc);
-  void complete_send(verbs::Qp& qp, verbs::SendWqe& w, WcStatus st);
-  void qp_to_error(verbs::Qp& qp, bool fatal = true);
-  bool pop_recv(verbs::Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges);
+  void complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st);
+  void qp_to_error(Qp& qp, bool fatal = true);
+  bool pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges);
   void raise(const AsyncEvent& e);
-  void schedule(verbs::Qp& qp);             // put on the run list
-  void arm_timer(verbs::Qp& qp, uint64_t deadline);
-  void want_ack(verbs::Qp& qp);             // coalesced ACK at the end of this pass
+  void schedule(Qp& qp);             // put on the run list
+  void arm_timer(Qp& qp, uint64_t deadline);
+  void want_ack(Qp& qp);             // coalesced ACK at the end of this pass
 
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
-  void ring_doorbell(verbs::Qp& qp);
+  void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);
-  void flush(verbs::Qp& qp);
-  void reset_qp(verbs::Qp& qp);
+  void flush(Qp& qp);
+  void reset_qp(Qp& qp);
   // The QP's configured options, fresh: its sender congestion control (CoreConfig::cc: a rate
   // control and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise) and its
   // reliability (CoreConfig::reliability, RC only), with nothing held or acknowledged selectively.
-  void start_qp_options(verbs::Qp& qp);
+  void start_qp_options(Qp& qp);
   // Checks a request against the QP; on success, its total length.
-  Result<uint32_t> check_send_wr(const verbs::Qp& qp, const SendWr& wr) const;
-  Result<verbs::Qp*> make_qp(PdHandle pd, QpType type, verbs::Cq* scq, verbs::Cq* rcq, const QpCap& cap, bool sig_all,
+  Result<uint32_t> check_send_wr(const Qp& qp, const SendWr& wr) const;
+  Result<Qp*> make_qp(PdHandle pd, QpType type, verbs::Cq* scq, verbs::Cq* rcq, const QpCap& cap, bool sig_all,
                             verbs::Srq* srq, std::optional<Qpn> qpn);
   Status post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
 
@@ -242,8 +245,8 @@ class ProtocolCore {
   struct QpnHash {
     size_t operator()(Qpn q) const { return std::hash<uint32_t>()(q.value()); }
   };
-  std::unordered_map<Qpn, std::unique_ptr<verbs::Qp>, QpnHash> qps_;  // owns them
-  verbs::QpnIndex<verbs::Qp> qp_index_;  // looked up for every received packet and doorbell
+  std::unordered_map<Qpn, std::unique_ptr<Qp>, QpnHash> qps_;  // owns them
+  verbs::QpnIndex<Qp> qp_index_;  // looked up for every received packet and doorbell
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
@@ -252,9 +255,9 @@ class ProtocolCore {
   std::atomic<uint32_t> doorbell_count_{0};
   std::vector<Qpn> doorbells_swap_;
 
-  std::vector<verbs::Qp*> run_list_;
-  std::vector<verbs::Qp*> run_list_swap_;
-  std::vector<verbs::Qp*> ack_list_;
+  std::vector<Qp*> run_list_;
+  std::vector<Qp*> run_list_swap_;
+  std::vector<Qp*> ack_list_;
   using TimerEntry = std::pair<uint64_t, Qpn>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
 

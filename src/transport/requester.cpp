@@ -8,7 +8,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using verbs::SendWqe;
 using wire::Opcode;
 using wire::Psn;
@@ -297,7 +296,7 @@ void requester_go_back(Context& cx, Qp& qp, Psn psn) {
       qp.req.next = i;
       qp.req.pkt = Psn::distance(w.first_psn, psn);
       auto& c = qp.comp;
-      if (c.rewind != verbs::Rewind::GapRetried) c.rewind = verbs::Rewind::Rewound;
+      if (c.rewind != Rewind::GapRetried) c.rewind = Rewind::Rewound;
       c.rewound_to = psn;
       cx.schedule(qp);
       return;

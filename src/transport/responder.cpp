@@ -11,9 +11,7 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using verbs::Rkey;
-using verbs::RespJob;
 using wire::Aeth;
 using wire::NakCode;
 using wire::Opcode;
@@ -41,7 +39,7 @@ enum class JobClass : uint8_t { Aeth, Executed, Duplicate };
 size_t count_jobs(const Qp& qp, JobClass c) {
   size_t n = 0;
   for (const RespJob& j : qp.resp.jobs)
-    n += (j.kind == verbs::RespJobKind::Aeth || j.kind == verbs::RespJobKind::Sack ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
+    n += (j.kind == RespJobKind::Aeth || j.kind == RespJobKind::Sack ? JobClass::Aeth : j.dup ? JobClass::Duplicate : JobClass::Executed) == c;
   return n;
 }
 
@@ -60,12 +58,12 @@ void answer(Context& cx, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
     return;
   }
   RespJob j;
-  j.kind = verbs::RespJobKind::Aeth;
+  j.kind = RespJobKind::Aeth;
   j.psn = psn;
   j.aeth_syndrome = aeth.syndrome;
   j.fatal = fatal;
   r.jobs.push_back(j);
-  if (fatal) r.seq = verbs::RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
+  if (fatal) r.seq = RespSeq::Dying;  // the QP goes to ERR once the responses before the NAK have left
   cx.schedule(qp);
 }
 
@@ -101,8 +99,8 @@ Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
 Verdict reject(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
     ++cx.ctr().rx_uc_dropped;
-    qp.resp.seq = verbs::RespSeq::UcDropping;
-    qp.resp.msg = verbs::RespMsg::None;
+    qp.resp.seq = RespSeq::UcDropping;
+    qp.resp.msg = RespMsg::None;
     return Verdict::UcDropped;
   }
   return fatal_nak(cx, qp, psn, code);
@@ -174,10 +172,10 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
-    r.msg = verbs::RespMsg::None;
+    r.msg = RespMsg::None;
     recv_completion(cx, qp, WcStatus::Success, WcOpcode::Recv, r.recv_offset, &p);
   } else {
-    r.msg = verbs::RespMsg::Send;
+    r.msg = RespMsg::Send;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
@@ -221,10 +219,10 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
-    r.msg = verbs::RespMsg::None;
+    r.msg = RespMsg::None;
     if (imm) recv_completion(cx, qp, WcStatus::Success, WcOpcode::RecvRdmaWithImm, r.write_len, &p);
   } else {
-    r.msg = verbs::RespMsg::Write;
+    r.msg = RespMsg::Write;
   }
   if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
   return Verdict::Execute;
@@ -236,7 +234,7 @@ bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
 
 void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
   RespJob j;
-  j.kind = verbs::RespJobKind::Read;
+  j.kind = RespJobKind::Read;
   j.psn = psn;
   j.va = va;
   j.rkey = rkey;
@@ -246,7 +244,7 @@ void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t l
   cx.schedule(qp);
 }
 
-void remember(Qp& qp, const verbs::RdAtomicResource& res) {
+void remember(Qp& qp, const RdAtomicResource& res) {
   auto& r = qp.resp;
   if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
 }
@@ -290,7 +288,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   }
   remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, Rkey(p.atomic.rkey), 8, orig});
   RespJob j;
-  j.kind = verbs::RespJobKind::AtomicAck;
+  j.kind = RespJobKind::AtomicAck;
   j.psn = p.bth.psn;
   j.atomic_orig = orig;
   r.jobs.push_back(j);
@@ -300,7 +298,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Execute;
 }
 
-const verbs::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
+const RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
   for (const auto& res : qp.resp.resources)
     if (res.valid && res.atomic == atomic && Psn::distance(res.psn, psn) < res.npkts) return &res;
   return nullptr;
@@ -310,9 +308,9 @@ const verbs::RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic)
 bool will_answer(const Qp& qp, Psn psn) {
   const uint32_t mtu = qp.mtu();
   for (const RespJob& j : qp.resp.jobs) {
-    if (j.kind == verbs::RespJobKind::Aeth || j.kind == verbs::RespJobKind::Sack) continue;
-    uint32_t first_unsent = j.kind == verbs::RespJobKind::Read ? j.sent / mtu : 0;
-    uint32_t n = j.kind == verbs::RespJobKind::Read ? packets_for(j.len, mtu) : 1;
+    if (j.kind == RespJobKind::Aeth || j.kind == RespJobKind::Sack) continue;
+    uint32_t first_unsent = j.kind == RespJobKind::Read ? j.sent / mtu : 0;
+    uint32_t n = j.kind == RespJobKind::Read ? packets_for(j.len, mtu) : 1;
     uint32_t k = Psn::distance(j.psn, psn);
     if (k < n && k >= first_unsent) return true;
   }
@@ -323,7 +321,7 @@ bool will_answer(const Qp& qp, Psn psn) {
 // requests this responder executed; anything else is dropped (IBA 9.7.5.1).
 Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   bool atomic = p.info().flags & wire::kAtomic;
-  const verbs::RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
+  const RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
   uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
   // The rest of the READ from this PSN on; or, from a requester under selective repeat, any
   // whole packets of it (it asks again only for the responses it lacks).
@@ -347,7 +345,7 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   if (atomic) {
     ++cx.ctr().rx_atomic_replays;
     RespJob j;
-    j.kind = verbs::RespJobKind::AtomicAck;
+    j.kind = RespJobKind::AtomicAck;
     j.psn = p.bth.psn;
     j.atomic_orig = res->orig;
     j.dup = true;
@@ -376,14 +374,14 @@ enum class Step { Done, More, NoBuffer };
 Step run_job(Context& cx, Qp& qp, RespJob& j) {
   auto& r = qp.resp;
   switch (j.kind) {
-    case verbs::RespJobKind::Aeth:
+    case RespJobKind::Aeth:
       send_aeth(cx, qp, j.psn, Aeth{j.aeth_syndrome, r.msn.value()});
       if (j.fatal) cx.qp_to_error(qp);
       return Step::Done;
-    case verbs::RespJobKind::Sack:
+    case RespJobKind::Sack:
       sr_send_sack(cx, qp, j.psn);
       return Step::Done;
-    case verbs::RespJobKind::AtomicAck: {
+    case RespJobKind::AtomicAck: {
       PacketBuf* tx = start_packet(cx, qp);
       if (!tx) return Step::NoBuffer;
       wire::Packet p = response_to(qp, Opcode::RC_ATOMIC_ACKNOWLEDGE, j.psn);
@@ -392,7 +390,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       send_packet(cx, tx, p);
       return Step::Done;
     }
-    case verbs::RespJobKind::Read: {
+    case RespJobKind::Read: {
       const uint32_t mtu = qp.mtu();
       uint32_t n = packets_for(j.len, mtu);
       uint32_t k = j.sent / mtu;
@@ -434,23 +432,23 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
 // on it too; we drop it and leave the message in progress alone). Execute: go on with it.
 Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  const bool dropping = r.seq == verbs::RespSeq::UcDropping;
+  const bool dropping = r.seq == RespSeq::UcDropping;
   if (p.bth.psn == r.epsn && !dropping) return Verdict::Execute;
   if (p.bth.psn < r.epsn) {
     ++cx.ctr().rx_duplicate;
     return Verdict::Duplicate;
   }
   if (p.info().flags & wire::kFirst) {
-    if (r.msg != verbs::RespMsg::None && !dropping) ++cx.ctr().rx_uc_dropped;  // its tail was lost
-    r.seq = verbs::RespSeq::InSequence;
-    r.msg = verbs::RespMsg::None;
+    if (r.msg != RespMsg::None && !dropping) ++cx.ctr().rx_uc_dropped;  // its tail was lost
+    r.seq = RespSeq::InSequence;
+    r.msg = RespMsg::None;
     r.epsn = p.bth.psn;
     return Verdict::Execute;
   }
   ++cx.ctr().rx_out_of_sequence;
   if (!dropping) ++cx.ctr().rx_uc_dropped;
-  r.seq = verbs::RespSeq::UcDropping;
-  r.msg = verbs::RespMsg::None;
+  r.seq = RespSeq::UcDropping;
+  r.msg = RespMsg::None;
   r.epsn = p.bth.psn + 1;
   return Verdict::UcDropped;
 }
@@ -458,7 +456,7 @@ Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
 // The checks and execution of one request; responder_on_request traces the verdict.
 Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
-  if (r.seq == verbs::RespSeq::Dying) {
+  if (r.seq == RespSeq::Dying) {
     ++cx.ctr().rx_wrong_state;
     return Verdict::Dying;
   }
@@ -470,13 +468,13 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
-    if (r.seq == verbs::RespSeq::NakSent) return Verdict::OutOfSequence;
-    r.seq = verbs::RespSeq::NakSent;
+    if (r.seq == RespSeq::NakSent) return Verdict::OutOfSequence;
+    r.seq = RespSeq::NakSent;
     ++cx.ctr().tx_naks_seq;
     answer(cx, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     return Verdict::NakSequence;
   }
-  r.seq = verbs::RespSeq::InSequence;
+  r.seq = RespSeq::InSequence;
   if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
@@ -492,8 +490,8 @@ bool fits_in_sequence(const Qp& qp, const wire::Packet& p) {
   const uint32_t flags = p.info().flags;
   // Opcode sequence (IBA 9.7.5.2.3): a message in progress must continue, no other may start.
   const bool cont = flags & (wire::kMiddle | wire::kLast) && !(flags & wire::kFirst);
-  bool ok = r.msg == verbs::RespMsg::None   ? !cont
-            : r.msg == verbs::RespMsg::Send ? cont && (flags & wire::kSend)
+  bool ok = r.msg == RespMsg::None   ? !cont
+            : r.msg == RespMsg::Send ? cont && (flags & wire::kSend)
                                            : cont && (flags & wire::kWrite);
   // Length (IBA 9.7.5.2.4): FIRST and MIDDLE carry exactly one MTU, LAST and ONLY at most one.
   if (ok && (flags & wire::kPayload)) {
@@ -561,7 +559,7 @@ void responder_flush_ack(Context& cx, Qp& qp) {
       sr_send_sack(cx, qp, r.epsn - 1);
     } else if (count_jobs(qp, JobClass::Aeth) < kMaxAethJobs) {
       RespJob j;
-      j.kind = verbs::RespJobKind::Sack;
+      j.kind = RespJobKind::Sack;
       j.psn = r.epsn - 1;
       r.jobs.push_back(j);
       cx.schedule(qp);

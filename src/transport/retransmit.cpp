@@ -7,12 +7,11 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using verbs::SendWqe;
 using wire::Psn;
 
 uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
-  const uint64_t t = verbs::transport_timeout_ns(qp.attr().timeout);
+  const uint64_t t = transport_timeout_ns(qp.attr().timeout);
   if (!qp.req.sr || !t) return t;
   // Three round trips once one is known (a lost resend in a stalled window waits for this),
   // within [sr_probe_min_ns, sr_probe_ns]; each probe since the last progress waits twice as
@@ -61,7 +60,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   // them were resent and lost again: all are resent once more. Otherwise the tail was lost, or
   // the answers to it: the newest packet goes again, and the answer to it reports any hole
   // before it. Probes repeat while the full timeout runs (a probe can be lost too).
-  if (uint64_t full = verbs::transport_timeout_ns(qp.attr().timeout);
+  if (uint64_t full = transport_timeout_ns(qp.attr().timeout);
       qp.req.sr && now < c.retrans_armed_at + full) {
     ++cx.ctr().sr_probes;
     auto& s = qp.sr_send;
@@ -70,7 +69,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
       sr_reask_reads(cx, qp, w->first_psn + w->resp_pkts, answered_upto(qp, *w));  // responses were lost
     } else if (w && !w->failed && is_rd_atomic(w->opcode)) {  // it or its answer was lost: ask again
       const Psn from = w->first_psn + w->resp_pkts;
-      c.rewind = verbs::Rewind::None;
+      c.rewind = Rewind::None;
       sr_mark(qp, from, false);
       requester_go_back(cx, qp, from);
       s.limit = from;
@@ -98,7 +97,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     return;
   }
   --c.retry_left;
-  c.rewind = verbs::Rewind::None;  // a timeout allows a new gap retry
+  c.rewind = Rewind::None;  // a timeout allows a new gap retry
   SendWqe* w = completer_head(qp);
   Psn from = c.una;
   if (w && w->opcode == WrOpcode::RdmaRead) from = w->first_psn + w->resp_pkts;

@@ -7,7 +7,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 
 // ---------------------------------------------------------------- engine side
 

@@ -13,7 +13,6 @@
 
 namespace uroce::transport {
 
-using verbs::Qp;
 using wire::kSackPsns;
 using wire::Psn;
 
@@ -26,13 +25,13 @@ uint32_t slot_of(Psn psn) { return psn.value() % kSackPsns; }
 // packet before the one `p` names as its message's first).
 bool next_send_first(const Qp& qp, const wire::Packet& p, Psn& first) {
   const auto& r = qp.resp;
-  if (r.msg == verbs::RespMsg::None) {
+  if (r.msg == RespMsg::None) {
     first = r.epsn;
     return true;
   }
-  if (r.msg != verbs::RespMsg::Send || !r.have_recv) return false;
+  if (r.msg != RespMsg::Send || !r.have_recv) return false;
   first = p.bth.psn - p.place.pkt;
-  const verbs::HeldRequest& last = qp.sr_hold->slot[slot_of(first - 1)];
+  const HeldRequest& last = qp.sr_hold->slot[slot_of(first - 1)];
   return last.valid && last.p.bth.psn == first - 1 && last.p.has(wire::kPlaceEth) &&
          (last.p.info().flags & wire::kLast) && last.p.place.recv_seq == r.recv_taken - 1;
 }
@@ -48,7 +47,7 @@ bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
   Psn first;
   uint32_t n = 0, cap = 0;
   const Sge* sges = nullptr;
-  if (r.msg == verbs::RespMsg::Send && r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
+  if (r.msg == RespMsg::Send && r.have_recv && p.place.recv_seq == r.recv_taken - 1) {
     first = r.msg_first;
     sges = r.recv_sges.data();
     n = uint32_t(r.recv_sges.size());
@@ -73,7 +72,7 @@ bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
 // is recorded only if it passes what the in-order path checks at a FIRST: the QP's
 // REMOTE_WRITE right and its whole RETH in a region registered for remote writes.
 bool later_write(Context& cx, Qp& qp, const wire::Packet& p, uint64_t& va, uint32_t& rkey) {
-  verbs::SrHold& h = *qp.sr_hold;
+  SrHold& h = *qp.sr_hold;
   const uint32_t mtu = qp.mtu();
   if (p.info().flags & wire::kFirst) {
     if (p.reth.dma_len <= mtu || p.reth.dma_len > kMaxMessage || !(qp.attr().qp_access_flags & kAccessRemoteWrite) ||
@@ -85,7 +84,7 @@ bool later_write(Context& cx, Qp& qp, const wire::Packet& p, uint64_t& va, uint3
     rkey = p.reth.rkey;
     return true;
   }
-  for (const verbs::PlacedWrite& w : h.writes) {
+  for (const PlacedWrite& w : h.writes) {
     const uint32_t k = Psn::distance(w.first, p.bth.psn);
     if (w.npkts && Psn::distance(qp.resp.epsn, w.first) < kSackPsns && k > 0 && k + 1 < w.npkts) {
       va = w.va + uint64_t(k) * mtu;
@@ -110,7 +109,7 @@ bool place_now(Context& cx, Qp& qp, const wire::Packet& p) {
   uint64_t va = 0;
   uint32_t rkey = 0;
   const uint64_t offset = r.write_offset + uint64_t(Psn::distance(r.epsn, p.bth.psn)) * mtu;
-  if (r.msg == verbs::RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
+  if (r.msg == RespMsg::Write && !(flags & wire::kFirst) && offset + mtu <= r.write_len) {
     va = r.write_va + offset;
     rkey = r.write_rkey.value();
   } else if (!p.bth.place || !later_write(cx, qp, p, va, rkey)) {
@@ -143,13 +142,13 @@ bool same_request(const wire::Packet& a, const wire::Packet& b) {
          std::ranges::equal(a.payload, b.payload);
 }
 
-void drop_held(Qp& qp, verbs::HeldRequest& s) {
+void drop_held(Qp& qp, HeldRequest& s) {
   s.valid = false;
   s.bytes.clear();
   --qp.resp.held;
 }
 
-void clear_dispute(Qp& qp, verbs::HeldRequest& s) {
+void clear_dispute(Qp& qp, HeldRequest& s) {
   if (!s.disputed) return;
   s.disputed = false;
   --qp.resp.disputed;
@@ -173,9 +172,9 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
     ++cx.ctr().rx_sr_unfit;
     return Verdict::HeldUnfit;
   }
-  if (!qp.sr_hold) qp.sr_hold = std::make_unique<verbs::SrHold>();
-  verbs::SrHold& h = *qp.sr_hold;
-  verbs::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  if (!qp.sr_hold) qp.sr_hold = std::make_unique<SrHold>();
+  SrHold& h = *qp.sr_hold;
+  HeldRequest& s = h.slot[slot_of(p.bth.psn)];
   if (s.disputed && s.p.bth.psn == p.bth.psn) {  // only its turn takes a request for it now
     ++cx.ctr().rx_sr_conflicts;
     return Verdict::Conflict;
@@ -207,8 +206,8 @@ Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p) {
 bool sr_holding(const Qp& qp) { return qp.resp.held != 0 || qp.resp.disputed != 0; }
 
 void sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p) {
-  verbs::SrHold& h = *qp.sr_hold;
-  verbs::HeldRequest& s = h.slot[slot_of(p.bth.psn)];
+  SrHold& h = *qp.sr_hold;
+  HeldRequest& s = h.slot[slot_of(p.bth.psn)];
   if (s.p.bth.psn != p.bth.psn) return;
   clear_dispute(qp, s);
   if (!s.valid || same_request(s.p, p)) return;
@@ -221,10 +220,10 @@ namespace {
 // Held copies of requests the responder has now passed (resent and taken in sequence, or
 // inside a READ's PSN range) are dropped, and disputes about them settled.
 void forget_passed(Qp& qp, Psn from) {
-  verbs::SrHold& h = *qp.sr_hold;
+  SrHold& h = *qp.sr_hold;
   const uint32_t n = std::min(Psn::distance(from, qp.resp.epsn), kSackPsns);
   for (uint32_t i = 0; i < n && sr_holding(qp); ++i) {
-    verbs::HeldRequest& s = h.slot[slot_of(from + i)];
+    HeldRequest& s = h.slot[slot_of(from + i)];
     if (s.p.bth.psn != from + i) continue;
     if (s.valid) drop_held(qp, s);
     clear_dispute(qp, s);
@@ -237,7 +236,7 @@ void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
   auto& r = qp.resp;
   forget_passed(qp, from);
   for (uint32_t i = 0; run && i <= kSackPsns && r.held; ++i) {
-    verbs::HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
+    HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
     if (!s.valid || s.p.bth.psn != r.epsn) return;
     from = r.epsn;
     r.from_hold = true;
@@ -258,7 +257,7 @@ void sr_send_sack(Context& cx, Qp& qp, Psn acked) {
   const Psn base = acked + 1;
   if (qp.sr_hold)
     for (uint32_t i = 1; i < kSackPsns; ++i) {
-      const verbs::HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
+      const HeldRequest& s = qp.sr_hold->slot[slot_of(base + i)];
       if (s.valid && s.p.bth.psn == base + i) bits[i / 8] |= uint8_t(1u << (i % 8));
     }
   wire::Packet p = response_to(qp, wire::Opcode::UROCE_SACK, acked);
@@ -304,7 +303,7 @@ void sr_forget(Qp& qp, Psn from, Psn to) {
 
 namespace {
 
-uint32_t read_slot(Psn psn) { return psn.value() % verbs::SrReadMap::kSpan; }
+uint32_t read_slot(Psn psn) { return psn.value() % SrReadMap::kSpan; }
 
 // How many runs of missing responses one call asks for apart; the last run asked for reaches
 // to the last missing response (the responder answers as many re-asks as it has READ resources).
@@ -321,10 +320,10 @@ bool sr_read_got(const Qp& qp, Psn psn) {
 }
 
 void sr_read_set(Qp& qp, Psn psn) {
-  if (!qp.sr_read) qp.sr_read = std::make_unique<verbs::SrReadMap>();
-  verbs::SrReadMap& m = *qp.sr_read;
+  if (!qp.sr_read) qp.sr_read = std::make_unique<SrReadMap>();
+  SrReadMap& m = *qp.sr_read;
   const uint32_t k = read_slot(psn);
-  if (!m.count || Psn::distance(m.seen, psn) < verbs::SrReadMap::kSpan) m.seen = psn;  // the higher
+  if (!m.count || Psn::distance(m.seen, psn) < SrReadMap::kSpan) m.seen = psn;  // the higher
   m.got[k / 64] |= uint64_t(1) << (k % 64);
   ++m.count;
 }

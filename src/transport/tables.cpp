@@ -17,7 +17,6 @@
 namespace uroce::transport {
 
 using verbs::Cq;
-using verbs::Qp;
 
 namespace {
 uint64_t seed_or_random(uint64_t s) {
@@ -203,7 +202,22 @@ Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   }
   QpState before = qp.state();
   if (Status s = qp.modify(attr, mask); !s) return s;
-  if (mask & kQpAv) qp.flow.src = cfg_.gids[attr.sgid_index];
+  // What the attributes mean for the roles: the peer's address, the retry budgets, the PSNs
+  // each side starts from, the responder's READ/atomic resources.
+  if (mask & kQpAv) {
+    qp.flow.dst = attr.dgid;
+    qp.flow.src = cfg_.gids[attr.sgid_index];
+  }
+  if (mask & kQpRetryCnt) qp.comp.retry_left = attr.retry_cnt;
+  if (mask & kQpRnrRetry) qp.comp.rnr_left = attr.rnr_retry;
+  if (mask & kQpRqPsn) qp.resp.epsn = wire::Psn(attr.rq_psn);
+  if (mask & kQpSqPsn) {
+    qp.req.psn = wire::Psn(attr.sq_psn);
+    qp.req.high = qp.req.psn;
+    qp.comp.una = qp.req.psn;
+  }
+  if (mask & kQpMaxDestRdAtomic)
+    qp.resp.resources.assign(attr.max_dest_rd_atomic ? attr.max_dest_rd_atomic : 1, RdAtomicResource{});
   QpState after = qp.state();
   if (after == QpState::Reset && before != QpState::Reset) reset_qp(qp);
   if (after == QpState::Err && before != QpState::Err) qp_to_error(qp, /*fatal=*/false);

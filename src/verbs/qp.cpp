@@ -5,11 +5,6 @@
 
 namespace uroce::verbs {
 
-uint64_t transport_timeout_ns(uint8_t timeout) {
-  if (timeout == 0) return 0;
-  return uint64_t(4096) << (timeout > 31 ? 31 : timeout);
-}
-
 Qp::Qp(Qpn qpn, QpType type, PdHandle pd, Cq* scq, Cq* rcq, const QpCap& cap)
     : sq(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
       rq(cap.max_recv_wr, cap.max_recv_sge, 0),
@@ -128,24 +123,15 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
     attr_.hop_limit = a.hop_limit;
     attr_.traffic_class = a.traffic_class;
     attr_.sgid_index = a.sgid_index;
-    flow.dst = a.dgid;
   }
   if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
   if (mask & kQpTimeout) attr_.timeout = a.timeout;
-  if (mask & kQpRetryCnt) { attr_.retry_cnt = a.retry_cnt; comp.retry_left = a.retry_cnt; }
-  if (mask & kQpRnrRetry) { attr_.rnr_retry = a.rnr_retry; comp.rnr_left = a.rnr_retry; }
-  if (mask & kQpRqPsn) { attr_.rq_psn = a.rq_psn; resp.epsn = wire::Psn(a.rq_psn); }
-  if (mask & kQpSqPsn) {
-    attr_.sq_psn = a.sq_psn;
-    req.psn = wire::Psn(a.sq_psn);
-    req.high = req.psn;
-    comp.una = req.psn;
-  }
+  if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & kQpRqPsn) attr_.rq_psn = a.rq_psn;
+  if (mask & kQpSqPsn) attr_.sq_psn = a.sq_psn;
   if (mask & kQpMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
-  if (mask & kQpMaxDestRdAtomic) {
-    attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    resp.resources.assign(a.max_dest_rd_atomic ? a.max_dest_rd_atomic : 1, RdAtomicResource{});
-  }
+  if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
   if (mask & kQpMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
   if (mask & kQpDestQpn) attr_.dest_qp_num = a.dest_qp_num;
   if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;

@@ -1,14 +1,15 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
 # wire <- verbs <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
-# nothing but itself; verbs and what is above it use it. link/ sees no transport, and the
+# nothing but itself; the transport and what is above it use it, the verbs objects do not (a
+# QP's transport state is transport::Qp's). link/ sees no transport and no simulator, and the
 # drop-in sees only the public API.
 set -u
 src="$(cd "$(dirname "$0")/../../src" && pwd)"
 declare -A allowed=(
   [wire]="wire uroce"
   [cc]="cc uroce"
-  [verbs]="verbs cc wire uroce"
+  [verbs]="verbs wire uroce"
   [transport]="transport cc verbs wire uroce"
   [cm]="cm transport cc verbs wire uroce"
   [link]="link wire uroce"

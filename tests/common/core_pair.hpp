@@ -31,7 +31,7 @@ struct Side {
   verbs::PdHandle pd;
   verbs::Cq* scq = nullptr;
   verbs::Cq* rcq = nullptr;
-  verbs::Qp* qp = nullptr;
+  transport::Qp* qp = nullptr;
 };
 
 struct PairOptions {
@@ -47,7 +47,7 @@ struct PairOptions {
   QpType type = QpType::RC;
   // The verdict on each packet a or b receives (CoreConfig::trace): its responder's on
   // requests, its completer's on responses.
-  std::function<void(const verbs::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
+  std::function<void(const transport::Qp&, const wire::Packet&, transport::Verdict)> trace_a, trace_b;
   // Applied to both cores' configurations (congestion control, for one).
   std::function<void(transport::CoreConfig&)> config;
   // Then to b's alone (two different peers).

@@ -20,7 +20,7 @@ struct OneResponse {
   }
   static PairOptions options(std::vector<Verdict>& out) {
     PairOptions o;
-    o.trace_a = [&out](const verbs::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
+    o.trace_a = [&out](const transport::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
     return o;
   }
   // Posts a signaled request on a and lets it leave, lost; returns its first PSN.

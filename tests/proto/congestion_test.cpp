@@ -281,12 +281,12 @@ TEST(Congestion, SwiftWindowBoundsThePacketsInFlight) {
       c.swift.mss_bytes = 1024;
       c.swift.base_rtt_ns = 20 * us;
     };
-    o.trace_b = [&](const verbs::Qp&, const wire::Packet& p, transport::Verdict) {
+    o.trace_b = [&](const transport::Qp&, const wire::Packet& p, transport::Verdict) {
       seen = std::max(seen, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
       most = std::max(most, seen - acked);
       ++round;
     };
-    o.trace_a = [&](const verbs::Qp&, const wire::Packet& p, transport::Verdict) {
+    o.trace_a = [&](const transport::Qp&, const wire::Packet& p, transport::Verdict) {
       acked = std::max(acked, (p.bth.psn.value() - o.psn_a + 1) & 0xffffff);
       if (round) rounds.push_back(round);
       round = 0;

@@ -19,7 +19,7 @@ struct GsiNode {
   transport::ProtocolCore* pc = nullptr;
   verbs::PdHandle pd;
   verbs::Cq* cq = nullptr;
-  verbs::Qp* qp = nullptr;
+  transport::Qp* qp = nullptr;
   std::vector<uint8_t> buf = std::vector<uint8_t>(8 * (kGrhBytes + cm::kMadBytes));
   uint32_t lkey = 0;
 

@@ -311,7 +311,7 @@ TEST(Hostile, UdDatagramAboveTheMtuIsDropped) {
   transport::ProtocolCore& pc = sim.add_core(kIpB);
   verbs::PdHandle pd = *pc.alloc_pd();
   verbs::Cq* cq = *pc.create_cq(16);
-  verbs::Qp* qp = *pc.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
+  transport::Qp* qp = *pc.create_qp(pd, QpType::UD, cq, cq, QpCap{4, 4, 1, 1, 0}, false);
   ASSERT_TRUE(transport::activate_ud(pc, *qp, 0x1234, 0));
   std::vector<uint8_t> rb(kGrhBytes + 65536, 0);
   auto rm = *pc.reg_mr(pd, rb.data(), rb.size(), kAccessLocalWrite);

@@ -20,7 +20,7 @@ struct Node {
   transport::ProtocolCore* pc;
   verbs::PdHandle pd;
   verbs::Cq* cq;
-  verbs::Qp* qp;
+  transport::Qp* qp;
 };
 
 Node make(sim::Sim& sim, const Gid& addr, QpType type) {

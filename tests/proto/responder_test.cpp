@@ -21,7 +21,7 @@ struct OnePacket {
   static PairOptions options(QpType type, std::vector<Verdict>& out) {
     PairOptions o;
     o.type = type;
-    o.trace_b = [&out](const verbs::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
+    o.trace_b = [&out](const transport::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
     return o;
   }
   // Hands b one request from a, returns the verdict and the packets b sent back (with run

@@ -34,8 +34,8 @@ struct ManyQps {
     lkey = mr_a->lkey.value();
     rkey = mr_b->rkey.value();
     for (uint32_t i = 0; i < kQps; ++i) {
-      verbs::Qp* qa = *a->create_qp(sides[0].pd, QpType::RC, sides[0].scq, sides[0].rcq, QpCap{16, 16, 1, 1, 0}, false);
-      verbs::Qp* qb = *b->create_qp(sides[1].pd, QpType::RC, sides[1].scq, sides[1].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      transport::Qp* qa = *a->create_qp(sides[0].pd, QpType::RC, sides[0].scq, sides[0].rcq, QpCap{16, 16, 1, 1, 0}, false);
+      transport::Qp* qb = *b->create_qp(sides[1].pd, QpType::RC, sides[1].scq, sides[1].rcq, QpCap{16, 16, 1, 1, 0}, false);
       ConnectOptions c;
       c.path_mtu = Mtu::Mtu1024;
       EXPECT_TRUE(transport::connect_rc(*a, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
@@ -46,7 +46,7 @@ struct ManyQps {
 
   // Each QP posts kWrites one-packet WRITEs, QP 0 first.
   void post_all() {
-    for (verbs::Qp* q : qps)
+    for (transport::Qp* q : qps)
       for (uint32_t k = 0; k < kWrites; ++k) {
         Sge s{uint64_t(buf.data()), 64, lkey};
         SendWr w{k, WrOpcode::RdmaWrite, 0, {&s, 1}};
@@ -73,7 +73,7 @@ struct ManyQps {
   sim::Sim sim;
   transport::ProtocolCore *a, *b;
   std::vector<Side> sides;
-  std::vector<verbs::Qp*> qps;
+  std::vector<transport::Qp*> qps;
   std::vector<uint8_t> buf;
   uint32_t lkey = 0, rkey = 0;
 };

@@ -103,7 +103,7 @@ void read_once(CorePair& t, uint32_t bytes, uint64_t pattern) {
 TEST(SelectiveRepeat, HoldsPastAHoleAndResendsOnlyIt) {
   PairOptions o = sr_pair();
   std::vector<Verdict> at_b;
-  o.trace_b = [&](const verbs::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
+  o.trace_b = [&](const transport::Qp&, const wire::Packet&, Verdict v) { at_b.push_back(v); };
   CorePair t(o);
   t.sim.link().set_filter(lose_once({kPsnA + 2}));
   const uint64_t took = write_once(t, 8 * 1024, 11);

@@ -73,7 +73,7 @@ struct SrqSetup {
   verbs::PdHandle pa, pb;
   verbs::Cq *cqa, *cqb;
   verbs::Srq* srq;
-  verbs::Qp *qa[2], *qb[2];
+  transport::Qp *qa[2], *qb[2];
   std::vector<uint8_t> src, dst;
   verbs::Mr msa, mdb;
 };

@@ -18,7 +18,7 @@ struct UdNode {
   transport::ProtocolCore* pc;
   verbs::PdHandle pd;
   verbs::Cq* cq;
-  verbs::Qp* qp;
+  transport::Qp* qp;
 };
 
 struct UdPair {

@@ -36,7 +36,7 @@ struct Env {
   transport::ProtocolCore pc;
   verbs::PdHandle pd;
   verbs::Cq* cq;
-  verbs::Qp* qp;
+  transport::Qp* qp;
 };
 
 }  // namespace

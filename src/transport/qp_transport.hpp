@@ -1,0 +1,248 @@
+// What the transport keeps per QP: the state of its requester, completer and responder (IBA
+// 9.7), selective repeat's, congestion control's, and the engine's scheduling marks, on top of
+// the verbs QP (attributes, state machine, work queues). The protocol core makes and owns these;
+// the roles work on them.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cc/dcqcn.hpp"
+#include "cc/pacer.hpp"
+#include "cc/rate_control.hpp"
+#include "verbs/qp.hpp"
+#include "wire/ip_udp.hpp"
+#include "wire/packet.hpp"
+#include "wire/psn.hpp"
+
+namespace uroce::transport {
+
+using verbs::Rkey;
+
+// Requester: turns send WQEs into request packets (IBA 9.7.4-9.7.5).
+struct RequesterState {
+  uint32_t next = 0;       // SQ index of the WQE being sent
+  uint32_t pkt = 0;        // packet index within that WQE
+  wire::Psn psn;           // next new PSN to assign
+  wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
+  uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
+  uint32_t recv_seq = 0;   // receive WQEs the WQEs assigned so far consume at the responder
+  bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
+  bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
+  // The peer takes it too (agreed for this QP, or shown by its first answer): SENDs carry a PlaceETH and
+  // a READ asks again for only the responses it lacks. A device-wide choice alone may face any
+  // stack, which would drop uroce's SEND opcodes and answer such READs its own way.
+  bool peer_sr = false;
+  // peer_sr is known: agreed for the QP, or read from the first answer that acknowledged a
+  // request (a responder that takes part marks its answers). Never from a later packet: one
+  // forged SACK would otherwise switch a QP to opcodes its peer does not take.
+  bool peer_settled = false;
+  bool timing = false;     // a new request's round trip is being timed (Qp::rtt)
+  uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
+  uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
+};
+
+// Completer: matches ACKs and responses to WQEs and generates send completions (IBA 9.7.5.1).
+// How the requester last went back, since the completer last saw progress.
+enum class Rewind : uint8_t {
+  None,        // no go-back since the last progress
+  Rewound,     // went back to rewound_to: a sequence NAK for that PSN reports nothing new
+  GapRetried,  // went back for a gap in the responses: no second gap retry before progress
+};
+
+// A fatal NAK for psn arrived while a READ/atomic before it still missed responses: those may
+// yet arrive (reordered), but the responder is gone and nothing is retried. Once everything
+// before psn has completed (or the transport timer fires), the QP ends with status.
+struct PendingFatal {
+  wire::Psn psn;
+  WcStatus status = WcStatus::Success;
+};
+
+struct CompleterState {
+  wire::Psn una;               // oldest PSN not yet acknowledged
+  uint8_t retry_left = 7;
+  uint8_t rnr_left = 7;
+  uint64_t retrans_deadline = 0;  // 0: timer off
+  uint64_t retrans_armed_at = 0;  // when that timer started (a short selective-repeat one may be stretched)
+  Rewind rewind = Rewind::None;
+  wire::Psn rewound_to;
+  uint8_t probes = 0;  // selective repeat's probes since the last progress (each waits twice as long)
+  std::optional<PendingFatal> fatal;
+};
+
+// Responder: executes incoming requests and answers them (IBA 9.7.5.2, 9.7.6).
+enum class RespMsg : uint8_t { None, Send, Write };
+
+// Where the responder stands in the request stream (IBA 9.7.5.2, 9.8.3).
+enum class RespSeq : uint8_t {
+  InSequence,  // taking the request at epsn
+  NakSent,     // a PSN sequence NAK went out for epsn; the rest of the gap is dropped silently
+  UcDropping,  // UC: dropping the rest of a damaged message until its next FIRST or ONLY
+  Dying,       // a fatal NAK waits behind queued responses; nothing more is taken
+};
+
+enum class RespJobKind : uint8_t { Read, AtomicAck, Aeth, Sack };
+
+struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and ACK/NAKs behind them
+  RespJobKind kind = RespJobKind::Read;
+  uint8_t aeth_syndrome = 0;
+  bool dup = false;         // answers a duplicate request: not counted against max_dest_rd_atomic
+  bool fatal = false;       // a NAK after which the QP goes to ERR (sent behind earlier responses)
+  wire::Psn psn;
+  uint64_t va = 0;
+  Rkey rkey;
+  uint32_t len = 0;
+  uint32_t sent = 0;        // bytes of the READ response already sent
+  uint64_t atomic_orig = 0;
+};
+
+// A READ or atomic the responder executed (IBA 9.7.5.1, 9.7.6.1.4). The last max_dest_rd_atomic
+// are kept: a duplicate is answered from what was asked then, never from what the duplicate
+// says, and an atomic is never executed twice.
+struct RdAtomicResource {
+  bool valid = false;
+  bool atomic = false;
+  wire::Psn psn;         // first PSN
+  uint32_t npkts = 1;    // PSNs it spans
+  uint64_t va = 0;
+  Rkey rkey;
+  uint32_t len = 0;
+  uint64_t orig = 0;     // atomic: the value it returned
+};
+
+struct ResponderState {
+  wire::Psn epsn;          // next expected request PSN
+  wire::Msn msn;           // messages completed
+  RespMsg msg = RespMsg::None;
+  RespSeq seq = RespSeq::InSequence;
+  bool ack_pending = false;
+  bool in_ack_list = false;
+  // Selective repeat taken from this requester: the QP chose it, and the requester agreed to
+  // it or announced it on a request taken in sequence. Only then are its bits and uroce's
+  // opcodes honoured, requests held past a hole and SACKs sent; and answers carry the bit.
+  bool sr = false;
+  // The request being executed was held past a hole (selective repeat): one that would be
+  // rejected in its turn is dropped instead of NAKed, and its requester's resend, taken in
+  // sequence, gets the NAK. A stranger's held request can then never end the connection.
+  bool from_hold = false;
+  // Requests held past a hole (selective repeat, Qp::sr_hold): counted here, in a line every
+  // request touches anyway, so a QP holding nothing never reads the cold hold.
+  uint16_t held = 0;
+  uint16_t disputed = 0;  // slots of the hold disputed (HeldRequest::disputed)
+  // Current SEND message: the receive WQE taken for it (the recv_taken'th, from 1), and
+  // its first PSN (where a packet goes follows from its PSN).
+  bool have_recv = false;
+  wire::Psn msg_first;
+  uint32_t recv_taken = 0;
+  uint64_t recv_wr_id = 0;
+  uint32_t recv_len = 0;   // capacity of its SGEs
+  uint32_t recv_offset = 0;
+  std::vector<Sge> recv_sges;
+  // Current WRITE message.
+  uint64_t write_va = 0;
+  Rkey write_rkey;
+  uint32_t write_len = 0;  // RETH DMA length
+  uint32_t write_offset = 0;
+  std::deque<RespJob> jobs;
+  std::vector<RdAtomicResource> resources;  // ring of max_dest_rd_atomic entries
+  uint32_t resource_next = 0;
+};
+
+// Selective repeat, the requester's side: which PSNs past una the responder said it holds
+// (UROCE_SACK), and how far the current resend goes. `sacked` has bit psn % kSackPsns for the
+// PSNs in [una, una + kSackPsns); bits behind una are cleared as una moves.
+struct SrSendState {
+  std::array<uint64_t, wire::kSackPsns / 64> sacked{};
+  wire::Psn limit;        // a resend stops after this PSN and new packets go on from Requester::high
+  wire::Psn resent_upto;  // holes up to here were resent since the last timer: once is enough
+  wire::Psn highest;      // the highest PSN reported held (stale once una passes it)
+  // The last resends went out before any PSN from round_high on: once one of those is reported
+  // held, a hole still missing among the resent ones was lost again (the link keeps order).
+  wire::Psn round_high;
+  bool round = false;
+};
+
+// Selective repeat, the responder's side: requests past a hole, kept (one copy) until the hole
+// is filled and then executed in PSN order. Allocated when a QP first holds one.
+struct HeldRequest {
+  bool valid = false;
+  // Two different requests came for this PSN past the expected one: neither is trusted, and
+  // none is held for it until it is the expected PSN (p.bth.psn says which PSN).
+  bool disputed = false;
+  wire::Packet p;                // its payload points into `bytes`, its own copy, even when placed
+  std::vector<uint8_t> bytes;
+};
+// A later WRITE whose FIRST packet arrived past a hole with Bth::place: where its MIDDLE
+// packets go before its turn.
+struct PlacedWrite {
+  wire::Psn first;
+  uint32_t npkts = 0;  // 0: unused
+  uint64_t va = 0;
+  uint32_t rkey = 0;
+};
+struct SrHold {
+  std::array<HeldRequest, wire::kSackPsns> slot;  // by psn % kSackPsns (how many: ResponderState::held)
+  std::array<PlacedWrite, 8> writes;              // the latest eight, round robin
+  uint32_t next_write = 0;
+};
+
+// Selective repeat, the requester's READs: responses that arrived past a gap, already written
+// into their READ's local buffer, by PSN. Allocated when a QP first places one.
+struct SrReadMap {
+  static constexpr uint32_t kSpan = 4096;  // PSNs past the first missing response
+  std::array<uint64_t, kSpan / 64> got{};
+  uint32_t count = 0;
+  wire::Psn seen;  // the highest placed (responses before it that are not here were lost)
+};
+
+struct Qp : verbs::Qp {
+  using verbs::Qp::Qp;
+
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
+  wire::FlowAddr flow;          // our address to the peer's, ports included
+
+  // Engine-private scheduling flags (the doorbell is sq.doorbell).
+  // Its peer is a device on this host reached through shared memory: transmitting costs no
+  // system call, so a post runs the device at once (set by the API at RTR).
+  std::atomic<bool> same_host{false};
+  bool active = false;          // on the engine's run list
+  bool flush_pending = false;   // entered ERR: flush both queues
+  uint64_t timer_queued = 0;    // deadline of this QP's entry in the timer heap, 0 if none
+
+  // Congestion control, after everything else: the hot lines above keep their layout.
+  cc::DcqcnNp np{50'000};  // answers CE-marked requests with CNPs (interval: CoreConfig's)
+  // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
+  std::unique_ptr<cc::RateControl> rate;
+  cc::Pacer pacer;
+  std::optional<bool> sr_choice;  // selective repeat chosen for this QP; unset: the device's default
+  std::optional<cc::Algo> cc_choice;  // congestion control chosen for this QP; unset: the device's
+  SrSendState sr_send;
+  std::unique_ptr<SrHold> sr_hold;
+  std::unique_ptr<SrReadMap> sr_read;
+  // Round trips (RC): one new request at a time is timed from its send to the ACK or response
+  // that covers it; none while the requester goes back (a resend makes the sample ambiguous).
+  struct {
+    wire::Psn psn;
+    uint64_t sent_at = 0;
+    uint64_t srtt_ns = 0;  // smoothed (1/8 per sample); 0: no sample yet
+  } rtt;
+};
+
+// The transport's QP behind a verbs QP (every QP the protocol core makes is one).
+inline Qp& of(verbs::Qp& q) { return static_cast<Qp&>(q); }
+inline const Qp& of(const verbs::Qp& q) { return static_cast<const Qp&>(q); }
+
+// Transport timeout for the `timeout` attribute (IBA 9.7.6.1.3): 4.096 us * 2^timeout; 0 means
+// infinite.
+inline uint64_t transport_timeout_ns(uint8_t timeout) {
+  if (timeout == 0) return 0;
+  return uint64_t(4096) << (timeout > 31 ? 31 : timeout);
+}
+
+}  // namespace uroce::transport
