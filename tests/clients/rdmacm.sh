@@ -100,6 +100,9 @@ fi
 
 # qperf (no GRH of its own, so on RoCE it needs -cm1: its RC QPs through rdma_cm). Its server
 # serves test after test, each in a new process, until a client says quit; one test per client.
+# Each of those processes is a NIC of its own on the one address: on a loaded machine the last
+# one may still hold it when the next client's REQ arrives, and refuses it (nobody listens
+# there any more): that client is run again, as when the TCP port is not up yet.
 if command -v qperf >/dev/null; then
   QPORT=$(( 20000 + ($$ * 3 + 1) % 12000 ))  # its TCP port, below the ephemeral range
   UROCE_ADDR=$SADDR timeout 90 $RUN qperf -lp $QPORT > "$TMP/qperf.server" 2>&1 &
@@ -110,7 +113,7 @@ if command -v qperf >/dev/null; then
     for try in 1 2 3 4 5; do  # bounded: until the server's TCP port listens
       timeout 30 $RUN qperf -lp $QPORT -cm1 -t 1 "$SADDR" $t > "$TMP/qperf.one" 2>&1; rc=$?
       cp "$TMP/qperf.one" "$TMP/qperf.client.$t"
-      grep -q "failed to connect" "$TMP/qperf.one" || break
+      grep -qE "failed to connect|Event rejected" "$TMP/qperf.one" || break
       sleep 0.2
     done
     cat "$TMP/qperf.one" >> "$TMP/qperf.client"
