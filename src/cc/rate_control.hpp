@@ -23,7 +23,10 @@ class RateControl {
   virtual uint32_t window_pkts() const { return UINT32_MAX; }
   // Runs the algorithm's timers up to `now`.
   virtual void advance(uint64_t now) = 0;
-  // When advance() next has work (UINT64_MAX: never by itself).
+  // When advance() next has work (UINT64_MAX: never by itself). The transport arms no timer for
+  // it: every event runs the timers up to its own time first, and a rate matters when a packet
+  // is booked on the pacer (on_sent, then rate_bps), so one firing in between changes nothing a
+  // packet sees but the spacing already booked for the next.
   virtual uint64_t next_timer() const = 0;
 };
 

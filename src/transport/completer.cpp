@@ -42,7 +42,7 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   c.rewind = Rewind::None;
   c.probes = 0;
   if (c.una == qp.req.psn) {
-    c.retrans_deadline = 0;
+    stop_retransmit_timer(qp);
   } else {
     start_retransmit_timer(cx, qp, now);
   }
@@ -301,11 +301,11 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
     }
     --c.rnr_left;
   }
-  qp.req.rnr_until = now + wire::rnr_timer_ns(p.aeth.value());
-  cx.arm_timer(qp, qp.req.rnr_until);
+  qp.timers.set(QpTimer::Rnr, now + wire::rnr_timer_ns(p.aeth.value()));
+  cx.arm_timer(qp, qp.timers.get(QpTimer::Rnr));
   sr_mark(qp, psn, false);  // the responder wants this one, whatever an older SACK said
   requester_go_back(cx, qp, psn);
-  c.retrans_deadline = 0;  // the RNR timer, not the transport timer, runs now
+  stop_retransmit_timer(qp);  // the RNR timer, not the transport timer, runs now
   if (progress) {
     c.retry_left = qp.attr().retry_cnt;
     c.rewind = Rewind::Rewound;  // a new gap may be retried again
@@ -332,7 +332,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   ++cx.ctr().rx_naks_seq;
   // The requester already went back to this PSN (an RNR NAK or an earlier NAK for the same
   // gap): this NAK reports the packets that were in flight behind it, nothing new.
-  if (!progress && (qp.req.rnr_until || (c.rewind != Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
+  if (!progress && (qp.timers.armed(QpTimer::Rnr) || (c.rewind != Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
       fatal(cx, qp, WcStatus::RetryExcErr);
@@ -524,12 +524,7 @@ Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64
       qp.req.peer_settled = true;
     }
     if (qp.req.sr) sr_forget(qp, una, qp.comp.una);
-    if (qp.req.timing && qp.rtt.psn < qp.comp.una) {  // the timed request is answered
-      qp.req.timing = false;
-      const uint64_t rtt = now - qp.rtt.sent_at;
-      qp.rtt.srtt_ns = qp.rtt.srtt_ns ? (7 * qp.rtt.srtt_ns + rtt) / 8 : rtt;
-      if (qp.rate) qp.rate->on_rtt(rtt, now);
-    }
+    if (auto rtt = qp.rtt.on_ack(qp.comp.una, now); rtt && qp.rate) qp.rate->on_rtt(*rtt, now);
   }
   cx.trace(qp, p, v);
   return v;

@@ -53,9 +53,7 @@ void ProtocolCore::qp_to_error(Qp& qp, bool fatal) {
   }
   qp.set_state(QpState::Err);
   qp.flush_pending = true;
-  qp.comp.retrans_deadline = 0;
-  qp.req.rnr_until = 0;
-  qp.req.paced_until = 0;
+  qp.timers.clear();
   schedule(qp);
 }
 
@@ -130,6 +128,8 @@ void ProtocolCore::reset_qp(Qp& qp) {
   start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;
+  qp.timers.clear();
+  qp.rtt.on_retransmit();  // nothing in flight is timed any more
   std::erase(ack_list_, &qp);
 }
 

@@ -36,8 +36,8 @@ void congestion_on_cnp(Context& cx, Qp& qp, uint64_t now) {
 bool pace(Context& cx, Qp& qp, uint64_t now) {
   const uint64_t slack = cx.config().pace_slack_ns;
   if (qp.pacer.free_at() <= now + slack) return true;
-  qp.req.paced_until = qp.pacer.free_at() - slack;
-  cx.arm_timer(qp, qp.req.paced_until);
+  qp.timers.set(QpTimer::Pace, qp.pacer.free_at() - slack);
+  cx.arm_timer(qp, qp.timers.get(QpTimer::Pace));
   return false;
 }
 

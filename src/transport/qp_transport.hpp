@@ -14,6 +14,8 @@
 #include "cc/dcqcn.hpp"
 #include "cc/pacer.hpp"
 #include "cc/rate_control.hpp"
+#include "transport/rtt.hpp"
+#include "transport/timers.hpp"
 #include "verbs/qp.hpp"
 #include "wire/ip_udp.hpp"
 #include "wire/packet.hpp"
@@ -41,9 +43,6 @@ struct RequesterState {
   // request (a responder that takes part marks its answers). Never from a later packet: one
   // forged SACK would otherwise switch a QP to opcodes its peer does not take.
   bool peer_settled = false;
-  bool timing = false;     // a new request's round trip is being timed (Qp::rtt)
-  uint64_t rnr_until = 0;  // RNR NAK back-off: send nothing before this time
-  uint64_t paced_until = 0;  // the pacer holds the next packet until then (its timer is armed)
 };
 
 // Completer: matches ACKs and responses to WQEs and generates send completions (IBA 9.7.5.1).
@@ -66,8 +65,7 @@ struct CompleterState {
   wire::Psn una;               // oldest PSN not yet acknowledged
   uint8_t retry_left = 7;
   uint8_t rnr_left = 7;
-  uint64_t retrans_deadline = 0;  // 0: timer off
-  uint64_t retrans_armed_at = 0;  // when that timer started (a short selective-repeat one may be stretched)
+  uint64_t retrans_armed_at = 0;  // when the transport timer started (probes run until it fires)
   Rewind rewind = Rewind::None;
   wire::Psn rewound_to;
   uint8_t probes = 0;  // selective repeat's probes since the last progress (each waits twice as long)
@@ -214,6 +212,7 @@ struct Qp : verbs::Qp {
   bool active = false;          // on the engine's run list
   bool flush_pending = false;   // entered ERR: flush both queues
   uint64_t timer_queued = 0;    // deadline of this QP's entry in the timer heap, 0 if none
+  TimerTable timers;
 
   // Congestion control, after everything else: the hot lines above keep their layout.
   cc::DcqcnNp np{50'000};  // answers CE-marked requests with CNPs (interval: CoreConfig's)
@@ -225,13 +224,7 @@ struct Qp : verbs::Qp {
   SrSendState sr_send;
   std::unique_ptr<SrHold> sr_hold;
   std::unique_ptr<SrReadMap> sr_read;
-  // Round trips (RC): one new request at a time is timed from its send to the ACK or response
-  // that covers it; none while the requester goes back (a resend makes the sample ambiguous).
-  struct {
-    wire::Psn psn;
-    uint64_t sent_at = 0;
-    uint64_t srtt_ns = 0;  // smoothed (1/8 per sample); 0: no sample yet
-  } rtt;
+  RttEstimator rtt;
 };
 
 // The transport's QP behind a verbs QP (every QP the protocol core makes is one).

@@ -187,7 +187,7 @@ void send_packet(Context& cx, PacketBuf* tx, wire::Packet& p) {
 bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   // In SQD the send queue drains: a message already started is finished, no new one begins.
   QpState st = qp.state();
-  if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.req.rnr_until) return false;
+  if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.timers.armed(QpTimer::Rnr)) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
   uint32_t window = cx.config().window_pkts(req.sr);
@@ -253,11 +253,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     } else {
       req.high = psn + 1;
       // Only a packet that asks for its ACK is timed: the others' ACKs wait for a later one.
-      if (!req.timing && p.bth.ack_req) {
-        req.timing = true;
-        qp.rtt.psn = psn;
-        qp.rtt.sent_at = now;
-      }
+      if (p.bth.ack_req) qp.rtt.on_send(psn, now);
     }
 
     if (uc) {
@@ -279,14 +275,14 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     } else {
       ++req.pkt;
     }
-    if (!qp.comp.retrans_deadline) start_retransmit_timer(cx, qp, now);
+    if (!qp.timers.armed(QpTimer::Retransmit)) start_retransmit_timer(cx, qp, now);
   }
   return false;
 }
 
 void requester_go_back(Context& cx, Qp& qp, Psn psn) {
   qp.sr_send.limit = qp.req.high - 1;  // selective repeat: everything not held, unless a SACK narrows it
-  qp.req.timing = false;
+  qp.rtt.on_retransmit();
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
   // Assigned WQEs are contiguous from the oldest uncompleted one.

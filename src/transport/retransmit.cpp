@@ -18,7 +18,8 @@ uint64_t retransmit_timeout(const Context& cx, const Qp& qp) {
   // long as the one before (TCP's back-off), so a silent peer costs a few packets, not one
   // every few hundred microseconds until the QP's timeout.
   const auto& c = cx.config();
-  const uint64_t probe = qp.rtt.srtt_ns ? std::clamp(3 * qp.rtt.srtt_ns, c.sr_probe_min_ns, c.sr_probe_ns) : c.sr_probe_ns;
+  const uint64_t srtt = qp.rtt.srtt_ns();
+  const uint64_t probe = srtt ? std::clamp(3 * srtt, c.sr_probe_min_ns, c.sr_probe_ns) : c.sr_probe_ns;
   return std::min(t, probe << std::min<uint32_t>(qp.comp.probes, 24));
 }
 
@@ -45,23 +46,31 @@ Psn answered_upto(Qp& qp, const SendWqe& w) {
 
 void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
-  if (uint64_t t = retransmit_timeout(cx, qp)) {
-    c.retrans_deadline = now + t;
-    c.retrans_armed_at = now;
-    cx.arm_timer(qp, c.retrans_deadline);
-  }
+  const uint64_t full = transport_timeout_ns(qp.attr().timeout);
+  if (!full) return;  // timeout 0: infinite, no timer at all
+  c.retrans_armed_at = now;
+  qp.timers.set(QpTimer::Retransmit, now + full);
+  qp.timers.stop(QpTimer::Probe);
+  if (uint64_t t = retransmit_timeout(cx, qp); t < full) qp.timers.set(QpTimer::Probe, now + t);
+  cx.arm_timer(qp, qp.timers.next());
+}
+
+void stop_retransmit_timer(Qp& qp) {
+  qp.timers.stop(QpTimer::Retransmit);
+  qp.timers.stop(QpTimer::Probe);
 }
 
 void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
-  c.retrans_deadline = 0;
+  const bool full_ran = qp.timers.expired(QpTimer::Retransmit, now);
+  if (!full_ran && !qp.timers.expired(QpTimer::Probe, now)) return;
+  stop_retransmit_timer(qp);
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
   // Selective repeat's probe, after a short silence. With PSNs reported held, the holes below
   // them were resent and lost again: all are resent once more. Otherwise the tail was lost, or
   // the answers to it: the newest packet goes again, and the answer to it reports any hole
   // before it. Probes repeat while the full timeout runs (a probe can be lost too).
-  if (uint64_t full = transport_timeout_ns(qp.attr().timeout);
-      qp.req.sr && now < c.retrans_armed_at + full) {
+  if (const uint64_t full = transport_timeout_ns(qp.attr().timeout); !full_ran) {
     ++cx.ctr().sr_probes;
     auto& s = qp.sr_send;
     SendWqe* w = completer_head(qp);
@@ -81,8 +90,10 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
       requester_go_back(cx, qp, qp.req.high - 1);
     }
     if (c.probes < 255) ++c.probes;
-    c.retrans_deadline = std::min(now + retransmit_timeout(cx, qp), c.retrans_armed_at + full);
-    cx.arm_timer(qp, c.retrans_deadline);
+    qp.timers.set(QpTimer::Retransmit, c.retrans_armed_at + full);
+    if (uint64_t next = now + retransmit_timeout(cx, qp); next < c.retrans_armed_at + full)
+      qp.timers.set(QpTimer::Probe, next);
+    cx.arm_timer(qp, qp.timers.next());
     return;
   }
   if (c.fatal) {

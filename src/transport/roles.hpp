@@ -96,6 +96,7 @@ void sr_reask_reads(Context& cx, Qp& qp, wire::Psn from, wire::Psn to);
 // selective repeat, the tail-loss probe's. start_retransmit_timer runs it from now.
 uint64_t retransmit_timeout(const Context& cx, const Qp& qp);
 void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now);
+void stop_retransmit_timer(Qp& qp);
 
 // Starts a packet to the QP's peer; headers are written by the caller.
 PacketBuf* start_packet(Context& cx, const Qp& qp);

@@ -55,23 +55,17 @@ void ProtocolCore::run_timers(uint64_t now) {
     Qp* q = qp(qpn);
     if (!q || q->timer_queued != when) continue;
     q->timer_queued = 0;
-    if (q->req.rnr_until && q->req.rnr_until <= now) {
-      q->req.rnr_until = 0;
-      schedule(*q);
-    }
-    if (q->req.paced_until && q->req.paced_until <= now) {
-      q->req.paced_until = 0;
-      schedule(*q);
-    }
-    if (q->comp.retrans_deadline && q->comp.retrans_deadline <= now) {
+    auto& t = q->timers;
+    for (QpTimer r : {QpTimer::Rnr, QpTimer::Pace})  // the requester may send again
+      if (t.expired(r, now)) {
+        t.stop(r);
+        schedule(*q);
+      }
+    if (t.expired(QpTimer::Retransmit, now) || t.expired(QpTimer::Probe, now)) {
       Context cx(*this);
       completer_on_timer(cx, *q, now);
     }
-    uint64_t next = UINT64_MAX;
-    if (q->req.rnr_until) next = std::min(next, q->req.rnr_until);
-    if (q->req.paced_until) next = std::min(next, q->req.paced_until);
-    if (q->comp.retrans_deadline) next = std::min(next, q->comp.retrans_deadline);
-    if (next != UINT64_MAX) arm_timer(*q, next);
+    if (uint64_t next = t.next()) arm_timer(*q, next);
   }
 }
 

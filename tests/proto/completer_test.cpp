@@ -87,7 +87,7 @@ TEST(Completer, RnrNakWaits) {
   OneResponse f;
   wire::Psn psn = f.post(WrOpcode::Send, 64);
   EXPECT_EQ(f.answer(Opcode::RC_ACKNOWLEDGE, psn, Aeth::rnr_nak(0, 14)), Verdict::RnrWait);
-  EXPECT_NE(f.t.a.qp->req.rnr_until, 0u);
+  EXPECT_TRUE(f.t.a.qp->timers.armed(transport::QpTimer::Rnr));
 }
 
 TEST(Completer, FatalNakEndsTheQpWithItsStatus) {

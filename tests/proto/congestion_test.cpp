@@ -248,7 +248,7 @@ TEST(Congestion, TimelyFollowsMeasuredRoundTrips) {
       rates.push_back(t.a.qp->rate->rate_bps());
     }
     EXPECT_EQ(dst, src);
-    EXPECT_EQ(t.a.qp->rtt.srtt_ns, 2 * delay);  // the ACK leaves as the WRITE arrives
+    EXPECT_EQ(t.a.qp->rtt.srtt_ns(), 2 * delay);  // the ACK leaves as the WRITE arrives
     if (delay > 250'000) {
       const double cut = 1 - 0.8 * (1 - 500'000.0 / 600'000);
       EXPECT_EQ(rates[0], 10e9);  // the first sample only sets the base
