@@ -1,7 +1,8 @@
 # uroce: a user-space RoCEv2 NIC.
 #   make demo   install what is missing, build, run the two-process demo
 #   make test   install what is missing, build, run all tests (release, then ASan+UBSan, then the
-#               fuzzer, then interop with Linux Soft-RoCE in a qemu guest)
+#               fuzzer, then interop with Linux Soft-RoCE in a qemu guest): every stage runs, the
+#               summary says how each went, and make fails at the end if one failed
 #   make build  build only (release, into build/)
 #   make bench  run the benchmarks (results in bench/results/)
 #   make study  the lossy-fabric study: simulator and real engine (docs/study.md)
@@ -17,7 +18,7 @@ ASAN_PROTO_MESSAGES ?= 2000
 # One stage at a time: each stage already uses every core, and interop boots a guest.
 .NOTPARALLEL:
 
-.PHONY: all deps build build-asan build-fuzz demo test test-release test-asan fuzz bench study interop clean
+.PHONY: all deps build build-asan build-fuzz demo test test-summary test-release test-asan fuzz bench study interop clean
 
 all: build
 
@@ -39,15 +40,30 @@ build-fuzz: deps
 demo: build
 	@$(BUILD)/bin/uroce-demo
 
-test: test-release test-asan fuzz interop
+# Every stage runs, whatever the one before it did; the summary names each stage's result, and
+# make fails at the end if any stage failed.
+STAGES = test-release test-asan fuzz interop
+
+test: deps
+	@rm -f $(BUILD)/stages.log $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log $(BUILD)/interop.log; mkdir -p $(BUILD); \
+	for s in $(STAGES); do \
+	  if $(MAKE) --no-print-directory $$s; then echo "$$s passed" >> $(BUILD)/stages.log; \
+	  else echo "$$s FAILED" >> $(BUILD)/stages.log; fi; done; \
+	$(MAKE) --no-print-directory test-summary; ! grep -q FAILED $(BUILD)/stages.log
+
+test-summary:
 	@p=0; f=0; skipped=""; for log in $(BUILD)/ctest.log $(ASAN_BUILD)/ctest.log; do \
+	  [ -f $$log ] || continue; \
 	  t=$$(sed -n 's/.* tests passed, \([0-9]*\) tests failed out of \([0-9]*\)/\1 \2/p' $$log | tail -1); \
+	  [ -n "$$t" ] || continue; \
 	  s=$$(grep -c '(Skipped)' $$log); skipped="$$skipped$$(sed -n 's/.* - \(.*\) (Skipped)/ \1/p' $$log)"; \
 	  set -- $$t; f=$$((f + $$1)); p=$$((p + $$2 - $$1 - s)); done; \
-	t=$$(sed -n 's/^interop: \([0-9]*\) passed, \([0-9]*\) failed$$/\1 \2/p' $(BUILD)/interop.log | tail -1); \
+	t=$$(sed -n 's/^interop: \([0-9]*\) passed, \([0-9]*\) failed$$/\1 \2/p' $(BUILD)/interop.log 2>/dev/null | tail -1); \
 	if [ -n "$$t" ]; then set -- $$t; p=$$((p + $$1)); f=$$((f + $$2)); what=" + rxe interop"; \
-	else what="; INTEROP NOT RUN: $$(sed -n 's/^## INTEROP SUITE NOT RUN: //p' $(BUILD)/interop.log)"; fi; \
+	else why=$$(sed -n 's/^## INTEROP SUITE NOT RUN: //p' $(BUILD)/interop.log 2>/dev/null); \
+	  what="; INTEROP NOT RUN: $${why:-its stage did not finish}"; fi; \
 	[ -n "$$skipped" ] && what="$$what; SKIPPED:$$skipped (see their banners)"; \
+	echo "== stages: $$(tr '\n' ';' < $(BUILD)/stages.log | sed 's/;$$//; s/;/, /g')"; \
 	echo "make test (release + ASan/UBSan + fuzz$$what): $$p passed, $$f failed"
 
 test-release: build
