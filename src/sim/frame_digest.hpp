@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "link/lossy_link.hpp"
+#include "sim/fabric.hpp"
 #include "sim/sha256.hpp"
 
 namespace uroce::sim {
 
-inline void digest_frames(link::LossyLink& link, Sha256& digest) {
-  link.set_trace([&digest](const link::LossyLink::Frame& fr, bool dropped) {
+inline void digest_frames(sim::LossyLink& link, Sha256& digest) {
+  link.set_trace([&digest](const sim::LossyLink::Frame& fr, bool dropped) {
     const uint64_t head[4] = {fr.seq, fr.due, dropped, fr.bytes.size()};
     digest.update(head, sizeof head);
     digest.update(fr.bytes.data(), std::min<size_t>(fr.bytes.size(), 12));

@@ -60,13 +60,13 @@ void post(Sim& sim, Flow& f) {
 IncastResult run_incast(const IncastScenario& s) {
   const double rate = s.rate_gbps * 1e9;
   const cc::DcqcnParams dcqcn = cc::DcqcnParams::paper(rate);
-  link::FaultConfig f;
+  sim::FaultConfig f;
   f.rate_bps = rate;
   f.delay_ns = s.delay_ns;
   Sim sim(s.seed, f);
   const Gid receiver_gid = Gid::from_ipv4(kReceiverIp);
   std::vector<uint64_t> queue;  // the bottleneck queue as each frame joins it, in the second half
-  link::SwitchConfig sw;
+  sim::SwitchConfig sw;
   sw.on = true;
   sw.port_bps = rate;
   sw.buffer_bytes = s.buffer_bytes;

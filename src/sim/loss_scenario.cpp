@@ -16,7 +16,7 @@ namespace uroce::sim {
 constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;  // the sender and the receiver
 
 LossResult run_loss(const LossScenario& s) {
-  link::FaultConfig f;
+  sim::FaultConfig f;
   f.drop = s.loss;
   f.rate_bps = s.rate_gbps * 1e9;
   f.delay_ns = s.delay_ns;

@@ -30,7 +30,7 @@ bool Sim::step() {
   }
   // What is due goes to its host in the order it came due (one pass over the link, however
   // many hosts there are).
-  link::LossyLink::Frame f;
+  sim::LossyLink::Frame f;
   while (link_.pop_due(now_, f)) {
     auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](const Node& n) { return n.ip == f.flow.dst; });
     if (it == nodes_.end()) continue;  // attached ports only: not reached

@@ -7,18 +7,18 @@
 #include <memory>
 #include <vector>
 
-#include "link/lossy_link.hpp"
+#include "sim/fabric.hpp"
 #include "transport/protocol_core.hpp"
 
 namespace uroce::sim {
 
 class Sim {
  public:
-  Sim(uint64_t seed, link::FaultConfig faults) : link_(seed, faults) {}
+  Sim(uint64_t seed, sim::FaultConfig faults) : link_(seed, faults) {}
 
   transport::ProtocolCore& add_core(uint32_t ip, transport::CoreConfig cfg = {});
   transport::ProtocolCore& add_core(const Gid& ip, transport::CoreConfig cfg = {});
-  link::LossyLink& link() { return link_; }
+  sim::LossyLink& link() { return link_; }
   uint64_t now() const { return now_; }
 
   // Runs until done() holds (true) or virtual time passes max_ns or nothing can happen (false).
@@ -27,7 +27,7 @@ class Sim {
   bool step();
 
  private:
-  link::LossyLink link_;
+  sim::LossyLink link_;
   uint64_t now_ = 1'000'000;
   struct Node {
     Gid ip;

@@ -36,7 +36,7 @@ struct Side {
 
 struct PairOptions {
   uint64_t seed = 1;
-  link::FaultConfig faults;
+  sim::FaultConfig faults;
   Mtu mtu = Mtu::Mtu1024;
   uint32_t psn_a = 0x100, psn_b = 0x200;
   uint8_t timeout = 10, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 1;

@@ -28,7 +28,7 @@ inline bool response_psn(const wire::FlowAddr& f, const std::vector<uint8_t>& b,
 }
 
 // Loses the first transmission of each listed PSN of B's READ responses.
-inline link::LossyLink::Filter lose_responses_once(std::vector<uint32_t> psns) {
+inline sim::LossyLink::Filter lose_responses_once(std::vector<uint32_t> psns) {
   auto seen = std::make_shared<std::vector<uint32_t>>();
   return [psns, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
     uint32_t psn;
@@ -41,7 +41,7 @@ inline link::LossyLink::Filter lose_responses_once(std::vector<uint32_t> psns) {
 }
 
 // Loses the first transmission of each listed PSN of A's requests.
-inline link::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
+inline sim::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
   auto seen = std::make_shared<std::vector<uint32_t>>();
   return [psns, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
     uint32_t psn;
@@ -54,7 +54,7 @@ inline link::LossyLink::Filter lose_once(std::vector<uint32_t> psns) {
 }
 
 // Loses one PSN of A's requests for as long as `block` holds.
-inline link::LossyLink::Filter lose_while(const bool& block, uint32_t psn) {
+inline sim::LossyLink::Filter lose_while(const bool& block, uint32_t psn) {
   return [&block, psn](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
     uint32_t got;
     return !(block && request_psn(f, b, got) && got == psn);

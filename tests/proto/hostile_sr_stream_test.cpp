@@ -29,7 +29,7 @@ PairOptions pair_of(bool sr) { return forge_pair(sr); }
 struct HeldBack {
   std::shared_ptr<std::vector<uint8_t>> bytes = std::make_shared<std::vector<uint8_t>>();
   std::shared_ptr<wire::FlowAddr> flow = std::make_shared<wire::FlowAddr>();
-  link::LossyLink::Filter filter(uint32_t psn) {
+  sim::LossyLink::Filter filter(uint32_t psn) {
     return [b = bytes, f = flow, psn](const wire::FlowAddr& fl, std::vector<uint8_t>& x) {
       uint32_t got;
       if (request_psn(fl, x, got) && got == psn && b->empty()) {

@@ -63,7 +63,7 @@ TEST(Ipv6, IcrcMasksTheVariantFields) {
 
 // RC over IPv6 GIDs: WRITE, READ and SEND, byte-exact, with loss and duplication.
 TEST(Ipv6, RcOperationsOverIpv6) {
-  link::FaultConfig faults;
+  sim::FaultConfig faults;
   faults.drop = 0.02;
   faults.duplicate = 0.01;
   sim::Sim sim(test_seed(66), faults);

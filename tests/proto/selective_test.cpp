@@ -230,7 +230,7 @@ TEST(SelectiveRepeat, TailLossRecoveredByAProbe) {
 }
 
 // Loses the first `times` transmissions of one PSN of A's requests.
-link::LossyLink::Filter lose_times(uint32_t psn, int times) {
+sim::LossyLink::Filter lose_times(uint32_t psn, int times) {
   auto seen = std::make_shared<int>(0);
   return [psn, times, seen](const wire::FlowAddr& f, std::vector<uint8_t>& b) {
     uint32_t got;

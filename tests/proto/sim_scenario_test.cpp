@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "link/lossy_link.hpp"
+#include "sim/fabric.hpp"
 #include "sim/incast_scenario.hpp"
 #include "sim/loss_scenario.hpp"
 #include "sim/sha256.hpp"
@@ -36,10 +36,10 @@ TEST(Sha256, Fips180KnownAnswers) {
 // At 8 Gb/s a byte takes a nanosecond on the wire: a sender's packets arrive one after
 // another, each its length later, plus the delay; another sender's wire is its own.
 TEST(LossyLink, ASendersPacketsLeaveAtItsLineRate) {
-  link::FaultConfig f;
+  sim::FaultConfig f;
   f.rate_bps = 8e9;
   f.delay_ns = 500;
-  link::LossyLink l(1, f);
+  sim::LossyLink l(1, f);
   const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002), c = Gid::from_ipv4(0x0a000003);
   auto pa = l.attach(a), pb = l.attach(b), pc = l.attach(c);
   std::vector<std::pair<Gid, uint64_t>> queued;  // what waits in front of a sender's wire
@@ -49,7 +49,7 @@ TEST(LossyLink, ASendersPacketsLeaveAtItsLineRate) {
   l.send(bytes.data(), 200, wire::FlowAddr{c, b, 1, 4791}, 10'000);
   l.send(bytes.data(), 100, wire::FlowAddr{a, b, 1, 4791}, 20'000);  // the wire was idle again
   std::vector<uint64_t> due;
-  link::LossyLink::Frame fr;
+  sim::LossyLink::Frame fr;
   while (l.pop_due(UINT64_MAX, fr)) due.push_back(fr.due);
   EXPECT_EQ(due, (std::vector<uint64_t>{10'700, 11'500, 12'500, 13'500, 20'600}));
   // At 8 Gb/s a byte takes a nanosecond: a's second and third frames find 1000 and 2000 bytes
@@ -125,17 +125,17 @@ TEST(LossScenario, SelectiveRepeatKeepsTheGoodput) {
 namespace {
 
 struct SwitchRig {
-  link::LossyLink l;
+  sim::LossyLink l;
   const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002);
   std::unique_ptr<link::Link> pa, pb;
   std::vector<uint8_t> bytes = std::vector<uint8_t>(1000);
-  explicit SwitchRig(link::SwitchConfig sw) : l(1, faults()) {
+  explicit SwitchRig(sim::SwitchConfig sw) : l(1, faults()) {
     l.set_switch(std::move(sw));
     pa = l.attach(a);
     pb = l.attach(b);
   }
-  static link::FaultConfig faults() {
-    link::FaultConfig f;
+  static sim::FaultConfig faults() {
+    sim::FaultConfig f;
     f.delay_ns = 500;  // host to switch; no line rate: a burst reaches the switch at once
     return f;
   }
@@ -144,14 +144,14 @@ struct SwitchRig {
   }
   std::vector<uint64_t> due() {
     std::vector<uint64_t> d;
-    link::LossyLink::Frame fr;
+    sim::LossyLink::Frame fr;
     while (l.pop_due(UINT64_MAX, fr)) d.push_back(fr.due);
     return d;
   }
 };
 
-link::SwitchConfig switch_8g() {
-  link::SwitchConfig sw;
+sim::SwitchConfig switch_8g() {
+  sim::SwitchConfig sw;
   sw.on = true;
   sw.port_bps = 8e9;  // 1000 bytes: 1 us
   sw.delay_ns = 100;
@@ -163,7 +163,7 @@ link::SwitchConfig switch_8g() {
 // A burst of ten into a port that holds 3500 bytes: three join the queue, seven are dropped;
 // the three leave one per microsecond.
 TEST(SimSwitch, TailDropPastTheBuffer) {
-  link::SwitchConfig sw = switch_8g();
+  sim::SwitchConfig sw = switch_8g();
   sw.buffer_bytes = 3500;
   std::vector<uint64_t> seen;
   sw.on_enqueue = [&](const Gid&, uint64_t q) { seen.push_back(q); };
@@ -178,7 +178,7 @@ TEST(SimSwitch, TailDropPastTheBuffer) {
 // With PFC nothing is dropped: past xoff the sender is paused until the queue is down to xon,
 // so what it sends meanwhile leaves its wire only then.
 TEST(SimSwitch, PfcPausesInsteadOfDropping) {
-  link::SwitchConfig sw = switch_8g();
+  sim::SwitchConfig sw = switch_8g();
   sw.buffer_bytes = 3500;
   sw.pfc = true;
   sw.xoff_bytes = 2500;
@@ -198,21 +198,21 @@ TEST(SimSwitch, PfcPausesInsteadOfDropping) {
 // and third take the port past XOFF (pauses until 15.5 and then 16.5 us); the fourth and fifth
 // wait in the sender's queue until then, one after the other.
 TEST(SimSwitch, PfcHoldsTheSendersQueue) {
-  link::SwitchConfig sw = switch_8g();
+  sim::SwitchConfig sw = switch_8g();
   sw.port_bps = 4e9;  // 2 us a frame
   sw.pfc = true;
   sw.xoff_bytes = 1500;
   sw.xon_bytes = 500;
-  link::FaultConfig f = SwitchRig::faults();
+  sim::FaultConfig f = SwitchRig::faults();
   f.rate_bps = 8e9;  // 1 us a frame
-  link::LossyLink l(1, f);
+  sim::LossyLink l(1, f);
   l.set_switch(sw);
   const Gid a = Gid::from_ipv4(0x0a000001), b = Gid::from_ipv4(0x0a000002);
   auto pa = l.attach(a), pb = l.attach(b);
   std::vector<uint8_t> bytes(1000);
   for (int i = 0; i < 5; ++i) l.send(bytes.data(), bytes.size(), wire::FlowAddr{a, b, 1, 4791}, 10'000);
   std::vector<uint64_t> due;
-  link::LossyLink::Frame fr;
+  sim::LossyLink::Frame fr;
   while (l.pop_due(UINT64_MAX, fr)) due.push_back(fr.due);
   EXPECT_EQ(due, (std::vector<uint64_t>{13'600, 15'600, 17'600, 20'100, 22'100}));
   EXPECT_EQ(l.stats().switch_drops, 0u);
@@ -220,12 +220,12 @@ TEST(SimSwitch, PfcHoldsTheSendersQueue) {
 
 // ECN at the switch: the mark function decides from the queue a frame joins.
 TEST(SimSwitch, MarksByQueueLength) {
-  link::SwitchConfig sw = switch_8g();
+  sim::SwitchConfig sw = switch_8g();
   sw.mark = [](uint64_t q) { return q >= 2000 ? 1.0 : 0.0; };
   SwitchRig r(sw);
   r.send(10'000, 4);
   std::vector<uint8_t> tos;
-  link::LossyLink::Frame fr;
+  sim::LossyLink::Frame fr;
   while (r.l.pop_due(UINT64_MAX, fr)) tos.push_back(fr.tos);
   EXPECT_EQ(tos, (std::vector<uint8_t>{0, 0, wire::kEcnCe, wire::kEcnCe}));
   EXPECT_EQ(r.l.stats().ce_marked, 2u);

@@ -22,7 +22,7 @@ struct UdNode {
 };
 
 struct UdPair {
-  explicit UdPair(link::FaultConfig f = {}, uint64_t seed = 3) : sim(seed, f) {
+  explicit UdPair(sim::FaultConfig f = {}, uint64_t seed = 3) : sim(seed, f) {
     for (int i = 0; i < 3; ++i) {
       UdNode& n = node[i];
       n.pc = &sim.add_core(kIpA + uint32_t(i));

@@ -1,9 +1,12 @@
-#include "link/lossy_link.hpp"
+#include "sim/fabric.hpp"
 
 #include <algorithm>
 
 
-namespace uroce::link {
+namespace uroce::sim {
+
+using link::Link;
+using link::PacketSink;
 
 void LossyLink::send(const uint8_t* data, size_t len, const wire::FlowAddr& flow, uint64_t now) {
   ++st_.sent;
@@ -241,4 +244,4 @@ std::unique_ptr<Link> LossyLink::attach(const Gid& ip) {
   return std::make_unique<LossyPort>(*this, ip);
 }
 
-}  // namespace uroce::link
+}  // namespace uroce::sim

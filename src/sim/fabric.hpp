@@ -13,7 +13,10 @@
 #include "link/link.hpp"
 #include "wire/ip_udp.hpp"
 
-namespace uroce::link {
+namespace uroce::sim {
+
+using link::Link;
+using link::PacketSink;
 
 struct FaultConfig {
   double drop = 0;        // probability a packet is lost
@@ -121,4 +124,4 @@ class LossyLink {
   std::vector<Gid> attached_;  // addresses with a port
 };
 
-}  // namespace uroce::link
+}  // namespace uroce::sim
