@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   }
   if (scenario != "loss" && scenario != "incast")
     return fail(scenario.empty() ? "--scenario is required (loss, incast)" : "unknown --scenario " + scenario + " (loss, incast)");
-  const auto rel = uroce::transport::parse_reliability(reliability);
+  const auto rel = uroce::parse_reliability(reliability);
   if (!rel) return fail("--reliability " + reliability + ": gbn or sr");
   s.reliability = *rel;
   if (!(s.loss >= 0 && s.loss < 1)) return fail("--loss must be in [0, 1)");
@@ -79,12 +79,12 @@ int main(int argc, char** argv) {
   s.mtu = *m;
 
   if (scenario == "incast") {
-    uroce::cc::Algo algo;
-    if (!uroce::cc::parse_algo(cc, algo)) return fail("--cc " + cc + ": " + std::string(uroce::cc::kAlgoNames));
+    const auto algo = uroce::parse_congestion_control(cc);
+    if (!algo) return fail("--cc " + cc + ": " + std::string(uroce::kCongestionControlNames));
     if (in.senders == 0 || in.senders > 1024) return fail("--senders must be 1 .. 1024");
     if (in.buffer_bytes < 64 * 1024) return fail("--buffer-kb must be at least 64");
     if (s.loss > 0) return fail("--loss belongs to the loss scenario");
-    in.cc = algo;
+    in.cc = *algo;
     in.reliability = s.reliability;
     in.rate_gbps = s.rate_gbps;
     if (msg_given) in.msg_bytes = s.msg_bytes;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace uroce {
 
@@ -184,17 +185,40 @@ struct Endpoint {
   uint64_t len = 0;
 };
 
+// How an RC QP recovers lost packets: go-back-N (standard RoCE: everything from the first loss
+// is sent again) or selective repeat (the responder keeps what arrives past a hole and says so;
+// only the holes are sent again). A QP under selective repeat announces it and uses it only
+// with a responder that answers in kind: toward rxe or a NIC it is go-back-N.
+enum class Reliability : uint8_t { Gbn, Sr };
+// A QP sender's congestion control: none (as fast as the window allows), DCQCN (CNPs cut the
+// rate; paced), TIMELY (RC: the rate follows measured round trips; paced) or Swift (RC: a window
+// of packets in flight follows round trips against a target delay).
+enum class CongestionControl : uint8_t { None, Dcqcn, Timely, Swift };
+// DCQCN's named parameter sets: the paper's, or one like Mellanox's defaults.
+enum class DcqcnSet : uint8_t { Paper, Mellanox };
+
+// Their names ("gbn", "sr"; "none", "dcqcn", "timely", "swift"; "dcqcn_paper", "mellanox"), as
+// the environment, tools and error messages spell them.
+std::string_view to_string(Reliability r);
+std::string_view to_string(CongestionControl c);
+std::string_view to_string(DcqcnSet s);
+std::optional<Reliability> parse_reliability(std::string_view s);
+std::optional<CongestionControl> parse_congestion_control(std::string_view s);
+std::optional<DcqcnSet> parse_dcqcn_set(std::string_view s);
+inline constexpr std::string_view kReliabilityNames = "gbn or sr";
+inline constexpr std::string_view kCongestionControlNames = "none, dcqcn, timely or swift";
+inline constexpr std::string_view kDcqcnSetNames = "dcqcn_paper or mellanox";
+
 struct ConnectOptions {
   std::optional<Mtu> path_mtu;  // unset: the port's active MTU
   std::optional<uint8_t> sgid_index;  // unset: our first GID of the remote's IP version
   uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
-  // RC: "gbn" or "sr" for this QP (see DeviceOptions::reliability); empty: the device's.
-  std::string reliability;
-  // "none", "dcqcn", "timely" or "swift" for this QP (see DeviceOptions::cc); empty: the
-  // device's.
-  std::string cc;
+  // RC: how this QP recovers losses (see DeviceOptions::reliability); unset: the device's.
+  std::optional<Reliability> reliability;
+  // This QP's congestion control (see DeviceOptions::cc); unset: the device's.
+  std::optional<CongestionControl> cc;
 };
 
 }  // namespace uroce

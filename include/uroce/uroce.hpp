@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -39,20 +40,16 @@ struct DeviceOptions {
   // Packets to other uroce devices of the same user on this host go through shared memory
   // rings instead of UDP (same packets; counters shm_*). Off: false or $UROCE_SHM=0.
   bool same_host_shm = true;
-  // Congestion control of every RC/UC QP's sender: "none" (send as fast as the window allows),
-  // "dcqcn" (CNPs from the peer cut a QP's rate; a pacer spaces its packets), "timely" (RC:
-  // the rate follows measured round trips, the paper's values; paced too) or "swift" (RC: a
-  // window of packets in flight follows round trips against a target delay). Empty:
-  // $UROCE_CC, else "none". DCQCN's parameters: cc_params "dcqcn_paper" (default) or
-  // "mellanox" ($UROCE_CC_PARAMS), at a line rate of line_gbps ($UROCE_LINE_GBPS, else 100).
-  std::string cc;
-  std::string cc_params;
+  // Congestion control of every RC/UC QP's sender (CongestionControl). Unset: $UROCE_CC
+  // ("none", "dcqcn", "timely", "swift"), else none. DCQCN's parameters: cc_params (unset:
+  // $UROCE_CC_PARAMS, "dcqcn_paper" or "mellanox", else the paper's), at a line rate of
+  // line_gbps ($UROCE_LINE_GBPS, else 100).
+  std::optional<CongestionControl> cc;
+  std::optional<DcqcnSet> cc_params;
   double line_gbps = 0;
-  // How RC QPs recover lost packets: "gbn" (go-back-N, standard RoCE) or "sr" (selective
-  // repeat: the responder keeps what arrives past a loss, and only the loss is resent). A QP
-  // under "sr" announces it in every request and uses it only with a responder that answers in
-  // kind (uroce); with any other peer it is go-back-N. Empty: $UROCE_RELIABILITY, else "gbn".
-  std::string reliability;
+  // How RC QPs recover lost packets (Reliability). Unset: $UROCE_RELIABILITY ("gbn", "sr"),
+  // else go-back-N.
+  std::optional<Reliability> reliability;
   // For studies of lossy fabrics: each packet arriving at the device is dropped with this
   // probability (seeded by rx_loss_seed; counter rx_injected_loss). Also $UROCE_RX_LOSS. 0: none.
   double rx_loss = 0;
@@ -203,14 +200,14 @@ class QueuePair {
   Status connect(const Endpoint& remote, uint32_t local_psn, const ConnectOptions& o = {});
   // UD: RESET -> INIT -> RTR -> RTS with this Q_Key; sends then name their destination (SendWr::ah).
   Status activate_ud(uint32_t qkey, uint32_t sq_psn = 0);
-  // RC, in RESET or INIT: "gbn" or "sr" for this QP instead of the device's choice
+  // RC, in RESET or INIT: how this QP recovers losses instead of the device's choice
   // (DeviceOptions::reliability). EINVAL otherwise. selective_repeat(): what it uses.
-  Status set_reliability(const std::string& mode);
+  Status set_reliability(Reliability r);
   bool selective_repeat() const;
-  // "none", "dcqcn", "timely" or "swift" for this QP instead of the device's
-  // (DeviceOptions::cc): RC (and UC for none and DCQCN), in RESET or INIT. congestion_control(): what it uses.
-  Status set_congestion_control(const std::string& algo);
-  std::string congestion_control() const;
+  // This QP's congestion control instead of the device's (DeviceOptions::cc): RC (and UC for
+  // none and DCQCN), in RESET or INIT. congestion_control(): what it uses.
+  Status set_congestion_control(CongestionControl c);
+  CongestionControl congestion_control() const;
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

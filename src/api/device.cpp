@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/config.hpp"
 #include "api/device_stack.hpp"
 #include "engine/clock.hpp"
 #include "api/holds.hpp"
@@ -20,99 +21,35 @@ namespace uroce {
 
 using detail::DeviceStack;
 
-namespace {
-std::string env_or(const std::string& v, const char* name) {
-  if (!v.empty()) return v;
-  const char* e = std::getenv(name);
-  return e ? e : "";
-}
-}  // namespace
-
 // ---------------------------------------------------------------- Device
-
-namespace {
-
-// The device's congestion control, from its options or the environment.
-Status congestion_control(const DeviceOptions& o, transport::CoreConfig& cfg) {
-  const std::string algo = env_or(o.cc, "UROCE_CC"), params = env_or(o.cc_params, "UROCE_CC_PARAMS");
-  if (!algo.empty() && !cc::parse_algo(algo, cfg.cc))
-    return make_error(EINVAL, "UROCE_CC/cc: unknown congestion control '" + algo + "' (" +
-                                  std::string(cc::kAlgoNames) + ")");
-  double gbps = o.line_gbps;
-  if (gbps == 0) {
-    const std::string e = env_or("", "UROCE_LINE_GBPS");
-    gbps = e.empty() ? 100 : std::strtod(e.c_str(), nullptr);
-  }
-  if (!(gbps > 0 && gbps <= 1e4)) return make_error(EINVAL, "UROCE_LINE_GBPS/line_gbps must be in (0, 10000] Gb/s");
-  cfg.timely = cc::TimelyParams::paper(gbps * 1e9);
-  cfg.swift = cc::SwiftParams::for_engine(gbps * 1e9);
-  if (!cc::DcqcnParams::by_name(params.empty() ? "dcqcn_paper" : params, gbps * 1e9, cfg.dcqcn))
-    return make_error(EINVAL, "UROCE_CC_PARAMS/cc_params: unknown parameter set '" + params + "' (dcqcn_paper, mellanox)");
-  return {};
-}
-
-Status reliability(const DeviceOptions& o, transport::CoreConfig& cfg) {
-  const std::string r = env_or(o.reliability, "UROCE_RELIABILITY");
-  if (r.empty()) return {};
-  auto rel = transport::parse_reliability(r);
-  if (!rel) return make_error(EINVAL, "UROCE_RELIABILITY/reliability: unknown mode '" + r + "' (gbn, sr)");
-  cfg.reliability = *rel;
-  return {};
-}
-
-// The share of arriving packets the device loses on purpose (studies of lossy fabrics).
-Result<double> injected_loss(const DeviceOptions& o) {
-  double loss = o.rx_loss;
-  if (const std::string e = env_or("", "UROCE_RX_LOSS"); loss == 0 && !e.empty()) loss = std::strtod(e.c_str(), nullptr);
-  if (!(loss >= 0 && loss < 1)) return make_error(EINVAL, "UROCE_RX_LOSS/rx_loss must be in [0, 1)");
-  return loss;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
   if (name.rfind("uroce", 0) != 0) return make_error(ENODEV, "no device named '" + name + "' (uroce devices are uroce0, uroce1, ...)");
-  Gid ip;  // all zero: the first free 127.0.0.x
-  std::string addr = env_or(opts.addr, "UROCE_ADDR");
-  if (!addr.empty()) {
-    auto g = Gid::parse(addr);
-    if (!g) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + addr);
-    ip = *g;
-  }
-  const char* raw = std::getenv("UROCE_RAW_RX");
-  using Rx = link::UdpLink::Rx;
-  Rx rx = opts.raw_rx || (raw && std::string(raw) == "1") ? Rx::Raw : raw && std::string(raw) == "0" ? Rx::Udp : Rx::Auto;
-  auto link = link::UdpLink::open(ip, env_or(opts.pcap, "UROCE_PCAP"), rx);
+  auto settings = detail::device_settings(opts);
+  if (!settings) return settings.error();
+  detail::DeviceSettings& d = *settings;
+  auto link = link::UdpLink::open(d.addr, d.pcap, d.rx, d.gso);
   if (!link) return link.error();
   auto stack = std::make_shared<DeviceStack>();
   stack->name = name;
   stack->link = std::move(*link);
-  transport::CoreConfig cfg;
+  transport::CoreConfig cfg = std::move(d.core);
   cfg.gids = stack->link->gids();
-  cfg.seed = opts.seed;
   cfg.port_mtu = wire::active_mtu_for(stack->link->ip_mtu());
   link::UdpLink* l = stack->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   cfg.link_gathers = true;  // both links send payloads from where they lie
-  const char* shm = std::getenv("UROCE_SHM");
-  if (opts.same_host_shm && !(shm && std::string(shm) == "0")) {
+  if (d.same_host_shm) {
     stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap());
     if (!stack->shm->status()) return stack->shm->status().error();
     link::SameHostLink* h = stack->shm.get();
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
-  if (auto st = congestion_control(opts, cfg); !st) return st.error();
-  if (auto st = reliability(opts, cfg); !st) return st.error();
-  auto loss = injected_loss(opts);
-  if (!loss) return loss.error();
   stack->pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));
-  uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
-  if (const char* e = std::getenv("UROCE_SPIN_US")) spin_ns = std::strtoull(e, nullptr, 10) * 1000;
-  stack->engine = std::make_unique<engine::Engine>(*stack->pc, stack->active_link(), spin_ns);
+  stack->engine = std::make_unique<engine::Engine>(*stack->pc, stack->active_link(), d.spin_ns);
   if (!stack->engine->status()) return stack->engine->status().error();
-  stack->engine->set_rx_loss(*loss, opts.rx_loss_seed);
-  const char* pt = std::getenv("UROCE_PROGRESS_THREAD");
-  stack->engine->start(opts.progress_thread && !(pt && std::string(pt) == "0"));
+  stack->engine->set_rx_loss(d.rx_loss, d.rx_loss_seed);
+  stack->engine->start(d.progress_thread);
   return std::unique_ptr<Device>(new Device(std::move(stack)));
 }
 
@@ -401,24 +338,20 @@ Status QueuePair::connect(const Endpoint& remote, uint32_t local_psn, const Conn
   return s;
 }
 
-Status QueuePair::set_reliability(const std::string& mode) {
-  auto r = transport::parse_reliability(mode);
-  if (!r) return make_error(EINVAL, "set_reliability: '" + mode + "' is not gbn or sr");
+Status QueuePair::set_reliability(Reliability r) {
   auto g = stack_->lock();
-  return stack_->pc->set_reliability(tq(qp_), *r);
+  return stack_->pc->set_reliability(tq(qp_), r);
 }
 
-Status QueuePair::set_congestion_control(const std::string& algo) {
-  cc::Algo a;
-  if (!cc::parse_algo(algo, a)) return make_error(EINVAL, "set_congestion_control: '" + algo + "' is not " + std::string(cc::kAlgoNames));
+Status QueuePair::set_congestion_control(CongestionControl c) {
   auto g = stack_->lock();
-  return stack_->pc->set_congestion_control(tq(qp_), a);
+  return stack_->pc->set_congestion_control(tq(qp_), c);
 }
 
-std::string QueuePair::congestion_control() const {
+CongestionControl QueuePair::congestion_control() const {
   auto g = stack_->lock();
-  if (!tq(qp_).rate) return "none";
-  return std::string(cc::to_string(tq(qp_).cc_choice.value_or(stack_->pc->config().cc)));
+  if (!tq(qp_).rate) return CongestionControl::None;
+  return tq(qp_).cc_choice.value_or(stack_->pc->config().cc);
 }
 
 bool QueuePair::selective_repeat() const {

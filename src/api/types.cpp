@@ -111,4 +111,37 @@ Ah Ah::from_grh(const void* grh) {
   return a;
 }
 
+namespace {
+
+template <class E, size_t N>
+std::string_view name_of(const std::pair<E, std::string_view> (&names)[N], E e) {
+  for (const auto& [v, n] : names)
+    if (v == e) return n;
+  return "?";
+}
+
+template <class E, size_t N>
+std::optional<E> value_of(const std::pair<E, std::string_view> (&names)[N], std::string_view s) {
+  for (const auto& [v, n] : names)
+    if (n == s) return v;
+  return std::nullopt;
+}
+
+constexpr std::pair<Reliability, std::string_view> kReliability[] = {{Reliability::Gbn, "gbn"}, {Reliability::Sr, "sr"}};
+constexpr std::pair<CongestionControl, std::string_view> kCc[] = {{CongestionControl::None, "none"},
+                                                                  {CongestionControl::Dcqcn, "dcqcn"},
+                                                                  {CongestionControl::Timely, "timely"},
+                                                                  {CongestionControl::Swift, "swift"}};
+constexpr std::pair<DcqcnSet, std::string_view> kDcqcnSets[] = {{DcqcnSet::Paper, "dcqcn_paper"},
+                                                                {DcqcnSet::Mellanox, "mellanox"}};
+
+}  // namespace
+
+std::string_view to_string(Reliability r) { return name_of(kReliability, r); }
+std::string_view to_string(CongestionControl c) { return name_of(kCc, c); }
+std::string_view to_string(DcqcnSet s) { return name_of(kDcqcnSets, s); }
+std::optional<Reliability> parse_reliability(std::string_view s) { return value_of(kReliability, s); }
+std::optional<CongestionControl> parse_congestion_control(std::string_view s) { return value_of(kCc, s); }
+std::optional<DcqcnSet> parse_dcqcn_set(std::string_view s) { return value_of(kDcqcnSets, s); }
+
 }  // namespace uroce

@@ -26,11 +26,8 @@ DcqcnParams DcqcnParams::mellanox(double line_rate_bps) {
   return p;
 }
 
-bool DcqcnParams::by_name(std::string_view name, double line_rate_bps, DcqcnParams& out) {
-  if (name == "dcqcn_paper") out = paper(line_rate_bps);
-  else if (name == "mellanox") out = mellanox(line_rate_bps);
-  else return false;
-  return true;
+DcqcnParams DcqcnParams::of(DcqcnSet set, double line_rate_bps) {
+  return set == DcqcnSet::Mellanox ? mellanox(line_rate_bps) : paper(line_rate_bps);
 }
 
 double mark_probability(const DcqcnParams& p, uint64_t queue_bytes) {

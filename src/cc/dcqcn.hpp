@@ -39,8 +39,8 @@ struct DcqcnParams {
   // (rp_threshold 1), T = 300 us, B = 32767 bytes, R_AI 5 Mb/s, R_HAI 50 Mb/s, g = 5/1024
   // (rp_dce_tcp_g 1019 of 1024), a CNP at most every 4 us; K and the marking as the paper's.
   static DcqcnParams mellanox(double line_rate_bps);
-  // "dcqcn_paper" or "mellanox"; false for another name.
-  static bool by_name(std::string_view name, double line_rate_bps, DcqcnParams& out);
+  // A named set (uroce::DcqcnSet) at a line rate.
+  static DcqcnParams of(DcqcnSet set, double line_rate_bps);
 };
 
 // Congestion point: the probability that a packet joining a queue of `queue_bytes` is marked.

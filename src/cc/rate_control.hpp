@@ -7,6 +7,8 @@
 #include <memory>
 #include <string_view>
 
+#include "uroce/types.hpp"
+
 namespace uroce::cc {
 
 class RateControl {
@@ -39,11 +41,8 @@ class RoundTripControl : public RateControl {
   uint64_t next_timer() const override { return UINT64_MAX; }
 };
 
-enum class Algo : uint8_t { None, Dcqcn, Timely, Swift };
-// "none", "dcqcn", "timely" or "swift"; false for another name.
-bool parse_algo(std::string_view name, Algo& out);
-std::string_view to_string(Algo a);
-inline constexpr std::string_view kAlgoNames = "none, dcqcn, timely or swift";  // for error messages
+// The algorithm, as the public API names it (uroce::CongestionControl).
+using Algo = CongestionControl;
 // TIMELY and Swift feed on round trips, which only a QP whose requests are acknowledged (RC) has.
 inline bool needs_round_trips(Algo a) { return a == Algo::Timely || a == Algo::Swift; }
 

@@ -246,7 +246,7 @@ int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
   if (!qp || !ece || ece->comp_mask) return EINVAL;
   if (ece->vendor_id != kVendorId) return EOPNOTSUPP;  // another vendor's options mean nothing here
   if (ece->options & ~kEceSelectiveRepeat) return EOPNOTSUPP;
-  Status s = from<UQp>(qp)->qp->set_reliability(ece->options & kEceSelectiveRepeat ? "sr" : "gbn");
+  Status s = from<UQp>(qp)->qp->set_reliability(ece->options & kEceSelectiveRepeat ? Reliability::Sr : Reliability::Gbn);
   if (!s) return s.error().code;
   from<UQp>(qp)->ece_set = true;
   return 0;

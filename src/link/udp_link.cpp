@@ -163,7 +163,7 @@ bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
   return true;
 }
 
-Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::string& pcap_path, Rx rx) {
+Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::string& pcap_path, Rx rx, bool gso) {
   std::unique_ptr<UdpLink> l(new UdpLink);
   int err = 0;
   const bool v6_only = !wire::is_v4(addr) && addr != Gid{};
@@ -209,8 +209,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
     if (l->raw_fd_ < 0 && rx == Rx::Raw)
       return make_error(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
-  const char* g = std::getenv("UROCE_GSO");
-  l->gso_ = !(g && std::string(g) == "0") && l->raw_fd_ < 0;
+  l->gso_ = gso && l->raw_fd_ < 0;
   if (l->gso_ && l->rx_fd_ >= 0) {
     int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
     setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);

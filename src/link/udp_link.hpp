@@ -30,7 +30,10 @@ class UdpLink final : public Link {
   // addr: an IPv4-mapped or IPv6 GID; all zero: the first free 127.0.0.x (x = 1..254). A
   // device on an IPv4 address other than loopback also receives on the IPv6 addresses of its
   // interface (those it can bind), which come first in its GID table, link-local first.
-  static Result<std::unique_ptr<UdpLink>> open(const Gid& addr, const std::string& pcap_path, Rx rx = Rx::Auto);
+  // gso: runs of packets to one peer leave in one sendmsg (UDP_SEGMENT) and arrive coalesced
+  // (UDP_GRO); not with a raw receive socket.
+  static Result<std::unique_ptr<UdpLink>> open(const Gid& addr, const std::string& pcap_path, Rx rx = Rx::Auto,
+                                               bool gso = true);
   bool raw() const { return raw_fd_ >= 0; }
   PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();

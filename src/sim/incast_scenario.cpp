@@ -206,7 +206,7 @@ std::string to_json(const IncastScenario& s, const IncastResult& r) {
                 "\"drops_second_half\":%llu,\"pauses\":%llu,\"cnps\":%llu,\"fct_p50_us\":%.3f,\"fct_p99_us\":%.3f,"
                 "\"short_fct_p50_us\":%.3f,\"short_fct_p99_us\":%.3f,\"queue_p99_bytes\":%llu,"
                 "\"jain_fairness\":%.5f,\"qp_error\":%s,\"failed_flows\":%u,\"trace_sha256\":\"%s\"}",
-                s.senders, std::string(cc::to_string(s.cc)).c_str(), s.pfc ? "true" : "false",
+                s.senders, std::string(to_string(s.cc)).c_str(), s.pfc ? "true" : "false",
                 std::string(to_string(s.reliability)).c_str(), s.rate_gbps, s.msg_bytes,
                 (unsigned long long)s.buffer_bytes, s.duration_ms, (unsigned long long)s.seed, r.goodput_gbps,
                 r.goodput_ratio, (unsigned long long)r.retransmitted_pkts, (unsigned long long)r.drops,

@@ -6,16 +6,10 @@ namespace uroce::transport {
 
 Status connect_rc(ProtocolCore& pc, Qp& qp, const Endpoint& remote, uint32_t local_psn,
                   const ConnectOptions& o) {
-  if (!o.reliability.empty()) {
-    auto r = parse_reliability(o.reliability);
-    if (!r) return make_error(EINVAL, "reliability: '" + o.reliability + "' is not gbn or sr");
-    if (Status s = pc.set_reliability(qp, *r); !s) return s;
-  }
-  if (!o.cc.empty()) {
-    cc::Algo algo;
-    if (!cc::parse_algo(o.cc, algo)) return make_error(EINVAL, "cc: '" + o.cc + "' is not " + std::string(cc::kAlgoNames));
-    if (Status s = pc.set_congestion_control(qp, algo); !s) return s;
-  }
+  if (o.reliability)
+    if (Status s = pc.set_reliability(qp, *o.reliability); !s) return s;
+  if (o.cc)
+    if (Status s = pc.set_congestion_control(qp, *o.cc); !s) return s;
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = o.access;

@@ -250,19 +250,25 @@ TEST(Api, Ipv6LoopbackDevice) {
   EXPECT_EQ(c["rx_bad_icrc"], 0u);
 }
 
-// Congestion control by name: a bad name, parameter set or line rate is refused with EINVAL;
-// DCQCN at 25 Gb/s paces a 256 KiB WRITE through the real engine and it arrives whole.
-TEST(Api, CongestionControlIsChosenByName) {
+// Congestion control from the options or, where they leave it unset, the environment: an
+// unknown name in UROCE_CC or UROCE_CC_PARAMS, or a bad line rate, is refused with EINVAL and
+// named; DCQCN at 25 Gb/s paces a 256 KiB WRITE through the real engine and it arrives whole.
+TEST(Api, CongestionControlFromOptionsOrEnvironment) {
+  EXPECT_FALSE(parse_congestion_control("bbr"));
+  for (auto c : {CongestionControl::None, CongestionControl::Dcqcn, CongestionControl::Timely, CongestionControl::Swift})
+    EXPECT_EQ(parse_congestion_control(to_string(c)), c);
   DeviceOptions o;
-  o.cc = "bogus";
+  setenv("UROCE_CC", "bogus", 1);
   auto bad = Device::open("uroce0", o);
+  unsetenv("UROCE_CC");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, EINVAL);
-  EXPECT_NE(bad.error().message.find("'bogus'"), std::string::npos) << bad.error().message;
-  o.cc = "dcqcn";
-  o.cc_params = "nope";
+  EXPECT_NE(bad.error().message.find("UROCE_CC: unknown value 'bogus'"), std::string::npos) << bad.error().message;
+  o.cc = CongestionControl::Dcqcn;
+  setenv("UROCE_CC_PARAMS", "nope", 1);
   EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
-  o.cc_params = "mellanox";
+  unsetenv("UROCE_CC_PARAMS");
+  o.cc_params = DcqcnSet::Mellanox;
   o.line_gbps = -1;
   EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
   o.line_gbps = 25;
@@ -278,8 +284,8 @@ TEST(Api, CongestionControlIsChosenByName) {
 TEST(Api, SwiftWindowsTheRealEngine) {
   for (double loss : {0.0, 0.01}) {
     DeviceOptions o;
-    o.cc = "swift";
-    o.reliability = "sr";
+    o.cc = CongestionControl::Swift;
+    o.reliability = Reliability::Sr;
     o.rx_loss = loss;
     o.rx_loss_seed = 3;
     auto dev = Device::open("uroce0", o);
@@ -290,17 +296,18 @@ TEST(Api, SwiftWindowsTheRealEngine) {
   }
 }
 
-// Reliability by name, and the engine's injected loss: a bad mode or loss is refused with
-// EINVAL; a 4 MiB WRITE under selective repeat through a device that loses 2% of what it
-// receives arrives whole, its holes held and reported.
+// Reliability from the environment, and the engine's injected loss: an unknown mode in
+// UROCE_RELIABILITY or a bad loss is refused with EINVAL; a 4 MiB WRITE under selective repeat
+// through a device that loses 2% of what it receives arrives whole, its holes held and reported.
 TEST(Api, SelectiveRepeatThroughALossyEngine) {
   DeviceOptions o;
-  o.reliability = "bogus";
+  setenv("UROCE_RELIABILITY", "bogus", 1);
   auto bad = Device::open("uroce0", o);
+  unsetenv("UROCE_RELIABILITY");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, EINVAL);
-  EXPECT_NE(bad.error().message.find("'bogus'"), std::string::npos) << bad.error().message;
-  o.reliability = "sr";
+  EXPECT_NE(bad.error().message.find("'bogus' (gbn or sr)"), std::string::npos) << bad.error().message;
+  o.reliability = Reliability::Sr;
   o.rx_loss = 1.5;
   EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
   o.rx_loss = 0.02;
@@ -316,7 +323,7 @@ TEST(Api, SelectiveRepeatThroughALossyEngine) {
 }
 
 // Reliability per QP: ConnectOptions::reliability or set_reliability in RESET/INIT, over the
-// device's default; refused for a bad name, once the QP talks, and for UD.
+// device's default; refused once the QP talks, and for UD.
 TEST(Api, ReliabilityPerQp) {
   auto dev = std::move(*Device::open());
   auto pd = std::move(*dev->alloc_pd());
@@ -325,23 +332,22 @@ TEST(Api, ReliabilityPerQp) {
   auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
   auto u = std::move(*pd->create_qp({QpType::UD, cq.get(), cq.get()}));
   EXPECT_FALSE(a->selective_repeat());  // the device's default: go-back-N
-  EXPECT_EQ(a->set_reliability("fast").error().code, EINVAL);
-  EXPECT_EQ(u->set_reliability("sr").error().code, EINVAL);
-  ASSERT_TRUE(b->set_reliability("sr"));
+  EXPECT_FALSE(parse_reliability("fast"));
+  EXPECT_EQ(u->set_reliability(Reliability::Sr).error().code, EINVAL);
+  ASSERT_TRUE(b->set_reliability(Reliability::Sr));
   EXPECT_TRUE(b->selective_repeat());
   const Gid gid = *dev->query_gid(0);
   ConnectOptions o;
-  o.reliability = "sr";
+  o.reliability = Reliability::Sr;
   ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 7}, 9, o));
   ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7));
   EXPECT_TRUE(a->selective_repeat());
-  EXPECT_EQ(a->set_reliability("gbn").error().code, EINVAL);  // in RTS
-  o.reliability = "xyz";
-  EXPECT_EQ(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7, o).error().code, EINVAL);
+  EXPECT_EQ(a->set_reliability(Reliability::Gbn).error().code, EINVAL);  // in RTS
+  EXPECT_EQ(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7, o).error().code, EINVAL);  // in RTS
 }
 
-// Congestion control per QP, the same way: over the device's default, refused for a bad name,
-// TIMELY and Swift on UC (no ACKs to time), and once the QP talks.
+// Congestion control per QP, the same way: over the device's default, refused for TIMELY and
+// Swift on UC (no ACKs to time), and once the QP talks.
 TEST(Api, CongestionControlPerQp) {
   auto dev = std::move(*Device::open());
   auto pd = std::move(*dev->alloc_pd());
@@ -349,24 +355,23 @@ TEST(Api, CongestionControlPerQp) {
   auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
   auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
   auto uc = std::move(*pd->create_qp({QpType::UC, cq.get(), cq.get()}));
-  EXPECT_EQ(a->congestion_control(), "none");
-  EXPECT_EQ(a->set_congestion_control("bbr").error().code, EINVAL);
-  EXPECT_EQ(uc->set_congestion_control("timely").error().code, EINVAL);
-  EXPECT_EQ(uc->set_congestion_control("swift").error().code, EINVAL);
-  ASSERT_TRUE(uc->set_congestion_control("dcqcn"));
-  EXPECT_EQ(uc->congestion_control(), "dcqcn");
-  ASSERT_TRUE(b->set_congestion_control("timely"));
+  EXPECT_EQ(a->congestion_control(), CongestionControl::None);
+  EXPECT_EQ(uc->set_congestion_control(CongestionControl::Timely).error().code, EINVAL);
+  EXPECT_EQ(uc->set_congestion_control(CongestionControl::Swift).error().code, EINVAL);
+  ASSERT_TRUE(uc->set_congestion_control(CongestionControl::Dcqcn));
+  EXPECT_EQ(uc->congestion_control(), CongestionControl::Dcqcn);
+  ASSERT_TRUE(b->set_congestion_control(CongestionControl::Timely));
   const Gid gid = *dev->query_gid(0);
   ConnectOptions o;
-  o.cc = "dcqcn";
+  o.cc = CongestionControl::Dcqcn;
   ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 7}, 9, o));
   ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 9}, 7));
-  EXPECT_EQ(a->congestion_control(), "dcqcn");
-  EXPECT_EQ(b->congestion_control(), "timely");
-  EXPECT_EQ(a->set_congestion_control("none").error().code, EINVAL);  // in RTS
+  EXPECT_EQ(a->congestion_control(), CongestionControl::Dcqcn);
+  EXPECT_EQ(b->congestion_control(), CongestionControl::Timely);
+  EXPECT_EQ(a->set_congestion_control(CongestionControl::None).error().code, EINVAL);  // in RTS
   auto c = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
-  ASSERT_TRUE(c->set_congestion_control("swift"));
-  EXPECT_EQ(c->congestion_control(), "swift");
+  ASSERT_TRUE(c->set_congestion_control(CongestionControl::Swift));
+  EXPECT_EQ(c->congestion_control(), CongestionControl::Swift);
 }
 
 // A device takes about twenty descriptors (UDP sockets, eventfds, epoll sets, its same-host

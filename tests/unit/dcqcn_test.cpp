@@ -169,18 +169,18 @@ TEST(DcqcnCp, MarkingGrowsFromKminToPmaxAtKmaxThenAll) {
 
 TEST(DcqcnParams, NamedSets) {
   DcqcnParams p;
-  ASSERT_TRUE(DcqcnParams::by_name("dcqcn_paper", 40 * G, p));
+  p = DcqcnParams::of(*uroce::parse_dcqcn_set("dcqcn_paper"), 40 * G);
   EXPECT_EQ(p.cnp_interval_ns, 50 * us);
   EXPECT_EQ(p.alpha_timer_ns, 55 * us);
   EXPECT_EQ(p.increase_timer_ns, 55 * us);
   EXPECT_EQ(p.byte_counter, 10u << 20);
   EXPECT_EQ(p.fast_recovery_steps, 5u);
   EXPECT_DOUBLE_EQ(p.g, 1.0 / 256);
-  ASSERT_TRUE(DcqcnParams::by_name("mellanox", 100 * G, p));
+  p = DcqcnParams::of(*uroce::parse_dcqcn_set("mellanox"), 100 * G);
   EXPECT_EQ(p.fast_recovery_steps, 1u);
   EXPECT_EQ(p.cnp_interval_ns, 4 * us);
   EXPECT_DOUBLE_EQ(p.line_rate_bps, 100 * G);
-  EXPECT_FALSE(DcqcnParams::by_name("dcqcn", 40 * G, p));
+  EXPECT_FALSE(uroce::parse_dcqcn_set("dcqcn"));
 }
 
 TEST(Pacer, PacketsLeaveAtTheRateOneAfterAnother) {

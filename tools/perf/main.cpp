@@ -66,9 +66,9 @@ int serve_on(const Opts& base, OobChannel& ch) {
   unsigned long long iters;
   if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u %lf %7s", op, mode, &o.size, &iters, &o.qps, &o.mtu,
                   &o.loss, rel) != 8 ||
-      !parse_op(op, o.op))
+      !parse_op(op, o.op) || !parse_reliability(rel))
     die("bad options from client: " + line);
-  o.reliability = rel;
+  o.reliability = *parse_reliability(rel);
   o.iters = iters;
   o.mode = std::string(mode) == "bw" ? Mode::Bw : Mode::Lat;
   Conn c;
@@ -96,7 +96,7 @@ void report(const Opts& o, Stats& st, bool verified, uint64_t resent) {
                 "\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"bw_gbps\":%.4f,\"msg_rate_mps\":%.4f,\"seconds\":%.3f,"
                 "\"loss\":%.9g,\"reliability\":\"%s\",\"goodput_gbps\":%.4f,\"retransmitted_pkts\":%llu}\n",
                 op_name(o.op), mode_name(o.mode), o.size, iters, o.qps, o.mode == Mode::Bw ? window_for(o) : 1,
-                verified ? "true" : "false", p50, p99, bw, rate, st.seconds, o.loss, o.reliability.c_str(), bw,
+                verified ? "true" : "false", p50, p99, bw, rate, st.seconds, o.loss, std::string(to_string(o.reliability)).c_str(), bw,
                 (unsigned long long)resent);
   else
     std::printf("%-9s %-3s size %-8u iters %-8llu qps %-2u verified %-3s p50 %8.2f us  p99 %8.2f us  %8.3f Gb/s  %8.4f Mmsg/s\n",
@@ -106,7 +106,7 @@ void report(const Opts& o, Stats& st, bool verified, uint64_t resent) {
 int drive_on(const Opts& o, OobChannel& ch) {
   char line[160];
   std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u %.9g %s", op_name(o.op), mode_name(o.mode), o.size,
-                (unsigned long long)o.iters, o.qps, o.mtu, o.loss, o.reliability.c_str());
+                (unsigned long long)o.iters, o.qps, o.mtu, o.loss, std::string(to_string(o.reliability)).c_str());
   must(ch.send_line(line), "send options");
   Conn c;
   setup(c, o, ch, false);
@@ -173,8 +173,8 @@ int parse_args(int argc, char** argv, Opts& o) {
         break;
       }
       case 'R':
-        o.reliability = optarg;
-        if (o.reliability != "gbn" && o.reliability != "sr") die("--reliability is gbn or sr");
+        if (auto r = parse_reliability(optarg)) o.reliability = *r;
+        else die("--reliability is gbn or sr");
         break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }

@@ -37,7 +37,7 @@ struct Opts {
   uint32_t gid = 0;  // our GID index (each side names its own)
   uint32_t window = 0;  // bandwidth mode: requests in flight per QP (0: the most allowed, below)
   double loss = 0;      // each side's device loses this share of the packets it receives
-  std::string reliability = "gbn";  // both sides' devices
+  Reliability reliability = Reliability::Gbn;  // both sides' devices
 };
 
 const char* op_name(Op o);
