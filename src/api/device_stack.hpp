@@ -18,7 +18,7 @@ struct DeviceStack {
   std::unique_ptr<transport::ProtocolCore> pc;
   std::unique_ptr<engine::Engine> engine;
 
-  std::unique_lock<std::mutex> lock() { return engine->control_lock(); }
+  std::unique_lock<transport::CoreMutex> lock() { return engine->control_lock(); }
   link::Link& active_link() { return shm ? static_cast<link::Link&>(*shm) : *link; }
   ~DeviceStack() {
     if (engine) engine->stop();

@@ -55,11 +55,13 @@ Engine::Engine(transport::ProtocolCore& pc, link::Link& link, uint64_t spin_ns)
     made(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_.rx_fd(), &ev), "epoll_ctl");
   }
   pc_.set_waker([this] { wake(); });
+  pc_.set_guard(&mu_);
 }
 
 Engine::~Engine() {
   stop();
   pc_.set_waker(nullptr);
+  pc_.set_guard(nullptr);
   for (int fd : {wake_fd_, async_fd_, epoll_fd_, epoll_wake_fd_})
     if (fd >= 0) close(fd);
 }
@@ -102,9 +104,9 @@ void Engine::flush(uint64_t timeout_ns) {
   }
 }
 
-std::unique_lock<std::mutex> Engine::control_lock() {
+std::unique_lock<transport::CoreMutex> Engine::control_lock() {
   control_waiting_.fetch_add(1, std::memory_order_seq_cst);
-  std::unique_lock<std::mutex> g(mu_);
+  std::unique_lock<transport::CoreMutex> g(mu_);
   control_waiting_.fetch_sub(1, std::memory_order_release);
   return g;
 }

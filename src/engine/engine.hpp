@@ -39,7 +39,7 @@ class Engine {
   void start(bool thread = true);
   void stop();
   bool threaded() const { return threaded_; }
-  std::unique_lock<std::mutex> control_lock();
+  std::unique_lock<transport::CoreMutex> control_lock();
   // Arriving packets lost at random (CoreSink::set_loss); set before start().
   void set_rx_loss(double p, uint64_t seed) { sink_.set_loss(p, seed); }
   uint64_t rx_lost() const { return sink_.lost(); }  // under control_lock()
@@ -84,7 +84,7 @@ class Engine {
   Status status_;
   ProtocolSink sink_{pc_};
   uint64_t spin_ns_;
-  std::mutex mu_;
+  transport::CoreMutex mu_;
   std::thread thread_;
   std::atomic<bool> running_{false};  // started, and not stopped
   bool threaded_ = false;

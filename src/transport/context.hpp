@@ -13,7 +13,7 @@ namespace uroce::transport {
 
 class Context {
  public:
-  explicit Context(ProtocolCore& core) : core_(core) {}
+  explicit Context(ProtocolCore& core) : core_(core) { UROCE_ASSERT_HELD(core); }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 

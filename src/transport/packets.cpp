@@ -9,6 +9,7 @@ namespace uroce::transport {
 
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
+  UROCE_ASSERT_HELD(*this);
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included

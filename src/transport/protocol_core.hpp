@@ -31,6 +31,7 @@
 #include "cc/swift.hpp"
 #include "cc/timely.hpp"
 #include "transport/counters.hpp"
+#include "transport/guard.hpp"
 #include "transport/qp_transport.hpp"
 #include "transport/reliability.hpp"
 #include "transport/verdict.hpp"
@@ -136,6 +137,12 @@ class ProtocolCore {
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
 
+  // The lock its users hold for control calls and engine passes (the engine sets it; unset, as
+  // in the simulator and the tests, one thread drives the core). Debug builds check it at
+  // every entry point below marked "engine lock held" (UROCE_ASSERT_HELD).
+  void set_guard(const CoreMutex* m) { guard_ = m; }
+  bool held() const { return !guard_ || guard_->held_here(); }
+
   // ---- control path (engine lock held) ----
   Result<PdHandle> alloc_pd();
   Status dealloc_pd(PdHandle pd);
@@ -189,6 +196,7 @@ class ProtocolCore {
   // Packets to send, in order; the link sends them, then release_tx() takes the buffers back.
   std::span<PacketBuf* const> tx_queue() const { return tx_; }
   void release_tx() {
+    UROCE_ASSERT_HELD(*this);
     for (PacketBuf* p : tx_) pool_.release(p);
     tx_.clear();
   }
@@ -250,6 +258,7 @@ class ProtocolCore {
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
 
   std::function<void()> waker_;
+  const CoreMutex* guard_ = nullptr;
   verbs::SpinLock doorbell_lock_;
   std::vector<Qpn> doorbells_;  // under doorbell_lock_
   std::atomic<uint32_t> doorbell_count_{0};

@@ -70,6 +70,7 @@ void ProtocolCore::run_timers(uint64_t now) {
 }
 
 uint64_t ProtocolCore::next_deadline() {
+  UROCE_ASSERT_HELD(*this);
   while (!timers_.empty()) {
     auto [when, qpn] = timers_.top();
     Qp* q = qp(qpn);
@@ -80,6 +81,7 @@ uint64_t ProtocolCore::next_deadline() {
 }
 
 bool ProtocolCore::progress(uint64_t now) {
+  UROCE_ASSERT_HELD(*this);
   Context cx(*this);
   bool did = false;
   if (doorbell_count_.load(std::memory_order_seq_cst)) {

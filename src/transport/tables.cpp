@@ -40,6 +40,7 @@ ProtocolCore::~ProtocolCore() = default;
 // ---------------------------------------------------------------- control path
 
 Result<PdHandle> ProtocolCore::alloc_pd() {
+  UROCE_ASSERT_HELD(*this);
   if (pds_.size() >= limits_.max_pd) return make_error(ENOMEM, "alloc_pd: too many protection domains");
   PdHandle h(next_pd_++);
   pds_[h] = 0;
@@ -47,6 +48,7 @@ Result<PdHandle> ProtocolCore::alloc_pd() {
 }
 
 Status ProtocolCore::dealloc_pd(PdHandle pd) {
+  UROCE_ASSERT_HELD(*this);
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "dealloc_pd: unknown protection domain");
   if (it->second) return make_error(EBUSY, "dealloc_pd: memory regions or QPs still use it");
@@ -55,6 +57,7 @@ Status ProtocolCore::dealloc_pd(PdHandle pd) {
 }
 
 Result<verbs::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
+  UROCE_ASSERT_HELD(*this);
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
   if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
@@ -64,6 +67,7 @@ Result<verbs::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, ui
 }
 
 Status ProtocolCore::dereg_mr(Lkey lkey) {
+  UROCE_ASSERT_HELD(*this);
   const verbs::Mr* mr = mrs_.by_lkey(lkey);
   if (!mr) return make_error(EINVAL, "dereg_mr: unknown memory region");
   PdHandle pd = mr->pd;
@@ -73,6 +77,7 @@ Status ProtocolCore::dereg_mr(Lkey lkey) {
 }
 
 Result<Cq*> ProtocolCore::create_cq(uint32_t depth) {
+  UROCE_ASSERT_HELD(*this);
   if (depth == 0 || depth > limits_.max_cqe) return make_error(EINVAL, "create_cq: depth must be 1.." + std::to_string(limits_.max_cqe));
   uint32_t h = next_cq_++;
   auto cq = std::make_unique<Cq>(h, depth);
@@ -83,6 +88,7 @@ Result<Cq*> ProtocolCore::create_cq(uint32_t depth) {
 }
 
 Status ProtocolCore::destroy_cq(Cq* cq) {
+  UROCE_ASSERT_HELD(*this);
   auto it = cq_users_.find(cq);
   if (it == cq_users_.end()) return make_error(EINVAL, "destroy_cq: unknown completion queue");
   if (it->second) return make_error(EBUSY, "destroy_cq: queue pairs still use it");
@@ -94,10 +100,12 @@ Status ProtocolCore::destroy_cq(Cq* cq) {
 
 Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
                                     verbs::Srq* srq) {
+  UROCE_ASSERT_HELD(*this);
   return make_qp(pd, type, scq, rcq, cap, sig_all, srq, std::nullopt);
 }
 
 Result<Qp*> ProtocolCore::create_gsi_qp(PdHandle pd, Cq* scq, Cq* rcq, const QpCap& cap) {
+  UROCE_ASSERT_HELD(*this);
   if (qps_.count(Qpn(wire::kGsiQpn))) return make_error(EBUSY, "create_qp: the port already has its GSI QP (QP1)");
   return make_qp(pd, QpType::UD, scq, rcq, cap, false, nullptr, Qpn(wire::kGsiQpn));
 }
@@ -145,16 +153,19 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
 }
 
 bool ProtocolCore::pd_busy(PdHandle pd) const {
+  UROCE_ASSERT_HELD(*this);
   auto it = pds_.find(pd);
   return it != pds_.end() && it->second;
 }
 
 bool ProtocolCore::cq_busy(Cq* cq) const {
+  UROCE_ASSERT_HELD(*this);
   auto it = cq_users_.find(cq);
   return it != cq_users_.end() && it->second;
 }
 
 bool ProtocolCore::srq_busy(verbs::Srq* srq) const {
+  UROCE_ASSERT_HELD(*this);
   auto it = srq_users_.find(srq);
   return it != srq_users_.end() && it->second;
 }
@@ -170,6 +181,7 @@ Status before_it_talks(const Qp& qp, const char* what) {
 }  // namespace
 
 Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
+  UROCE_ASSERT_HELD(*this);
   if (qp.type() != QpType::RC) return make_error(EINVAL, "reliability: RC QPs only");
   if (Status s = before_it_talks(qp, "reliability"); !s) return s;
   qp.sr_choice = r == Reliability::Sr;
@@ -178,6 +190,7 @@ Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
 }
 
 Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
+  UROCE_ASSERT_HELD(*this);
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
   if (!(rc || (uc && !cc::needs_round_trips(a))))
     return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY and Swift need ACKs)");
@@ -188,6 +201,7 @@ Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
 }
 
 Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
+  UROCE_ASSERT_HELD(*this);
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))
     return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
@@ -226,6 +240,7 @@ Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
 }
 
 Status ProtocolCore::destroy_qp(Qp* qp) {
+  UROCE_ASSERT_HELD(*this);
   auto it = qp ? qps_.find(qp->qpn()) : qps_.end();
   if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
   std::erase(run_list_, qp);
@@ -240,6 +255,7 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
 }
 
 Result<verbs::Srq*> ProtocolCore::create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge) {
+  UROCE_ASSERT_HELD(*this);
   auto pit = pds_.find(pd);
   if (pit == pds_.end()) return make_error(EINVAL, "create_srq: unknown protection domain");
   if (depth == 0 || depth > limits_.max_qp_wr) return make_error(EINVAL, "create_srq: max_wr must be 1.." + std::to_string(limits_.max_qp_wr));
@@ -253,6 +269,7 @@ Result<verbs::Srq*> ProtocolCore::create_srq(PdHandle pd, uint32_t depth, uint32
 }
 
 Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
+  UROCE_ASSERT_HELD(*this);
   auto it = srq_users_.find(srq);
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
@@ -263,6 +280,7 @@ Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
 }
 
 Status ProtocolCore::modify_srq(verbs::Srq& srq, uint32_t limit) {
+  UROCE_ASSERT_HELD(*this);
   if (limit > srq.rq.capacity()) return make_error(EINVAL, "modify_srq: srq_limit larger than the queue");
   srq.limit.store(limit, std::memory_order_release);
   return {};
@@ -275,6 +293,7 @@ void ProtocolCore::raise(const AsyncEvent& e) {
 }
 
 Result<AsyncEvent> ProtocolCore::get_async_event() {
+  UROCE_ASSERT_HELD(*this);
   if (async_.empty()) return make_error(EAGAIN, "no async event pending");
   AsyncEvent e = async_.front();
   async_.pop_front();
