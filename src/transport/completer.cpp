@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
@@ -32,7 +33,6 @@ namespace {
 
 SendWqe* head(Qp& qp) { return completer_head(qp); }
 void fatal(Context& cx, Qp& qp, WcStatus st) { completer_fatal(cx, qp, st); }
-bool placed(const Qp& qp) { return sr_reads_placed(qp); }
 
 // Forward progress: restart the retry budgets and the transport timer (IBA 9.7.6.1.3).
 void progressed(Context& cx, Qp& qp, uint64_t now) {
@@ -49,33 +49,30 @@ void progressed(Context& cx, Qp& qp, uint64_t now) {
   cx.schedule(qp);
 }
 
-// Retransmits from the first missing response, once per gap until progress is made. Every
-// response before `upto` has been sent: under selective repeat a READ asks again only for
-// those of its responses that did not arrive.
-void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
+}  // namespace
+
+// Retransmits from the first missing response (what recovery resends for it), once per gap
+// until progress is made. Every response before `upto` has been sent.
+void completer_gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) {
   auto& c = qp.comp;
   if (c.rewind == Rewind::GapRetried) return;
   ++cx.ctr().retransmit_gaps;
-  if (qp.req.peer_sr && head(qp)->opcode == WrOpcode::RdmaRead) {
-    sr_reask_reads(cx, qp, from, upto);
-    c.rewind = Rewind::GapRetried;
-    c.rewound_to = from;
-    return;
-  }
-  requester_go_back(cx, qp, from);
-  // Under selective repeat the requests after it arrived (or are reported missing on their
-  // own): only the READ is asked for again, not every later request and its responses.
-  if (qp.req.sr) qp.sr_send.limit = from;
-  sr_mark(qp, from, false);
+  recovery::on_response_gap(cx, qp, from, upto);
   c.rewind = Rewind::GapRetried;
   c.rewound_to = from;
 }
+
+namespace {
+
+void gap_retry(Context& cx, Qp& qp, Psn from, Psn upto) { completer_gap_retry(cx, qp, from, upto); }
 
 // Completes SEND/WRITE WQEs whose last PSN is covered by an (explicit or implied) ACK of
 // `acked`. Returns false if a READ/atomic stands in the way whose responses are missing
 // although a later PSN is acknowledged: its responses were lost (IBA 9.7.5.1.5, implied NAK),
 // and are asked for again if `retry`.
-bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = true) {
+}  // namespace
+
+bool completer_retire(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry) {
   auto& c = qp.comp;
   while (SendWqe* w = head(qp)) {
     if (w->failed || !w->assigned) break;
@@ -103,6 +100,12 @@ bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = t
   return true;
 }
 
+namespace {
+
+bool retire_acked(Context& cx, Qp& qp, Psn acked, bool& progress, bool retry = true) {
+  return completer_retire(cx, qp, acked, progress, retry);
+}
+
 WcStatus nak_status(NakCode code) {
   switch (code) {
     case NakCode::InvalidRequest:
@@ -114,123 +117,33 @@ WcStatus nak_status(NakCode code) {
   return WcStatus::RemOpErr;
 }
 
+}  // namespace
+
 // Whether a READ response fits at position k of READ w: a full MTU but at the end. Its
-// opcode says where in a response stream it stands; under selective repeat a stream can be
-// the answer to a re-ask of any run of the READ's responses (sr_reask_reads).
-bool response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packet& p) {
+// opcode says where in a response stream it stands, unless recovery asked again for a run of
+// the READ's responses (a stream may then start anywhere).
+bool read_response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packet& p) {
   const uint32_t mtu = qp.mtu();
   const bool last = k + 1 == w.npkts;
   const Opcode op = p.bth.opcode;
   const bool pos_ok = last ? (op == Opcode::RC_READ_RESPONSE_LAST || op == Opcode::RC_READ_RESPONSE_ONLY)
-                           : (qp.req.peer_sr || op == Opcode::RC_READ_RESPONSE_FIRST || op == Opcode::RC_READ_RESPONSE_MIDDLE);
+                           : (recovery::any_read_position(qp) || op == Opcode::RC_READ_RESPONSE_FIRST ||
+                              op == Opcode::RC_READ_RESPONSE_MIDDLE);
   return pos_ok && p.payload.size() == (last ? w.length - k * mtu : mtu);
 }
 
-// Selective repeat: responses placed past a gap complete what they can once the gap is filled,
-// in order; a SEND or WRITE between READs was executed if a later READ's response arrived.
-void advance_placed(Context& cx, Qp& qp, bool& progress) {
-  while (qp.sr_read && qp.sr_read->count) {
-    SendWqe* w = head(qp);
-    if (!w || w->failed) return;
-    if (w->opcode != WrOpcode::RdmaRead) {
-      if (is_rd_atomic(w->opcode) || !(w->last_psn() < qp.sr_read->seen)) return;
-      qp.comp.una = w->last_psn() + 1;
-      cx.complete_send(qp, *w, WcStatus::Success);
-      progress = true;
-      continue;
-    }
-    const Psn e = w->first_psn + w->resp_pkts;
-    if (!sr_read_take(qp, e)) return;
-    ++w->resp_pkts;
-    qp.comp.una = e + 1;
-    progress = true;
-    if (w->resp_pkts == w->npkts) cx.complete_send(qp, *w, WcStatus::Success);
-  }
-}
+namespace {
 
-// Selective repeat: a READ response past the first one missing is written into its READ's
-// buffer at once. The responses between the last one placed and it were lost (responses
-// arrive in order): those alone are asked for again.
-Verdict place_past_gap(Context& cx, Qp& qp, const wire::Packet& p) {
-  const Psn psn = p.bth.psn;
-  SendWqe* h = head(qp);
-  const Psn missing = h->first_psn + h->resp_pkts;
-  auto& sq = qp.sq;
-  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
-  uint32_t idx = sq.done.load(std::memory_order_relaxed);
-  for (; idx != prod && sq.slot(idx).assigned && sq.slot(idx).last_psn() < psn; ++idx) {
-  }
-  SendWqe* w = idx != prod && sq.slot(idx).assigned ? &sq.slot(idx) : nullptr;
-  if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn ||
-      Psn::distance(missing, psn) >= SrReadMap::kSpan) {
-    ++cx.ctr().rx_out_of_sequence;
-    gap_retry(cx, qp, missing, psn);
-    return Verdict::GapRetry;
-  }
-  const uint32_t k = Psn::distance(w->first_psn, psn);
-  if (!response_fits(qp, *w, k, p)) {
-    ++cx.ctr().rx_malformed;
-    return Verdict::Unexpected;
-  }
-  if (sr_read_got(qp, psn)) {
-    // Each response comes once unless asked for again: a second, different one for a PSN already
-    // placed means one of them is a stranger's. Neither is believed; the PSN is asked for again.
-    if (sgl_equal(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
-                  uint32_t(p.payload.size()))) {
-      ++cx.ctr().rx_duplicate;
-      return Verdict::Stale;
-    }
-    sr_read_take(qp, psn);
-    ++cx.ctr().rx_sr_conflicts;
-    sr_reask_reads(cx, qp, psn, psn + 1);
-    return Verdict::Conflict;
-  }
-  if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
-                  uint32_t(p.payload.size())) != verbs::KeyCheck::Ok) {
-    fatal(cx, qp, WcStatus::LocProtErr);
-    return Verdict::Fatal;
-  }
-  const bool first = !qp.sr_read || !qp.sr_read->count;
-  const Psn from = first || qp.sr_read->seen < missing ? missing : qp.sr_read->seen + 1;
-  sr_read_set(qp, psn);
-  ++cx.ctr().rx_sr_read_placed;
-  if (from < psn) {
-    if (h->opcode != WrOpcode::RdmaRead && from == missing) gap_retry(cx, qp, missing, psn);  // an atomic's answer
-    sr_reask_reads(cx, qp, from, psn);
-    // An ACK past the gap that was sent before the re-ask arrived says nothing new.
-    qp.comp.rewind = Rewind::GapRetried;
-    qp.comp.rewound_to = missing;
-  }
-  return Verdict::Held;
-}
-
-// A response for a PSN of the READ at the head that was already taken. Each comes once unless
-// asked for again, and under selective repeat one may have been taken past a gap before its
-// own arrived: a different one now means one of them is a stranger's. Neither is believed: the
-// READ asks again for everything from that PSN on.
-Verdict on_passed_response(Context& cx, Qp& qp, SendWqe& w, const wire::Packet& p) {
-  const Psn psn = p.bth.psn;
-  const uint32_t k = Psn::distance(w.first_psn, psn);
-  if (!qp.req.peer_sr || !response_fits(qp, w, k, p) ||
-      sgl_equal(cx.mrs(), qp.pd(), qp.sq.sges(qp.sq.done.load(std::memory_order_relaxed)), w.num_sge,
-                uint64_t(k) * qp.mtu(), p.payload.data(), uint32_t(p.payload.size()))) {
-    ++cx.ctr().rx_duplicate;
-    return Verdict::Stale;
-  }
-  ++cx.ctr().rx_sr_conflicts;
-  w.resp_pkts = k;
-  qp.comp.una = psn;
-  requester_go_back(cx, qp, psn);
-  qp.comp.rewind = Rewind::GapRetried;
-  qp.comp.rewound_to = psn;
-  return Verdict::Conflict;
+bool response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packet& p) {
+  return read_response_fits(qp, w, k, p);
 }
 
 Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
-  if (!retire_acked(cx, qp, psn - 1, progress, !qp.req.peer_sr)) {
-    if (!qp.req.peer_sr) return Verdict::GapRetry;
-    return place_past_gap(cx, qp, p);
+  // Responses past a gap are placed by recovery, or, as IBA has it, the gap is asked for again.
+  if (!retire_acked(cx, qp, psn - 1, progress, !recovery::places_reads(qp))) {
+    if (!recovery::places_reads(qp)) return Verdict::GapRetry;
+    return recovery::place_read_response(cx, qp, p);
   }
   SendWqe* w = head(qp);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn()) {
@@ -239,7 +152,7 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
   }
   Psn expect = w->first_psn + w->resp_pkts;
   if (psn != expect) {
-    if (psn < expect) return on_passed_response(cx, qp, *w, p);
+    if (psn < expect) return recovery::on_passed_response(cx, qp, *w, p);
     ++cx.ctr().rx_out_of_sequence;
     gap_retry(cx, qp, expect, psn);
     return Verdict::GapRetry;
@@ -261,7 +174,7 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
   qp.comp.una = psn + 1;
   progress = true;
   if (w->resp_pkts == w->npkts) cx.complete_send(qp, *w, WcStatus::Success);
-  sr_read_take(qp, psn);  // placed before, and answered again
+  recovery::on_response_taken(qp, psn);
   return Verdict::Acked;
 }
 
@@ -303,7 +216,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   }
   qp.timers.set(QpTimer::Rnr, now + wire::rnr_timer_ns(p.aeth.value()));
   cx.arm_timer(qp, qp.timers.get(QpTimer::Rnr));
-  sr_mark(qp, psn, false);  // the responder wants this one, whatever an older SACK said
+  recovery::on_rewind(qp, psn);
   requester_go_back(cx, qp, psn);
   stop_retransmit_timer(qp);  // the RNR timer, not the transport timer, runs now
   if (progress) {
@@ -340,104 +253,9 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
     }
     --c.retry_left;
   }
-  sr_mark(qp, psn, false);
+  recovery::on_rewind(qp, psn);
   requester_go_back(cx, qp, psn);
   return Verdict::GoBack;
-}
-
-// Where the requester's next packet stands: inside a resend if below Requester::high.
-Psn next_psn(Qp& qp) {
-  auto& sq = qp.sq;
-  if (qp.req.next == sq.prod.load(std::memory_order_acquire)) return qp.req.high;
-  const SendWqe& w = sq.slot(qp.req.next);
-  return w.assigned ? w.first_psn + qp.req.pkt : qp.req.high;
-}
-
-// Resends of the last round went out before any PSN from round_high on. Once `highest` (held)
-// is one of those, a resent hole still missing was lost again (the link keeps order): the
-// holes may all go again.
-void note_lost_resends(Context& cx, Qp& qp, Psn highest) {
-  auto& s = qp.sr_send;
-  const Psn una = qp.comp.una;
-  if (!s.round || Psn::distance(una, s.round_high) > Psn::distance(una, highest)) return;
-  s.round = false;
-  Psn h = una;
-  while (h < highest && sr_sacked(qp, h)) h += 1;
-  if (h < highest && Psn::distance(una, h) <= Psn::distance(una, s.resent_upto)) {
-    s.resent_upto = una - 1;
-    ++cx.ctr().sr_lost_resends;
-  }
-}
-
-// A selective ACK: an ACK of its PSN, and which later PSNs the responder holds. Holes below
-// the highest held PSN are resent, each once per round (a round's resend seen lost, or a
-// probe, starts another); held PSNs are skipped by every resend.
-Verdict on_sack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
-  auto& c = qp.comp;
-  auto& s = qp.sr_send;
-  // Only from a peer that takes part: agreed, or shown by the first answer (which may be
-  // this SACK, marked as its answers are). We never announced it, or the peer does not take
-  // part: not an answer of ours.
-  // Before that is settled, only a SACK that acknowledges something is an answer at all.
-  if (!qp.req.sr || (!qp.req.peer_sr && (qp.req.peer_settled || !p.bth.sr || p.bth.psn < c.una))) {
-    ++cx.ctr().rx_bad_opcode;
-    return Verdict::Unexpected;
-  }
-  if (p.payload.size() != wire::kSackLen) {
-    ++cx.ctr().rx_malformed;
-    return Verdict::Unexpected;
-  }
-  ++cx.ctr().rx_sacks;
-  const Psn acked = p.bth.psn;
-  if (!retire_acked(cx, qp, acked, progress)) {
-    // A READ's responses are missing (asked for again by its own PSN), yet every request up
-    // to `acked` reached the responder: resends skip them.
-    const SendWqe* w = head(qp);
-    const Psn missing = w->first_psn + w->resp_pkts;
-    for (Psn q = c.una; q <= acked && Psn::distance(c.una, q) < wire::kSackPsns; q += 1)
-      if (q != missing) sr_mark(qp, q, true);
-  }
-  // The bitmap is what the responder holds now: a PSN it no longer reports (a copy it dropped
-  // when a stranger's request conflicted with it) is a hole again. The PSN after `acked` is the
-  // one it waits for, whatever an older SACK said: held there, it runs only after a resend.
-  const Psn next = acked + 1;
-  const bool wanted = c.una <= next && next < qp.req.high && sr_sacked(qp, next);
-  if (wanted) sr_mark(qp, next, false);
-  bool any = false;
-  Psn highest;
-  for (uint32_t i = 1; i < wire::kSackPsns; ++i) {
-    const Psn q = acked + 1 + i;
-    if (q >= qp.req.high) break;  // never sent: nothing of ours
-    if (q < c.una) continue;
-    const bool held = (p.payload[i / 8] >> (i % 8)) & 1;
-    sr_mark(qp, q, held);
-    if (!held) continue;
-    highest = q;
-    any = true;
-  }
-  const Verdict plain = c.una <= acked ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
-  if (wanted) s.resent_upto = next - 1;  // resent once already, as held: once more
-  if (!any && wanted) {
-    requester_go_back(cx, qp, next);
-    s.limit = next;
-    ++cx.ctr().retransmit_gaps;
-    return Verdict::Resend;
-  }
-  if (!any) return plain;
-  if (!sr_holds_any(qp) || s.highest < highest) s.highest = highest;
-  note_lost_resends(cx, qp, highest);
-  Psn from = c.una;  // or past the holes already resent, if that is still ahead
-  if (Psn::distance(c.una, s.resent_upto + 1) <= Psn::distance(c.una, qp.req.high)) from = s.resent_upto + 1;
-  while (from < highest && sr_sacked(qp, from)) from += 1;
-  if (!(from < highest)) return plain;
-  s.resent_upto = highest;
-  const Psn at = next_psn(qp);
-  if (!(at < qp.req.high) || from < at) requester_go_back(cx, qp, from);
-  s.limit = highest;
-  s.round = true;
-  s.round_high = qp.req.high;
-  ++cx.ctr().retransmit_gaps;
-  return Verdict::Resend;
 }
 
 }  // namespace
@@ -477,8 +295,7 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
     }
     switch (p.aeth.type()) {
       case AethType::Ack:
-        // A responder that takes part sends a plain ACK only while it holds nothing.
-        if (qp.req.peer_sr) qp.sr_send.sacked = {};
+        recovery::on_plain_ack(qp);
         v = !retire_acked(cx, qp, psn, progress) ? Verdict::GapRetry : progress ? Verdict::Acked : Verdict::Stale;
         break;
       case AethType::RnrNak:
@@ -497,14 +314,14 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
       ++cx.ctr().rx_duplicate;
       return Verdict::Stale;
     }
-    v = on_sack(cx, qp, p, progress);
+    v = recovery::on_sack(cx, qp, p, progress);
   } else if (p.info().flags & wire::kReadResponse) {
     v = on_read_response(cx, qp, p, progress);
   } else if (p.bth.opcode == Opcode::RC_ATOMIC_ACKNOWLEDGE) {
     v = on_atomic_ack(cx, qp, p, progress);
   }
   if (qp.state() == QpState::Err) return Verdict::Fatal;
-  if (placed(qp)) advance_placed(cx, qp, progress);  // the ACK or answer ahead of them came
+  recovery::after_answer(cx, qp, progress);
   if (c.fatal && progress && retire_acked(cx, qp, c.fatal->psn - 1, progress, false)) {
     fatal(cx, qp, c.fatal->status);  // everything before the NAKed request has completed
     return Verdict::Fatal;
@@ -519,11 +336,7 @@ Verdict completer_on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64
   const Psn una = qp.comp.una;
   Verdict v = on_response(cx, qp, p, now);
   if (qp.comp.una != una) {
-    if (!qp.req.peer_settled) {  // the first answer that acknowledged a request: marked, or not
-      qp.req.peer_sr = p.bth.sr;
-      qp.req.peer_settled = true;
-    }
-    if (qp.req.sr) sr_forget(qp, una, qp.comp.una);
+    recovery::on_una_moved(qp, p, una);
     if (auto rtt = qp.rtt.on_ack(qp.comp.una, now); rtt && qp.rate) qp.rate->on_rtt(*rtt, now);
   }
   cx.trace(qp, p, v);

@@ -2,6 +2,7 @@
 // flushing and resetting a QP (engine lock held).
 #include <mutex>
 
+#include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 
 namespace uroce::transport {
@@ -94,15 +95,7 @@ void ProtocolCore::flush(Qp& qp) {
 }
 
 void ProtocolCore::start_qp_options(Qp& qp) {
-  qp.req.sr = qp.type() == QpType::RC && qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr);
-  qp.req.peer_sr = qp.req.sr && qp.sr_choice.has_value();
-  qp.req.peer_settled = !qp.req.sr || qp.sr_choice.has_value();
-  qp.resp.sr = qp.req.peer_sr;
-  qp.sr_send = SrSendState{};
-  qp.sr_hold.reset();
-  qp.sr_read.reset();
-  qp.resp.held = 0;
-  qp.resp.disputed = 0;
+  recovery::start(qp, qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr), qp.sr_choice.has_value());
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY and Swift to round trips, which only RC measures.
   const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;

@@ -1,5 +1,6 @@
 // Packets in and out: the ICRC check and dispatch of received packets to a QP's responder or
 // completer, and the transmit buffer pool (engine lock held).
+#include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
@@ -62,10 +63,9 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
   bool match = (info.transport == wire::Transport::RC && q->type() == QpType::RC) ||
                (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
                (info.transport == wire::Transport::UD && q->type() == QpType::UD);
-  // uroce's own opcodes (SENDs with a PlaceETH) only on a QP that took selective repeat from
-  // its peer, or chose it and is offered it now: to any other they are as unknown as to rxe or
-  // a NIC.
-  if (!match || ((info.headers & wire::kPlaceEth) && !q->resp.sr && !(q->req.sr && p.bth.sr))) {
+  // uroce's own opcodes (SENDs with a PlaceETH) only where recovery takes them: to any other
+  // QP they are as unknown as to rxe or a NIC.
+  if (!match || !recovery::takes_opcode(*q, p)) {
     ++ctr_.rx_bad_opcode;
     return;
   }

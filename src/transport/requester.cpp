@@ -3,6 +3,7 @@
 // outstanding, honours fences, and resends from a given PSN on go-back-N.
 #include <algorithm>
 
+#include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
@@ -44,40 +45,13 @@ void fail_wqe(Context& cx, Qp& qp, SendWqe& w, WcStatus st) {
   completer_retire_failed(cx, qp);
 }
 
-// Selective repeat: a WRITE whose bytes no earlier request still unfinished can touch (every
-// one of them a WRITE elsewhere) may be placed past a hole before those execute. A READ, an
-// atomic or a SEND before it reads or writes memory this side cannot see; so they, or more
-// than 64 to compare, keep it in order.
-bool nothing_earlier_touches(Qp& qp, const SendWqe& w) {
-  auto& sq = qp.sq;
-  const uint32_t from = sq.done.load(std::memory_order_relaxed), n = qp.req.next - from;
-  const uint64_t end = w.remote_addr + w.length;
-  if (n > 64 || end < w.remote_addr) return false;
-  for (uint32_t i = from; i != qp.req.next; ++i) {
-    const SendWqe& e = sq.slot(i);
-    const uint64_t e_end = e.remote_addr + e.length;
-    if (!traits(e.opcode).write || e_end < e.remote_addr) return false;
-    if (e.remote_addr < end && w.remote_addr < e_end) return false;
-  }
-  return true;
-}
-
-// Whether `psn` may go out under `window`: packets from una on, less (selective repeat) those
-// the responder reported held, which left the network (IRN's BDP-FC); selective repeat never
-// goes past what the responder can hold.
-bool window_full(const Qp& qp, Psn psn, uint32_t window) {
-  const uint32_t out = Psn::distance(qp.comp.una, psn);
-  if (!qp.req.sr) return out >= window;
-  return out >= wire::kSackPsns || out - std::min(out, sr_sacked_count(qp)) >= window;
-}
-
 // Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
 bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   auto& req = qp.req;
   const bool rd_atomic = is_rd_atomic(w.opcode);
   if ((w.flags & kSendFence) && req.rd_atomic_out > 0) return false;  // IBA 10.8.3.3
   if (rd_atomic && req.rd_atomic_out >= std::max<uint32_t>(1, qp.attr().max_rd_atomic)) return false;
-  if (window_full(qp, req.psn, window)) return false;
+  if (recovery::window_full(qp, req.psn, window)) return false;
   if (!w.is_inline) {
     // READ and atomic results are written into the local SGEs.
     uint32_t need = rd_atomic ? uint32_t(kAccessLocalWrite) : 0u;
@@ -90,7 +64,7 @@ bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {
   w.first_psn = req.psn;
   if (traits(w.opcode).send || traits(w.opcode).imm) w.recv_seq = req.recv_seq++;
   w.resp_pkts = 0;
-  w.placeable = req.sr && traits(w.opcode).write && w.npkts > 1 && nothing_earlier_touches(qp, w);
+  w.placeable = recovery::placeable(qp, w);
   w.assigned = true;
   req.psn += w.npkts;
   req.pkt = 0;
@@ -117,10 +91,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
     return true;
   }
   p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, qp.type() == QpType::UC);
-  if (req.peer_sr && traits(w.opcode).send) {  // selective repeat: a SEND says where it goes
-    p.bth.opcode = wire::placed_send(p.bth.opcode);
-    p.place = {w.recv_seq, req.pkt};
-  }
+  recovery::shape_send(qp, w, req.pkt, p);
   last = req.pkt + 1 == w.npkts;
   uint32_t len = std::min(mtu, w.length - offset);
   if (w.is_inline) {
@@ -190,7 +161,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   if ((st != QpState::Rts && !(st == QpState::Sqd && qp.req.pkt > 0)) || qp.timers.armed(QpTimer::Rnr)) return false;
   auto& sq = qp.sq;
   auto& req = qp.req;
-  uint32_t window = cx.config().window_pkts(req.sr);
+  uint32_t window = recovery::window(cx, qp);
   if (req.paced) window = std::min(window, qp.rate->window_pkts());
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
@@ -211,12 +182,13 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
       if (!assign(cx, qp, w, window)) return false;
     }
     Psn psn = w.first_psn + req.pkt;
-    if (req.sr && psn < req.high) {  // a resend: what the responder holds is skipped
-      if (psn > qp.sr_send.limit) {
+    if (psn < req.high) {  // a resend: recovery may skip it, or end the resend here
+      const recovery::Resend r = recovery::on_resend(qp, psn);
+      if (r == recovery::Resend::StopHere) {
         position_at(qp, req.high);
         continue;
       }
-      if (sr_sacked(qp, psn)) {
+      if (r == recovery::Resend::SkipPacket) {
         if (rd_atomic || req.pkt + 1 == w.npkts) {
           ++req.next;
           req.pkt = 0;
@@ -226,7 +198,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
         continue;
       }
     }
-    if (window_full(qp, psn, window) && psn != qp.comp.una) return false;
+    if (recovery::window_full(qp, psn, window) && psn != qp.comp.una) return false;
     if (req.paced && !pace(cx, qp, now)) return false;
 
     PacketBuf* tx = start_packet(cx, qp);
@@ -234,9 +206,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
-    p.bth.sr = req.sr;
-    p.bth.place = w.placeable;
-    p.bth.resent = req.sr && psn < req.high;
+    recovery::mark_request(qp, w, psn, p);
     bool last = true;
     if (!build_request(cx, qp, w, tx, p, last)) {
       cx.release(tx);
@@ -281,7 +251,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
 }
 
 void requester_go_back(Context& cx, Qp& qp, Psn psn) {
-  qp.sr_send.limit = qp.req.high - 1;  // selective repeat: everything not held, unless a SACK narrows it
+  recovery::on_go_back(qp);
   qp.rtt.on_retransmit();
   auto& sq = qp.sq;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);

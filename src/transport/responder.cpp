@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
@@ -78,8 +79,9 @@ Verdict nak_verdict(NakCode code) {
   return Verdict::NakInvalid;
 }
 
-// A request held past a hole that would be rejected in its turn: dropped, not NAKed (a
-// stranger's must not end the connection); the requester's own resend is judged in sequence.
+// A request on trial (held past a hole by recovery) that would be rejected in its turn:
+// dropped, not NAKed (a stranger's must not end the connection); the requester's own resend
+// is judged in sequence.
 Verdict held_unfit(Context& cx, Qp& qp) {
   ++cx.ctr().rx_sr_unfit;
   cx.want_ack(qp);  // the SACK no longer reports it: the requester sends it again
@@ -88,7 +90,7 @@ Verdict held_unfit(Context& cx, Qp& qp) {
 
 // Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
 Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
-  if (qp.resp.from_hold) return held_unfit(cx, qp);
+  if (qp.resp.on_trial) return held_unfit(cx, qp);
   ++cx.ctr().tx_naks_fatal;
   answer(cx, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
   return nak_verdict(code);
@@ -157,14 +159,14 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   }
   uint32_t len = uint32_t(p.payload.size());
   // From the hold, the receive taken stays for the requester's own resend of this packet.
-  if (r.from_hold && uint64_t(r.recv_offset) + len > r.recv_len) return held_unfit(cx, qp);
+  if (r.on_trial && uint64_t(r.recv_offset) + len > r.recv_len) return held_unfit(cx, qp);
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                   p.payload.data(), len) != verbs::KeyCheck::Ok) {
-    if (r.from_hold) return held_unfit(cx, qp);
+    if (r.on_trial) return held_unfit(cx, qp);
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
   }
@@ -327,8 +329,8 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   // whole packets of it (it asks again only for the responses it lacks).
   const auto length_ok = [&] {
     if (p.reth.dma_len == res->len - off) return true;
-    return p.bth.sr && qp.resp.sr && p.reth.dma_len < res->len - off && p.reth.dma_len % qp.mtu() == 0 &&
-           p.reth.dma_len;
+    return recovery::takes_partial_read(qp, p) && p.reth.dma_len < res->len - off &&
+           p.reth.dma_len % qp.mtu() == 0 && p.reth.dma_len;
   };
   bool match = res && (atomic ? p.atomic.va == res->va && Rkey(p.atomic.rkey) == res->rkey
                               : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
@@ -379,7 +381,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       if (j.fatal) cx.qp_to_error(qp);
       return Step::Done;
     case RespJobKind::Sack:
-      sr_send_sack(cx, qp, j.psn);
+      recovery::send_sack(cx, qp, j.psn);
       return Step::Done;
     case RespJobKind::AtomicAck: {
       PacketBuf* tx = start_packet(cx, qp);
@@ -464,7 +466,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     if (Verdict v = uc_sequence(cx, qp, p); v != Verdict::Execute) return v;
   int32_t d = Psn::diff(p.bth.psn, r.epsn);
   if (d < 0) return on_duplicate(cx, qp, p);
-  if (d > 0 && p.bth.sr && r.sr) return sr_hold(cx, qp, p);
+  if (d > 0 && recovery::holds(qp, p)) return recovery::hold(cx, qp, p);
   if (d > 0) {
     // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
@@ -508,7 +510,7 @@ wire::Packet response_to(const Qp& qp, Opcode op, Psn psn) {
   p.bth.opcode = op;
   p.bth.dest_qp = qp.attr().dest_qp_num;
   p.bth.psn = psn;
-  p.bth.sr = qp.resp.sr;  // the requester learns that we take part from our first answer
+  recovery::mark_answer(qp, p);
   return p;
 }
 
@@ -519,18 +521,11 @@ Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t /
 }
 
 Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
-  auto& r = qp.resp;
-  // At the expected PSN the request that arrives is executed, as any RoCE stack does; a
-  // different one held for that PSN was someone else's.
-  if (sr_holding(qp) && p.bth.psn == r.epsn) sr_conflicts(cx, qp, p);
-  const Psn from = r.epsn;
+  // At the expected PSN the request that arrives is executed, as any RoCE stack does.
+  if (p.bth.psn == qp.resp.epsn) recovery::on_in_sequence(cx, qp, p);
+  const Psn from = qp.resp.epsn;
   Verdict v = responder_execute(cx, qp, p, now);
-  // The requester announces selective repeat on a request taken in sequence: answers carry the bit.
-  if (v == Verdict::Execute && p.bth.sr && qp.req.sr) r.sr = true;
-  // Held requests run once a resend fills the hole before them: only the requester's own
-  // resend vouches that what lies past it was sent (a stranger's request ahead of a first
-  // send waits for its PSN's real packet, and conflicts with it).
-  if (sr_holding(qp)) sr_release(cx, qp, from, now, v == Verdict::Execute && p.bth.resent && r.sr);
+  recovery::after_request(cx, qp, p, v, from, now);
   return v;
 }
 
@@ -554,9 +549,9 @@ void responder_flush_ack(Context& cx, Qp& qp) {
     return;
   }
   r.ack_pending = false;
-  if (sr_holding(qp)) {  // a selective ACK, in its place behind queued responses like any ACK
+  if (recovery::acks_selectively(qp)) {  // a selective ACK, in its place behind queued responses like any ACK
     if (r.jobs.empty()) {
-      sr_send_sack(cx, qp, r.epsn - 1);
+      recovery::send_sack(cx, qp, r.epsn - 1);
     } else if (count_jobs(qp, JobClass::Aeth) < kMaxAethJobs) {
       RespJob j;
       j.kind = RespJobKind::Sack;

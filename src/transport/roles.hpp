@@ -27,6 +27,13 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now);
 // ends the QP (ERR).
 verbs::SendWqe* completer_head(Qp& qp);
 void completer_fatal(Context& cx, Qp& qp, WcStatus st);
+// Retires the WQEs an (explicit or implied) ACK of `acked` completes; false if a READ/atomic
+// before it misses responses (implied NAK, IBA 9.7.5.1.5), asked for again if `retry`.
+bool completer_retire(Context& cx, Qp& qp, wire::Psn acked, bool& progress, bool retry = true);
+// Retransmits from the first missing response (recovery says what), once per gap.
+void completer_gap_retry(Context& cx, Qp& qp, wire::Psn from, wire::Psn upto);
+// Whether a READ response fits at position k of READ w (opcode and length).
+bool read_response_fits(const Qp& qp, const verbs::SendWqe& w, uint32_t k, const wire::Packet& p);
 // Completes a WQE the requester rejected once every WQE before it has completed.
 void completer_retire_failed(Context& cx, Qp& qp);
 
@@ -63,38 +70,8 @@ void congestion_on_cnp(Context& cx, Qp& qp, uint64_t now);
 bool pace(Context& cx, Qp& qp, uint64_t now);
 void paced_send(Qp& qp, uint32_t bytes, uint64_t now);
 
-// Selective repeat (selective.cpp). Responder: holds a request past the expected PSN from a
-// requester that takes selective repeat (ResponderState::sr); two different ones for one PSN
-// conflict (neither kept, that PSN taken only in its turn); a request at the expected PSN drops
-// a different one held there (sr_conflicts) and settles its dispute; forgets held requests
-// the responder has passed (`from`: the expected PSN before the last request) and, after a
-// resend filled a hole (`run`), executes the held ones now in sequence; sends a selective ACK
-// for `acked`.
-Verdict sr_hold(Context& cx, Qp& qp, const wire::Packet& p);
-bool sr_holding(const Qp& qp);
-void sr_conflicts(Context& cx, Qp& qp, const wire::Packet& p);
-void sr_release(Context& cx, Qp& qp, wire::Psn from, uint64_t now, bool run);
-void sr_send_sack(Context& cx, Qp& qp, wire::Psn acked);
-// Requester: whether the responder reported psn held; marking (nothing under go-back-N) and
-// forgetting such reports.
-bool sr_sacked(const Qp& qp, wire::Psn psn);
-// PSNs past una the responder reported held: out of the network, so out of the window.
-uint32_t sr_sacked_count(const Qp& qp);
-void sr_mark(Qp& qp, wire::Psn psn, bool held);
-void sr_forget(Qp& qp, wire::Psn from, wire::Psn to);
-// True if the responder reported a PSN past una held (SrSendState::highest is current).
-bool sr_holds_any(const Qp& qp);
-// Requester, READs: responses already placed past a gap, by PSN (take: forgets one, true if it
-// was there); asking again for the missing responses of every READ whose PSNs fall in [from, to),
-// each run of them apart.
-bool sr_reads_placed(const Qp& qp);  // some response waits for a gap before it
-bool sr_read_got(const Qp& qp, wire::Psn psn);
-void sr_read_set(Qp& qp, wire::Psn psn);
-bool sr_read_take(Qp& qp, wire::Psn psn);
-void sr_reask_reads(Context& cx, Qp& qp, wire::Psn from, wire::Psn to);
-// When the QP's timer fires after its last progress: its `timeout` attribute, or first, under
-// selective repeat, the tail-loss probe's. start_retransmit_timer runs it from now.
-uint64_t retransmit_timeout(const Context& cx, const Qp& qp);
+// The transport timer (and recovery's probe before it), from now after the last progress;
+// stopped when nothing is outstanding.
 void start_retransmit_timer(Context& cx, Qp& qp, uint64_t now);
 void stop_retransmit_timer(Qp& qp);
 

@@ -35,10 +35,23 @@ for dir in "$src"/*/; do
     fi
   done < <(grep -rHn --include='*.cpp' --include='*.hpp' '^#include "[a-z_]*/' "$dir" | sed -E 's/^([^:]*):([0-9]*):(.*)$/\1:\2:\3/')
 done
+# Loss recovery has one seam: the roles reach it through transport/recovery/recovery.hpp only,
+# never include selective repeat's own files, and never test its flags themselves.
+roles="requester completer responder retransmit datagram packets schedule completion tables congestion post bringup"
+for r in $roles; do
+  f="$src/transport/$r.cpp"
+  [[ -f $f ]] || continue
+  if grep -n '#include "transport/recovery/\(selective\|go_back_n\)' "$f"; then
+    echo "FAIL: transport/$r.cpp reaches into recovery/ past recovery.hpp"; bad=1
+  fi
+  if grep -nE 'req\.sr\b|peer_sr|peer_settled|bth\.(sr|place|resent)\b|resp\.sr\b|\bsr_[a-z_]+\(|sr_(send|hold|read)\b' "$f"; then
+    echo "FAIL: transport/$r.cpp tests selective repeat's flags or calls it directly (use recovery.hpp)"; bad=1
+  fi
+done
 # Size limits: no source file above 600 lines.
 while read -r n f; do
   [[ $f == total ]] && continue
   if (( n > 600 )); then echo "FAIL: ${f#"$src"/} has $n lines (limit 600)"; bad=1; fi
 done < <(find "$src" -name '*.cpp' -o -name '*.hpp' | xargs wc -l)
-[[ $bad == 0 ]] && echo "layering: every include points down; no file above 600 lines"
+[[ $bad == 0 ]] && echo "layering: every include points down; recovery behind its seam; no file above 600 lines"
 exit $bad

@@ -1,13 +1,12 @@
-// Selective repeat (IRN-style, between uroce QPs): a responder keeps requests that arrive past
-// a hole (placing the WRITE in progress in memory at once) and reports them in a selective ACK;
-// the requester resends only the holes below the highest PSN reported, again when a resend is
-// seen lost, and a probe covers the tail of a burst, where nothing comes after a loss to report
-// it. Requests are still executed in PSN order, so completions and verbs semantics are those of
-// go-back-N. The completer's side (SACKs, probes) is in completer.cpp.
+// Selective repeat, the responder's side (after IRN): requests that arrive past a hole are kept
+// (the WRITE or SEND in progress placed in memory at once, where its PSN says) and reported in
+// a selective ACK; they run in PSN order once a resend fills the hole, so completions and
+// verbs semantics are go-back-N's. The requester's side is sender.cpp, its READs reads.cpp.
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
+#include "transport/recovery/selective/selective.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
 
@@ -239,9 +238,9 @@ void sr_release(Context& cx, Qp& qp, Psn from, uint64_t now, bool run) {
     HeldRequest& s = qp.sr_hold->slot[slot_of(r.epsn)];
     if (!s.valid || s.p.bth.psn != r.epsn) return;
     from = r.epsn;
-    r.from_hold = true;
+    r.on_trial = true;
     responder_execute(cx, qp, s.p, now);
-    r.from_hold = false;
+    r.on_trial = false;
     if (r.epsn == from) {  // not taken (no receive WQE, or it would be rejected): the requester sends it again
       if (s.valid) drop_held(qp, s);
       return;
@@ -269,122 +268,24 @@ void sr_send_sack(Context& cx, Qp& qp, Psn acked) {
   send_packet(cx, tx, p);
 }
 
-// ---- requester and completer ----
+bool sr_holds(const Qp& qp, const wire::Packet& p) { return p.bth.sr && qp.resp.sr; }
 
-bool sr_sacked(const Qp& qp, Psn psn) {
-  const uint32_t k = slot_of(psn);
-  return (qp.sr_send.sacked[k / 64] >> (k % 64)) & 1;
+void sr_after_request(Context& cx, Qp& qp, const wire::Packet& p, Verdict v, Psn from, uint64_t now) {
+  auto& r = qp.resp;
+  // The requester announces selective repeat on a request taken in sequence: answers carry the bit.
+  if (v == Verdict::Execute && p.bth.sr) r.sr = true;
+  // Held requests run once a resend fills the hole before them: only the requester's own
+  // resend vouches that what lies past it was sent (a stranger's request ahead of a first
+  // send waits for its PSN's real packet, and conflicts with it).
+  if (sr_holding(qp)) sr_release(cx, qp, from, now, v == Verdict::Execute && p.bth.resent && r.sr);
 }
 
-void sr_mark(Qp& qp, Psn psn, bool held) {
-  if (!qp.req.sr) return;  // go-back-N keeps no such state
-  const uint32_t k = slot_of(psn);
-  uint64_t& word = qp.sr_send.sacked[k / 64];
-  word = held ? word | (uint64_t(1) << (k % 64)) : word & ~(uint64_t(1) << (k % 64));
-}
+// uroce's SEND opcodes: from a requester that takes part, or with the bit that announces it.
+bool sr_takes_opcode(const Qp& qp, const wire::Packet& p) { return qp.resp.sr || p.bth.sr; }
 
-uint32_t sr_sacked_count(const Qp& qp) {
-  uint32_t n = 0;
-  for (uint64_t w : qp.sr_send.sacked) n += uint32_t(std::popcount(w));
-  return n;
-}
+bool sr_takes_partial_read(const Qp& qp, const wire::Packet& p) { return p.bth.sr && qp.resp.sr; }
 
-bool sr_holds_any(const Qp& qp) {
-  const Psn h = qp.sr_send.highest;
-  return Psn::distance(qp.comp.una, h) < Psn::distance(qp.comp.una, qp.req.high) && sr_sacked(qp, h);
-}
-
-void sr_forget(Qp& qp, Psn from, Psn to) {
-  const uint32_t n = std::min(Psn::distance(from, to), kSackPsns);
-  for (uint32_t i = 0; i < n; ++i) sr_mark(qp, from + i, false);
-}
-
-// ---- requester: READ responses past a gap ----
-
-namespace {
-
-uint32_t read_slot(Psn psn) { return psn.value() % SrReadMap::kSpan; }
-
-// How many runs of missing responses one call asks for apart; the last run asked for reaches
-// to the last missing response (the responder answers as many re-asks as it has READ resources).
-constexpr uint32_t kMaxReasks = 8;
-
-}  // namespace
-
-bool sr_reads_placed(const Qp& qp) { return qp.sr_read && qp.sr_read->count; }
-
-bool sr_read_got(const Qp& qp, Psn psn) {
-  if (!qp.sr_read) return false;
-  const uint32_t k = read_slot(psn);
-  return (qp.sr_read->got[k / 64] >> (k % 64)) & 1;
-}
-
-void sr_read_set(Qp& qp, Psn psn) {
-  if (!qp.sr_read) qp.sr_read = std::make_unique<SrReadMap>();
-  SrReadMap& m = *qp.sr_read;
-  const uint32_t k = read_slot(psn);
-  if (!m.count || Psn::distance(m.seen, psn) < SrReadMap::kSpan) m.seen = psn;  // the higher
-  m.got[k / 64] |= uint64_t(1) << (k % 64);
-  ++m.count;
-}
-
-bool sr_read_take(Qp& qp, Psn psn) {
-  if (!sr_read_got(qp, psn)) return false;
-  const uint32_t k = read_slot(psn);
-  qp.sr_read->got[k / 64] &= ~(uint64_t(1) << (k % 64));
-  --qp.sr_read->count;
-  return true;
-}
-
-namespace {
-
-// A READ request for the responses [from, to) of READ w only: the responder answers it from
-// the READ it executed, as it answers a retried READ (responder.cpp, duplicate READs).
-void reask(Context& cx, Qp& qp, const verbs::SendWqe& w, Psn from, Psn to) {
-  PacketBuf* tx = start_packet(cx, qp);
-  if (!tx) return;  // like a lost request: the probe asks again
-  const uint32_t mtu = qp.mtu();
-  const uint64_t off = uint64_t(Psn::distance(w.first_psn, from)) * mtu;
-  const uint64_t end = std::min<uint64_t>(uint64_t(Psn::distance(w.first_psn, to)) * mtu, w.length);
-  wire::Packet p;
-  p.bth.opcode = wire::Opcode::RC_READ_REQUEST;
-  p.bth.dest_qp = qp.attr().dest_qp_num;
-  p.bth.psn = from;
-  p.bth.sr = true;
-  p.bth.resent = true;
-  p.reth = {w.remote_addr + off, w.rkey, uint32_t(end - off)};
-  ++cx.ctr().sr_read_reasks;
-  ++cx.ctr().retransmitted_packets;
-  send_packet(cx, tx, p);
-}
-
-}  // namespace
-
-void sr_reask_reads(Context& cx, Qp& qp, Psn from, Psn to) {
-  auto& sq = qp.sq;
-  const uint32_t prod = sq.prod.load(std::memory_order_acquire);
-  uint32_t runs = 0;
-  for (uint32_t i = sq.done.load(std::memory_order_relaxed); i != prod && sq.slot(i).assigned; ++i) {
-    const verbs::SendWqe& w = sq.slot(i);
-    if (w.first_psn >= to) break;
-    if (w.failed || w.opcode != WrOpcode::RdmaRead || w.last_psn() < from) continue;
-    Psn q = std::max(from, w.first_psn + w.resp_pkts);
-    const Psn hi = std::min(to, w.last_psn() + 1);
-    while (q < hi) {
-      while (q < hi && sr_read_got(qp, q)) q += 1;
-      if (!(q < hi)) break;
-      Psn end = q + 1;
-      if (++runs == kMaxReasks) {
-        for (Psn e = end; e < hi; e += 1)
-          if (!sr_read_got(qp, e)) end = e + 1;
-      } else {
-        while (end < hi && !sr_read_got(qp, end)) end += 1;
-      }
-      reask(cx, qp, w, q, end);
-      if (runs == kMaxReasks) return;
-      q = end;
-    }
-  }
-}
+// The requester learns that we take part from our first answer.
+void sr_mark_answer(const Qp& qp, wire::Packet& p) { p.bth.sr = qp.resp.sr; }
 
 }  // namespace uroce::transport
