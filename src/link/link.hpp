@@ -3,6 +3,17 @@
 // faults). A link knows packets, addresses and time, nothing of the transport: it sends the
 // buffers it is given and hands what it receives to a sink. The engine and the simulator
 // connect a core to a link (see engine/ and sim/); future links plug in the same way.
+//
+// Lifetimes, one rule each way, both within one engine pass (under the engine lock):
+// - send(): the buffers, and the registered memory a buffer's payload refers to
+//   (PacketBuf::ref), are valid only until send() returns: the core takes the buffers back
+//   and the application may rewrite its memory. A link that keeps a packet past the call (a
+//   queue, a simulated wire) copies it whole first.
+// - PacketSink::deliver(): the bytes are the link's, valid only until deliver() returns. A
+//   sink that keeps a packet (a request held past a hole) copies it.
+// Debug and sanitizer builds check both: a buffer handed back is overwritten and, under
+// AddressSanitizer, poisoned until reused; a delivered packet is overwritten once the sink
+// has returned (wire::expire). Whoever keeps a pointer past its life reads garbage at once.
 #pragma once
 #include <cstdint>
 #include <span>

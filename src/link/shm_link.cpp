@@ -539,6 +539,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       wire::Ipv4Fields sent;  // what our sender writes
       sent.icrc_absent = rx_buf_.icrc_skipped;
       wire::Ipv4Fields ip = sink.deliver(pkt, rx_buf_.flow, now, sent);
+      c->rx->expire_front(rx_buf_.len);
       c->rx->pop();
       if (pcap_) {
         complete_icrc(rx_buf_);

@@ -108,6 +108,8 @@ struct Ring {
     meta.flow = {s.src, s.dst, s.src_port, s.dst_port};
     return &s;
   }
+  // The front packet's life ends (debug builds: see link/link.hpp); the slot is still ours.
+  void expire_front(uint32_t len) { wire::expire(slots[head.load(std::memory_order_relaxed) % kSlots].data, len); }
   void pop() { head.store(head.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
   // Before blocking: true if the consumer may sleep (nothing arrived in the meantime).
   bool arm() {

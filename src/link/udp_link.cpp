@@ -404,6 +404,7 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
         wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
         if (pcap_) pcap_->write(f, pkt, now, ip);
         ++total;
+        wire::expire(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
       }
       if (r < kRxBatch) break;
     }
@@ -458,6 +459,7 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
     wire::Ipv4Fields ip = sink.deliver(pkt, f, now, ipf);
     if (pcap_) pcap_->write(f, pkt, now, ip);
     ++total;
+    wire::expire(buf, size_t(n));
   }
   return total;
 }
@@ -511,6 +513,7 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
         ++total;
         off += seg;
       } while (off < len);
+      wire::expire(static_cast<uint8_t*>(iov[k].iov_base), len);
     }
     if (r < kRxBatch) break;
   }

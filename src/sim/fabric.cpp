@@ -227,6 +227,7 @@ class LossyPort final : public Link {
       wire::Ipv4Fields ip;  // in memory: the header is what was sent, and what marked it
       ip.tos = f.tos;
       sink.deliver(f.bytes, f.flow, now, ip);
+      wire::expire(f.bytes.data(), f.bytes.size());
       ++n;
     }
     return n;

@@ -12,6 +12,16 @@
 
 #include "wire/ip_udp.hpp"
 
+#if defined(__has_include)
+#if __has_include(<sanitizer/asan_interface.h>)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
+#ifndef ASAN_POISON_MEMORY_REGION
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+
 namespace uroce::wire {
 
 inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
@@ -58,6 +68,19 @@ struct PacketBuf {
   }
 };
 
+// Bytes whose life has ended (link/link.hpp states the rules) are overwritten with this in
+// debug and sanitizer builds, so that a pointer kept past its life reads garbage at once
+// rather than, rarely, the next packet. Release builds leave them.
+inline constexpr uint8_t kExpiredByte = 0xeb;
+inline void expire(uint8_t* bytes, size_t n) {
+#ifndef NDEBUG
+  std::memset(bytes, kExpiredByte, n);
+#else
+  (void)bytes;
+  (void)n;
+#endif
+}
+
 // Grows in blocks up to a limit; buffers are reused, never freed before the pool.
 class BufferPool {
  public:
@@ -70,11 +93,18 @@ class BufferPool {
     }
     PacketBuf* p = free_.back();
     free_.pop_back();
+    ASAN_UNPOISON_MEMORY_REGION(p->data, sizeof p->data);
     return p;
   }
+  // The buffer's bytes end here (a link that kept them broke the send() rule).
   void release(PacketBuf* p) {
     p->ref = nullptr;
+    expire(p->data, sizeof p->data);
+    ASAN_POISON_MEMORY_REGION(p->data, sizeof p->data);
     free_.push_back(p);
+  }
+  ~BufferPool() {  // handed back to the allocator as it gave them
+    for (PacketBuf* p : free_) ASAN_UNPOISON_MEMORY_REGION(p->data, sizeof p->data);
   }
 
  private:
