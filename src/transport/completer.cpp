@@ -2,6 +2,22 @@
 // completes send WQEs in order, and drives retransmission: go-back-N on a PSN sequence NAK or a
 // response gap, RNR back-off with rnr_retry (7 = forever); the transport timer is in
 // retransmit.cpp.
+//
+// Read first, in the InfiniBand Architecture Specification, volume 1: 9.7.5.1 (how a requester
+// takes ACKs, NAKs and responses: coalesced and implied ACKs, the implied NAK of a response
+// gap), 9.7.6.1 (retries: the transport timer, retry_cnt, RNR NAKs and rnr_retry), 9.9.2 (what
+// the requester does with each error), 10.7.3 (completions, in order).
+//
+// What the completer does with a response that is not plain progress, named at each site:
+//   ghost      a PSN we never sent or already retired, a NAK in a READ response: dropped
+//              silently, counted, never trusted (not even its implied ACK);
+//   go back    a PSN sequence NAK or a response gap: resend from there (retry_cnt counts it
+//              unless something was acknowledged); RNR NAK: the same after its timer;
+//   remote     any other NAK (invalid request, remote access, remote operational): the WQE
+//              completes with its status once every WQE before it has, the QP goes to ERR;
+//   local      a response we cannot place (our own SGE no longer valid): local protection
+//              error, the QP goes to ERR;
+//   exhausted  retry_cnt or rnr_retry spent: retry exceeded, the QP goes to ERR.
 #include <algorithm>
 #include <cstring>
 
@@ -147,27 +163,27 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
   }
   SendWqe* w = head(qp);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn()) {
-    ++cx.ctr().rx_duplicate;
+    ++cx.ctr().rx_duplicate;  // ghost
     return Verdict::Stale;
   }
   Psn expect = w->first_psn + w->resp_pkts;
   if (psn != expect) {
     if (psn < expect) return recovery::on_passed_response(cx, qp, *w, p);
     ++cx.ctr().rx_out_of_sequence;
-    gap_retry(cx, qp, expect, psn);
+    gap_retry(cx, qp, expect, psn);  // go back: the responses before it were lost
     return Verdict::GapRetry;
   }
   // A retried READ restarts its response stream with FIRST (or ONLY) at the PSN it asked for.
   const uint32_t k = w->resp_pkts;
   if (!response_fits(qp, *w, k, p)) {
-    ++cx.ctr().rx_malformed;
+    ++cx.ctr().rx_malformed;  // ghost: not the response this READ expects here
     return Verdict::Unexpected;
   }
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
   if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, uint64_t(k) * qp.mtu(), p.payload.data(),
                   uint32_t(p.payload.size())) != verbs::KeyCheck::Ok) {
-    fatal(cx, qp, WcStatus::LocProtErr);
+    fatal(cx, qp, WcStatus::LocProtErr);  // local
     return Verdict::Fatal;
   }
   ++w->resp_pkts;
@@ -183,7 +199,7 @@ Verdict on_atomic_ack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress
   if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
   if (!w || w->failed || !is_rd_atomic(w->opcode) || w->opcode == WrOpcode::RdmaRead || psn != w->first_psn) {
-    ++cx.ctr().rx_duplicate;
+    ++cx.ctr().rx_duplicate;  // ghost
     return Verdict::Stale;
   }
   uint8_t orig[8];
@@ -191,7 +207,7 @@ Verdict on_atomic_ack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress
   auto& sq = qp.sq;
   uint32_t idx = sq.done.load(std::memory_order_relaxed);
   if (sgl_scatter(cx.mrs(), qp.pd(), sq.sges(idx), w->num_sge, 0, orig, 8) != verbs::KeyCheck::Ok) {
-    fatal(cx, qp, WcStatus::LocProtErr);
+    fatal(cx, qp, WcStatus::LocProtErr);  // local
     return Verdict::Fatal;
   }
   qp.comp.una = psn + 1;
@@ -209,7 +225,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   if (qp.attr().rnr_retry != 7) {
     if (c.rnr_left == 0) {
-      fatal(cx, qp, WcStatus::RnrRetryExcErr);
+      fatal(cx, qp, WcStatus::RnrRetryExcErr);  // exhausted
       return Verdict::Fatal;
     }
     --c.rnr_left;
@@ -235,11 +251,11 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   bool seq = code == NakCode::PsnSequenceError;
   if (!retire_acked(cx, qp, psn - 1, progress, seq)) {
     if (seq) return Verdict::GapRetry;
-    if (!c.fatal) c.fatal = PendingFatal{psn, nak_status(code)};
+    if (!c.fatal) c.fatal = PendingFatal{psn, nak_status(code)};  // remote, once what precedes it completed
     return Verdict::FatalPending;
   }
   if (!seq) {
-    fatal(cx, qp, nak_status(code));
+    fatal(cx, qp, nak_status(code));  // remote
     return Verdict::Fatal;
   }
   ++cx.ctr().rx_naks_seq;
@@ -248,7 +264,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   if (!progress && (qp.timers.armed(QpTimer::Rnr) || (c.rewind != Rewind::None && c.rewound_to == psn))) return Verdict::Stale;
   if (!progress) {
     if (c.retry_left == 0) {
-      fatal(cx, qp, WcStatus::RetryExcErr);
+      fatal(cx, qp, WcStatus::RetryExcErr);  // exhausted
       return Verdict::Fatal;
     }
     --c.retry_left;
@@ -277,20 +293,20 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
   auto& c = qp.comp;
   // Only PSNs in [una - window, next unsent) can answer anything of ours.
   if (psn >= qp.req.psn) {
-    ++cx.ctr().rx_out_of_sequence;
+    ++cx.ctr().rx_out_of_sequence;  // ghost: we never sent that PSN
     return Verdict::Unexpected;
   }
   // READ responses and atomic ACKs carry an ACK syndrome; NAKs travel only in ACKNOWLEDGE
   // packets (IBA 9.7.5.1.5). Anything else is not trusted, not even its implied ACK.
   if (p.bth.opcode != Opcode::RC_ACKNOWLEDGE && p.has(wire::kAeth) && p.aeth.type() != AethType::Ack) {
-    ++cx.ctr().rx_malformed;
+    ++cx.ctr().rx_malformed;  // ghost
     return Verdict::Unexpected;
   }
   bool progress = false;
   Verdict v = Verdict::Unexpected;
   if (p.bth.opcode == Opcode::RC_ACKNOWLEDGE) {
     if (psn < c.una - 1) {
-      ++cx.ctr().rx_duplicate;
+      ++cx.ctr().rx_duplicate;  // ghost: acknowledges what is retired
       return Verdict::Stale;
     }
     switch (p.aeth.type()) {
@@ -306,12 +322,12 @@ Verdict on_response(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now) {
         v = on_nak(cx, qp, p, progress);
         break;
       default:
-        ++cx.ctr().rx_malformed;
+        ++cx.ctr().rx_malformed;  // ghost: a reserved AETH type
         return Verdict::Unexpected;
     }
   } else if (p.bth.opcode == Opcode::UROCE_SACK) {
     if (psn < c.una - 1) {
-      ++cx.ctr().rx_duplicate;
+      ++cx.ctr().rx_duplicate;  // ghost: acknowledges what is retired
       return Verdict::Stale;
     }
     v = recovery::on_sack(cx, qp, p, progress);

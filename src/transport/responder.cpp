@@ -2,6 +2,22 @@
 // access; writes SEND and WRITE data, executes READs and atomics, generates receive
 // completions, and answers with coalesced ACKs, NAKs, READ responses and atomic ACKs, all in
 // PSN order. Duplicates are re-ACKed, duplicate READs re-executed, duplicate atomics replayed.
+//
+// Read first, in the InfiniBand Architecture Specification, volume 1: 9.7.5.2 (what a
+// responder checks of each request, in on_request()'s order: PSN, opcode sequence, length,
+// keys and access, then execution), 9.7.5.1 and 9.7.6 (duplicates: what is executed again and
+// what only answered again), 9.9.3 (the error classes below), 9.8.3 (UC: the same checks with
+// nothing answered).
+//
+// Each rejection names its IBA error class (9.9.3):
+//   A  our own receive WQE is at fault (its memory is not ours to write): Remote Operational
+//      Error NAK, the WQE completes in error, the QP goes to ERR;
+//   B  a request ahead of the expected PSN, or no receive WQE yet: a PSN sequence error or RNR
+//      NAK, and nothing else changes;
+//   C  an invalid request (opcode sequence, length, access flags, too many READs/atomics) or a
+//      remote access violation (key, bounds, rights): NAK, and the QP goes to ERR;
+//   D  UC, which answers nothing: the message is dropped silently, up to the next FIRST/ONLY.
+// A completion queue that overflows (class G) is the core's to handle (push_wc).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -88,7 +104,7 @@ Verdict held_unfit(Context& cx, Qp& qp) {
   return Verdict::HeldUnfit;
 }
 
-// Class B/C errors (IBA 9.7.5.2.8, 10.7.2.2): NAK, then the QP goes to ERR.
+// Class A and C (IBA 9.7.5.2.8, 9.9.3, 10.7.2.2): NAK, then the QP goes to ERR.
 Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.resp.on_trial) return held_unfit(cx, qp);
   ++cx.ctr().tx_naks_fatal;
@@ -96,8 +112,8 @@ Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
   return nak_verdict(code);
 }
 
-// An error in a request: RC NAKs it and the QP goes to ERR; UC has no NAKs and drops the
-// message silently until the next FIRST or ONLY packet (IBA 9.8.3).
+// An error in a request: RC NAKs it and the QP goes to ERR (class A or C); UC has no NAKs and
+// drops the message silently until the next FIRST or ONLY packet (class D, IBA 9.8.3).
 Verdict reject(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.type() == QpType::UC) {
     ++cx.ctr().rx_uc_dropped;
@@ -140,9 +156,9 @@ bool take_recv(Context& cx, Qp& qp) {
 }
 
 Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
-  if (qp.type() == QpType::UC)  // no receive WQE: the message is lost (IBA 9.8.3)
+  if (qp.type() == QpType::UC)  // no receive WQE: the message is lost (class D, IBA 9.8.3)
     return reject(cx, qp, psn, NakCode::InvalidRequest);
-  ++cx.ctr().tx_rnr_naks;
+  ++cx.ctr().tx_rnr_naks;  // class B
   answer(cx, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
   return Verdict::Rnr;
 }
@@ -162,13 +178,13 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   if (r.on_trial && uint64_t(r.recv_offset) + len > r.recv_len) return held_unfit(cx, qp);
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
     recv_completion(cx, qp, WcStatus::LocLenErr, WcOpcode::Recv, r.recv_offset, &p);
-    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // longer than the receive: class C
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
                   p.payload.data(), len) != verbs::KeyCheck::Ok) {
     if (r.on_trial) return held_unfit(cx, qp);
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
-    return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);
+    return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);  // our WQE's fault: class A
   }
   r.recv_offset += len;
   r.epsn = p.bth.psn + 1;
@@ -188,11 +204,11 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   uint32_t flags = p.info().flags;
   if (flags & wire::kFirst) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
-      return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+      return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
     }
     if (cx.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
         verbs::KeyCheck::Ok) {
-      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
+      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
     }
     r.write_va = p.reth.va;
     r.write_rkey = Rkey(p.reth.rkey);
@@ -206,14 +222,14 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   uint32_t len = uint32_t(p.payload.size());
   if (uint64_t(r.write_offset) + len > r.write_len ||
       ((flags & wire::kLast) && r.write_offset + len != r.write_len)) {
-    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // not the length its RETH gave: class C
   }
   if (len) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
     if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
         verbs::KeyCheck::Ok) {
-      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
+      return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
     }
     std::memcpy(dst, p.payload.data(), len);
   }
@@ -255,10 +271,10 @@ Verdict do_read(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || p.reth.dma_len > kMaxMessage ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
   }
   if (!check_read(cx, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
   }
   uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
   remember(qp, {true, false, p.bth.psn, n, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, 0});
@@ -272,12 +288,12 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   if (!(qp.attr().qp_access_flags & kAccessRemoteAtomic) || (p.atomic.va & 7) ||
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // misaligned, not allowed, too many: class C
   }
   uint8_t* host = nullptr;
   if (cx.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
       verbs::KeyCheck::Ok) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);
+    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
   }
   // Atomic with respect to every other uroce atomic on this memory: all go through atomic_ref.
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(host));
@@ -408,7 +424,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       uint8_t* src = nullptr;
       if (len && cx.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
                      verbs::KeyCheck::Ok) {
-        cx.release(tx);  // deregistered while its READ was answered: NAK now, before anything else
+        cx.release(tx);  // deregistered while its READ was answered: class C, NAK now, before anything else
         ++cx.ctr().tx_naks_fatal;
         r.jobs.clear();
         send_aeth(cx, qp, p.bth.psn, Aeth::nak(r.msn.value(), NakCode::RemoteAccessError));
@@ -468,7 +484,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   if (d < 0) return on_duplicate(cx, qp, p);
   if (d > 0 && recovery::holds(qp, p)) return recovery::hold(cx, qp, p);
   if (d > 0) {
-    // IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
+    // Class B, IBA C9-91: one NAK per gap; later packets of the gap are dropped silently.
     ++cx.ctr().rx_out_of_sequence;
     if (r.seq == RespSeq::NakSent) return Verdict::OutOfSequence;
     r.seq = RespSeq::NakSent;
@@ -477,7 +493,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     return Verdict::NakSequence;
   }
   r.seq = RespSeq::InSequence;
-  if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C (UC: D)
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
   if (flags & wire::kWrite) return do_write(cx, qp, p);
