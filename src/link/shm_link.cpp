@@ -175,12 +175,13 @@ ShmStats SameHostLink::stats() const {
 
 // ---------------------------------------------------------------- channels
 
+// Maps the area populated: a fault per slot on the first lap costs far more (performance.md).
 SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected,
                                            std::vector<Gid> peer) {
   struct stat st{};
   void* m = MAP_FAILED;
   if (fstat(memfd, &st) == 0 && size_t(st.st_size) == sizeof(shm::Area))
-    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
   close(memfd);
   if (m == MAP_FAILED) {
     close_all({sock, tx_efd, rx_efd});
@@ -244,10 +245,9 @@ void SameHostLink::dial(const Gid& dst) {
   if (d.memfd >= 0 && ftruncate(d.memfd, sizeof(shm::Area)) == 0)
     m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, d.memfd, 0);
   if (m == MAP_FAILED || d.e0 < 0 || d.e1 < 0) return dialed(d, false);
-  // A new memfd reads as zeros, which is every ring empty: only the header is written.
-  // Constructing the Area would write each of its 2048 slots' sequence numbers and fault in
-  // every page of its 8.65 MB at once (about 40 ms of the handshake); untouched, a page is
-  // faulted in when a packet first goes there.
+  // A new memfd reads as zeros, which is every ring empty: only the header is written (each
+  // side's adopt() maps the area populated, far cheaper than a fault per page: see
+  // docs/performance.md, the same-host link).
   auto* area = static_cast<shm::Area*>(m);
   area->magic = shm::kMagic;
   area->slots = shm::kSlots;
