@@ -40,7 +40,7 @@ class Engine {
   void stop();
   bool threaded() const { return threaded_; }
   std::unique_lock<transport::CoreMutex> control_lock();
-  // Arriving packets lost at random (CoreSink::set_loss); set before start().
+  // Arriving packets lost at random (ProtocolSink::set_loss); set before start().
   void set_rx_loss(double p, uint64_t seed) { sink_.set_loss(p, seed); }
   uint64_t rx_lost() const { return sink_.lost(); }  // under control_lock()
   // Passes of the engine loop so far (each one holds the lock once).
