@@ -40,6 +40,11 @@ struct DeviceOptions {
   // Packets to other uroce devices of the same user on this host go through shared memory
   // rings instead of UDP (same packets; counters shm_*). Off: false or $UROCE_SHM=0.
   bool same_host_shm = true;
+  // Share the device with every other process on the host, as a NIC is shared: all of them
+  // open the same address and UDP port 4791, the host NIC daemon (uroced, started on first
+  // use) steering each packet to the process whose QP it names. Unset: $UROCE_SHARED (1/0),
+  // else shared for an address of a network interface, this process's own on loopback.
+  std::optional<bool> shared;
   // Congestion control of every RC/UC QP's sender (CongestionControl). Unset: $UROCE_CC
   // ("none", "dcqcn", "timely", "swift"), else none. DCQCN's parameters: cc_params (unset:
   // $UROCE_CC_PARAMS, "dcqcn_paper" or "mellanox", else the paper's), at a line rate of
@@ -93,6 +98,13 @@ class Device {
   // peer's IP version.
   uint8_t gid_index_for(const Gid& peer) const;
   uint32_t ipv4() const;  // 0 on an IPv6-only device
+  // On a device shared with the host's other processes: this process's steering slot, which
+  // the top bits of its QPNs and CM IDs carry (1..63); 0 on a device of this process alone.
+  uint32_t share_slot() const;
+  // A CM service ID for this process alone on a shared device (REQs for it come here);
+  // EADDRINUSE if another process has it. Always succeeds on a device of this process alone.
+  Status claim_service(uint64_t service_id);
+  void release_service(uint64_t service_id);
   std::map<std::string, uint64_t> counters() const;
   // Lets what was posted so far leave the host (bounded by timeout_ms): a program that posts
   // and exits at once still gets its packets out, as a hardware NIC sends them.

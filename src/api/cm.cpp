@@ -17,6 +17,7 @@
 
 #include "cm/ip_cm.hpp"
 #include "cm/manager.hpp"
+#include "link/steering.hpp"
 
 namespace uroce {
 
@@ -70,6 +71,20 @@ const char* to_string(CmEventType t) {
   return "?";
 }
 
+namespace {
+
+cm::ManagerConfig manager_config(const Device& d, const CmOptions& o) {
+  cm::ManagerConfig c;
+  c.ca_guid = 0x0200000000000000ull | d.ipv4();
+  c.response_timeout = o.response_timeout;
+  c.max_retries = o.max_retries;
+  c.id_high = d.share_slot();  // a shared device's daemon passes MADs on by these bits
+  c.id_high_bits = c.id_high ? link::steering::kSlotBits : 0;
+  return c;
+}
+
+}  // namespace
+
 struct ConnectionManager::Impl {
   Device& dev;
   std::unique_ptr<ProtectionDomain> pd;
@@ -89,7 +104,7 @@ struct ConnectionManager::Impl {
   std::thread thread;
 
   Impl(Device& d, CmOptions o)
-      : dev(d), mgr({0x0200000000000000ull | d.ipv4(), 0, o.response_timeout, o.max_retries}),
+      : dev(d), mgr(manager_config(d, o)),
         max_events(o.max_events) {}
 
   uint8_t* recv_slot(uint32_t i) { return mem.data() + size_t(i) * kRecvSlot; }
@@ -326,12 +341,18 @@ Result<CmEvent> ConnectionManager::wait(int timeout_ms) {
 
 Status ConnectionManager::listen(uint64_t service_id, uint64_t cookie) {
   std::lock_guard g(impl_->mu);
-  return impl_->mgr.listen(service_id, cookie);
+  if (Status s = impl_->mgr.listen(service_id, cookie); !s) return s;
+  if (Status s = impl_->dev.claim_service(service_id); !s) {  // another process of the host has it
+    impl_->mgr.unlisten(service_id);
+    return s;
+  }
+  return {};
 }
 
 void ConnectionManager::unlisten(uint64_t service_id) {
   std::lock_guard g(impl_->mu);
   impl_->mgr.unlisten(service_id);
+  impl_->dev.release_service(service_id);
 }
 
 Result<uint32_t> ConnectionManager::connect(const CmConnectParams& p) {

@@ -1,5 +1,7 @@
 #include "api/config.hpp"
 
+#include "wire/ip_udp.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -36,6 +38,12 @@ Result<DeviceSettings> device_settings(const DeviceOptions& o) {
     if (!g) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + addr);
     d.addr = *g;
   }
+  const bool loopback = addr.empty() || (wire::is_v4(d.addr) && wire::v4_of(d.addr) >> 24 == 127) ||
+                        d.addr == *Gid::parse("::1");
+  const std::string sh = env("UROCE_SHARED");
+  if (!sh.empty() && sh != "0" && sh != "1") return make_error(EINVAL, "UROCE_SHARED: 0 or 1, not '" + sh + "'");
+  d.shared = o.shared.value_or(sh.empty() ? !loopback : sh == "1");
+  if (d.shared && addr.empty()) return make_error(EINVAL, "a shared device needs an address (addr or UROCE_ADDR)");
   d.pcap = o.pcap.empty() ? env("UROCE_PCAP") : o.pcap;
   const std::string raw = env("UROCE_RAW_RX");
   using Rx = link::UdpLink::Rx;

@@ -17,6 +17,7 @@ struct DeviceSettings {
   link::UdpLink::Rx rx = link::UdpLink::Rx::Auto;
   bool gso = true;             // UROCE_GSO=0: one sendmsg per packet
   bool same_host_shm = true;
+  bool shared = false;         // through the host NIC daemon (link/host_nic.hpp)
   bool progress_thread = true;
   uint64_t spin_ns = 200'000;  // adaptive polling: spin this long after the last activity, then block
   double rx_loss = 0;

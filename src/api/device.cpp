@@ -12,6 +12,7 @@
 #include "api/config.hpp"
 #include "api/device_stack.hpp"
 #include "engine/clock.hpp"
+#include "link/steering.hpp"
 #include "api/holds.hpp"
 #include "transport/bringup.hpp"
 #include "wire/mtu.hpp"
@@ -28,7 +29,16 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   auto settings = detail::device_settings(opts);
   if (!settings) return settings.error();
   detail::DeviceSettings& d = *settings;
-  auto link = link::UdpLink::open(d.addr, d.pcap, d.rx, d.gso);
+  Result<std::unique_ptr<link::UdpLink>> link = make_error(0, "");
+  uint32_t slot = 0;
+  if (d.shared) {
+    auto lease = link::HostNicLease::attach(d.addr);
+    if (!lease) return make_error(lease.error().code, name + " at " + d.addr.to_string() + ": " + lease.error().message);
+    slot = (*lease)->slot();
+    link = link::UdpLink::open_shared(std::move(*lease), d.pcap, d.rx, d.gso);
+  } else {
+    link = link::UdpLink::open(d.addr, d.pcap, d.rx, d.gso);
+  }
   if (!link) return link.error();
   auto stack = std::make_shared<DeviceStack>();
   stack->name = name;
@@ -39,7 +49,11 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
   link::UdpLink* l = stack->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   cfg.link_gathers = true;  // both links send payloads from where they lie
-  if (d.same_host_shm) {
+  cfg.qpn_high = slot;
+  cfg.qpn_high_bits = slot ? link::steering::kSlotBits : 0;
+  // Same-host rings are named by address, which a shared device's processes have in common:
+  // they reach each other over UDP.
+  if (d.same_host_shm && !d.shared) {
     stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap());
     if (!stack->shm->status()) return stack->shm->status().error();
     link::SameHostLink* h = stack->shm.get();
@@ -57,6 +71,20 @@ Device::~Device() = default;
 
 const std::string& Device::name() const { return stack_->name; }
 uint32_t Device::ipv4() const { return stack_->link->local_ip(); }
+
+uint32_t Device::share_slot() const {
+  const link::HostNicLease* l = stack_->link->lease();
+  return l ? l->slot() : 0;
+}
+
+Status Device::claim_service(uint64_t service_id) {
+  link::HostNicLease* l = stack_->link->lease();
+  return l ? l->listen(service_id) : Status{};
+}
+
+void Device::release_service(uint64_t service_id) {
+  if (link::HostNicLease* l = stack_->link->lease()) l->unlisten(service_id);
+}
 
 DeviceAttr Device::query_device() const {
   const auto& l = stack_->pc->limits();

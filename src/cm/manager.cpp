@@ -35,6 +35,7 @@ void Manager::unlisten(uint64_t service_id) { listeners_.erase(service_id); }
 CommId Manager::fresh_id() {
   for (;;) {
     auto id = CommId(rng_());
+    if (cfg_.id_high_bits) id = (id >> cfg_.id_high_bits) | cfg_.id_high << (32 - cfg_.id_high_bits);
     if (id != 0 && !conns_.count(id) && !sidr_.count(id)) return id;
   }
 }

@@ -33,6 +33,10 @@ struct ManagerConfig {
   // Of those, from one source address at most (a quarter): one peer, or one spoofed address,
   // cannot take them all while the consumer is not answering.
   size_t max_pending_per_source = 256;
+  // Communication (and SIDR request) IDs have id_high in their top id_high_bits: a shared host
+  // NIC passes a MAD to the process whose ID it names by these bits.
+  uint32_t id_high = 0;
+  int id_high_bits = 0;
 };
 
 struct Outgoing {

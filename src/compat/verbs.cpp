@@ -99,9 +99,14 @@ Result<std::shared_ptr<UDevice>> open_shared(const std::string& name, const std:
   return d;
 }
 
-ibv_context* open_context(ibv_device* device, const std::string& addr) {
+// say: print why it failed (ibv_open_device's callers print only "Failed to open device");
+// librdmacm's tries, which may try another address next, print nothing.
+ibv_context* open_context(ibv_device* device, const std::string& addr, bool say) {
   auto shared = open_shared(device->name, addr);
-  if (!shared) return fail<ibv_context>(shared.error());
+  if (!shared) {
+    if (say) std::fprintf(stderr, "uroce: cannot open %s: %s\n", device->name, shared.error().message.c_str());
+    return fail<ibv_context>(shared.error());
+  }
   auto* c = new UContext{};
   c->shared = std::move(*shared);
   c->dev = c->shared->dev.get();
@@ -143,11 +148,11 @@ const char* ibv_get_device_name(ibv_device* d) { return d->name; }
 __be64 ibv_get_device_guid(ibv_device*) { return htobe64(0x02000000000000a5ull); }
 int ibv_fork_init(void) { return 0; }
 
-ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, {}); }
+ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, {}, true); }
 
 // For uroce's librdmacm: a context of uroce0, opened at `addr` if the process has not opened the
 // device yet (NULL or "": the default address).
-ibv_context* uroce_open_context_at(const char* addr) { return open_context(&g_device, addr ? addr : ""); }
+ibv_context* uroce_open_context_at(const char* addr) { return open_context(&g_device, addr ? addr : "", false); }
 
 int ibv_close_device(ibv_context* ctx) {
   if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);

@@ -19,48 +19,16 @@
 #include <cstring>
 #include <utility>
 
+#include "link/host_nic_proto.hpp"
 #include "link/iface.hpp"
+#include "link/steering.hpp"
+#include "link/udp_sockets.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ip_udp.hpp"
 
 namespace uroce::link {
 
 namespace {
-
-// 8 MiB each way (more if we may): a burst of a window's packets must not overflow them.
-void set_buffers(int fd) {
-  int buf = 8 << 20;
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-}
-
-int make_socket(uint32_t ip, uint16_t port, int* err) {
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *err = errno;
-    return -1;
-  }
-  int pmtu = IP_PMTUDISC_DO;  // DF=1, and with it IP ID 0 on an unconnected socket
-  setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-  // ECN, as RoCE NICs do it: send ECT(0), so a congested fabric can mark CE instead of
-  // dropping, and read the bits of what arrives (a CE mark makes the core answer with a CNP).
-  int ect = wire::kEcnEct0, one = 1;
-  setsockopt(fd, IPPROTO_IP, IP_TOS, &ect, sizeof ect);
-  setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
-  set_buffers(fd);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(ip);
-  a.sin_port = htons(port);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    *err = errno;
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 std::string ip_str(uint32_t ip) {
   in_addr a{htonl(ip)};
@@ -71,22 +39,31 @@ std::string ip_str(uint32_t ip) {
 
 namespace {
 
-// Classic BPF on the IP header (AF_PACKET, SOCK_DGRAM): IPv4/UDP to dst_ip, port 4791, unfragmented.
-int open_raw(uint32_t dst_ip, int* err) {
+// Classic BPF on the IP header (AF_PACKET, SOCK_DGRAM): IPv4/UDP to dst_ip, port 4791,
+// unfragmented; on a shared device (slot > 0) only datagrams to a QPN of that slot.
+int open_raw(uint32_t dst_ip, uint32_t slot, int* err) {
   int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, htons(ETH_P_IP));
   if (fd < 0) {
     *err = errno;
     return -1;
   }
-  sock_filter code[] = {
-      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, 8),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, dst_ip, 0, 6),
-      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6), BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 4, 0),
+  const uint8_t tail = slot ? 4 : 0;  // the slot test's instructions, before the two returns
+  std::vector<sock_filter> code = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 17, 0, uint8_t(8 + tail)),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, dst_ip, 0, uint8_t(6 + tail)),
+      BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6), BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, uint8_t(4 + tail), 0),
       BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 0), BPF_STMT(BPF_LD | BPF_H | BPF_IND, 2),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kRoceV2Port, 0, 1), BPF_STMT(BPF_RET | BPF_K, 0xffff),
-      BPF_STMT(BPF_RET | BPF_K, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kRoceV2Port, 0, uint8_t(1 + tail)),
   };
-  sock_fprog prog{uint16_t(sizeof code / sizeof code[0]), code};
+  if (slot) {  // BTH bytes 4..7 (UDP header, then BTH 0..3): the destination QPN's slot
+    code.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_IND, 12));
+    code.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xffffff));
+    code.push_back(BPF_STMT(BPF_ALU | BPF_RSH | BPF_K, steering::kQpnLocalBits));
+    code.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, slot, 0, 1));
+  }
+  code.push_back(BPF_STMT(BPF_RET | BPF_K, 0xffff));
+  code.push_back(BPF_STMT(BPF_RET | BPF_K, 0));
+  sock_fprog prog{uint16_t(code.size()), code.data()};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
     *err = errno;
     close(fd);
@@ -95,36 +72,6 @@ int open_raw(uint32_t dst_ip, int* err) {
   int buf = 8 << 20;
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  return fd;
-}
-
-int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err) {
-  int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *err = errno;
-    return -1;
-  }
-  int one = 1, pmtu = IPV6_PMTUDISC_DO;
-  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
-  setsockopt(fd, IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof one);  // a tentative address (DAD) is fine
-  // RoCE senders (rxe, NICs) leave the UDP checksum 0, which IPv6 otherwise forbids; the ICRC
-  // covers the packet instead (A17.4.3).
-  setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof one);
-  int ect = wire::kEcnEct0;  // ECN as over IPv4 (make_socket)
-  setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &ect, sizeof ect);
-  setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
-  set_buffers(fd);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(port);
-  std::memcpy(&a.sin6_addr, addr.raw.data(), 16);
-  a.sin6_scope_id = scope;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    *err = errno;
-    close(fd);
-    return -1;
-  }
   return fd;
 }
 
@@ -149,6 +96,10 @@ bool UdpLink::open_v6(const std::vector<Gid>& addrs, bool required, int* err) {
     else if (required || *err == EMFILE || *err == ENFILE) return false;
   }
   if (v6_.empty()) return !required;
+  return open_tx6(required, err);
+}
+
+bool UdpLink::open_tx6(bool required, int* err) {
   for (int i = 0; i < kTxSockets; ++i) {
     tx6_fd_[i] = make_socket6(Gid{}, 0, tx_port_[i], err);
     if (tx6_fd_[i] < 0) {  // no IPv6 after all: nothing of it is left open
@@ -199,37 +150,80 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
     if (!l->open_v6(itf.ipv6, false, &err))
       return make_error(err, std::string("cannot open an IPv6 socket: ") + std::strerror(err));
   }
+  return l->finish(pcap_path, rx, gso, 0) ? Result<std::unique_ptr<UdpLink>>(std::move(l)) : l->error_;
+}
+
+// What both kinds of device do once their receive sockets are there: the capture, raw receive,
+// segmentation offload and the epoll set.
+bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slot) {
+  int err = 0;
+  auto fail = [&](int code, std::string what) {
+    error_ = Error{code, std::move(what)};
+    return false;
+  };
   if (!pcap_path.empty()) {
-    l->pcap_ = std::make_unique<PcapWriter>();
-    if (!l->pcap_->open(pcap_path)) return make_error(errno, "cannot write capture file " + pcap_path);
+    pcap_ = std::make_unique<PcapWriter>();
+    if (!pcap_->open(pcap_path)) return fail(errno, "cannot write capture file " + pcap_path);
   }
-  l->rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
-  if (ip && (rx == Rx::Raw || (rx == Rx::Auto && (ip >> 24) != 127))) {
-    l->raw_fd_ = open_raw(ip, &err);
-    if (l->raw_fd_ < 0 && rx == Rx::Raw)
-      return make_error(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
+  rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
+  if (ip_ && (rx == Rx::Raw || (rx == Rx::Auto && (ip_ >> 24) != 127))) {
+    raw_fd_ = open_raw(ip_, slot, &err);
+    if (raw_fd_ < 0 && rx == Rx::Raw)
+      return fail(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
-  l->gso_ = gso && l->raw_fd_ < 0;
-  if (l->gso_ && l->rx_fd_ >= 0) {
+  gso_ = gso && raw_fd_ < 0;
+  if (gso_ && rx_fd_ >= 0) {
     int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
-    setsockopt(l->rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
+    setsockopt(rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
   }
-  l->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (l->epoll_fd_ < 0) return make_error(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return fail(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
   std::vector<int> fds;
-  if (ip) fds.push_back(l->raw_fd_ >= 0 ? l->raw_fd_ : l->rx_fd_);
-  for (const auto& v : l->v6_) fds.push_back(v.fd);
+  if (ip_) fds.push_back(raw_fd_ >= 0 ? raw_fd_ : rx_fd_);
+  for (const auto& v : v6_) fds.push_back(v.fd);
+  if (fwd_fd_ >= 0) fds.push_back(fwd_fd_);
   for (int fd : fds) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    epoll_ctl(l->epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
   }
-  return l;
+  return true;
+}
+
+Result<std::unique_ptr<UdpLink>> UdpLink::open_shared(std::unique_ptr<HostNicLease> lease, const std::string& pcap_path,
+                                                      Rx rx, bool gso) {
+  std::unique_ptr<UdpLink> l(new UdpLink);
+  std::vector<int> fds = lease->take_rx_fds();
+  const std::vector<Gid>& gids = lease->gids();
+  for (size_t i = 0; i < gids.size(); ++i) {
+    if (wire::is_v4(gids[i])) {
+      l->ip_ = wire::v4_of(gids[i]);
+      l->rx_fd_ = fds[i];
+    } else {
+      l->v6_.push_back({gids[i], fds[i]});
+    }
+  }
+  l->fwd_fd_ = lease->take_forward_fd();
+  Interface itf = find_interface(gids.back());  // its MTU now: it may have changed since the daemon started
+  l->ip_mtu_ = itf.mtu;
+  l->ifindex_ = itf.index;
+  int err = 0;
+  for (int i = 0; l->ip_ && i < kTxSockets; ++i) {
+    l->tx_fd_[i] = make_socket(l->ip_, 0, &err);
+    if (l->tx_fd_[i] < 0) return make_error(err, std::string("cannot open a UDP send socket: ") + std::strerror(err));
+    l->tx_port_[i] = bound_port(l->tx_fd_[i]);
+  }
+  if (!l->v6_.empty() && !l->open_tx6(true, &err))
+    return make_error(err, std::string("cannot open an IPv6 socket: ") + std::strerror(err));
+  const uint32_t slot = lease->slot();
+  l->lease_ = std::move(lease);
+  return l->finish(pcap_path, rx, gso, slot) ? Result<std::unique_ptr<UdpLink>>(std::move(l)) : l->error_;
 }
 
 UdpLink::~UdpLink() {
   if (rx_fd_ >= 0) close(rx_fd_);
+  if (fwd_fd_ >= 0) close(fwd_fd_);
   if (raw_fd_ >= 0) close(raw_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   for (int fd : tx_fd_)
@@ -465,7 +459,7 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
 }
 
 int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
-  int n = 0;
+  int n = fwd_fd_ >= 0 ? poll_forwarded(sink, now, max) : 0;
   if (ip_) n = raw_fd_ >= 0 ? poll_raw(sink, now, max) : poll_v4(sink, now, max);
   if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;
@@ -516,6 +510,37 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
       wire::expire(static_cast<uint8_t*>(iov[k].iov_base), len);
     }
     if (r < kRxBatch) break;
+  }
+  return total;
+}
+
+}  // namespace uroce::link
+
+namespace uroce::link {
+
+// MADs for QP1 that the host NIC daemon passed on: each message is the flow's addresses, then
+// the UDP payload, as the daemon's socket received it (no IP header: the core solves for the ID).
+int UdpLink::poll_forwarded(PacketSink& sink, uint64_t now, int max) {
+  int total = 0;
+  uint8_t* buf = rx_buf_.data();
+  while (total < max) {
+    ssize_t n = recv(fwd_fd_, buf, kRxBufBytes, MSG_DONTWAIT);
+    if (n < ssize_t(sizeof(nicproto::Forwarded))) break;
+    nicproto::Forwarded h;
+    std::memcpy(&h, buf, sizeof h);
+    wire::FlowAddr f;
+    std::memcpy(f.src.raw.data(), h.src, 16);
+    std::memcpy(f.dst.raw.data(), h.dst, 16);
+    f.src_port = h.src_port;
+    f.dst_port = wire::kRoceV2Port;
+    wire::Ipv4Fields hidden;
+    hidden.seen = !wire::is_v4(f.src);  // IPv6 hides nothing the ICRC covers
+    hidden.tos = h.tos;
+    std::span<const uint8_t> pkt(buf + sizeof h, size_t(n) - sizeof h);
+    wire::Ipv4Fields ip = sink.deliver(pkt, f, now, hidden);
+    if (pcap_) pcap_->write(f, pkt, now, ip);
+    ++total;
+    wire::expire(buf, size_t(n));
   }
   return total;
 }

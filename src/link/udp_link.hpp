@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "link/host_nic.hpp"
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
 #include "uroce/result.hpp"
@@ -34,6 +35,11 @@ class UdpLink final : public Link {
   // (UDP_GRO); not with a raw receive socket.
   static Result<std::unique_ptr<UdpLink>> open(const Gid& addr, const std::string& pcap_path, Rx rx = Rx::Auto,
                                                bool gso = true);
+  // A device of the host NIC that the host's processes share (link/host_nic.hpp): the receive
+  // sockets are the lease's; MADs for QP1 come from the daemon.
+  static Result<std::unique_ptr<UdpLink>> open_shared(std::unique_ptr<HostNicLease> lease,
+                                                      const std::string& pcap_path, Rx rx = Rx::Auto, bool gso = true);
+  HostNicLease* lease() const { return lease_.get(); }  // null on a device of this process alone
   bool raw() const { return raw_fd_ >= 0; }
   PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();
@@ -49,6 +55,9 @@ class UdpLink final : public Link {
 
  private:
   UdpLink() = default;
+  bool finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slot);
+  bool open_tx6(bool required, int* err);
+  int poll_forwarded(PacketSink& sink, uint64_t now, int max);
   int poll_raw(PacketSink& sink, uint64_t now, int max);
   int poll_v4(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);
@@ -77,6 +86,9 @@ class UdpLink final : public Link {
   int epoll_fd_ = -1;
   std::unique_ptr<PcapWriter> pcap_;
   std::vector<uint8_t> rx_buf_;
+  std::unique_ptr<HostNicLease> lease_;
+  int fwd_fd_ = -1;  // MADs the host NIC daemon passes on
+  Error error_;      // why finish() failed
 };
 
 }  // namespace uroce::link

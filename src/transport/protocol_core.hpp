@@ -76,6 +76,10 @@ struct CoreConfig {
   uint32_t budget_per_pass = 1024;
   uint32_t tx_pool = 4096;              // packet buffers
   Mtu port_mtu = Mtu::Mtu4096;          // the port's active MTU: path MTUs and UD datagrams fit in it
+  // QPNs have qpn_high in their top qpn_high_bits (0: the whole 24 bits are free): a host NIC
+  // shared by several processes steers packets by these bits (link/steering.hpp).
+  uint32_t qpn_high = 0;
+  int qpn_high_bits = 0;
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
   // True if the link carries packets to this address intact (shared memory): their ICRC is
   // left out (ICRC offload, as a NIC's internal loopback). Unset: every packet has one.

@@ -128,8 +128,12 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
   Qpn qpn = fixed.value_or(Qpn(0));
-  while (!fixed && (qpn.value() < 0x10 || qps_.count(qpn)))  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free
-    qpn = Qpn(uint32_t(qpn_rng_()) & wire::kQpnMask);
+  // 0 and 1 are SMI/GSI; the rest of the first 16 is left free. On a shared host NIC, the
+  // QPN's top bits are the process's steering slot.
+  const uint32_t local_mask = wire::kQpnMask >> cfg_.qpn_high_bits;
+  const uint32_t high = cfg_.qpn_high_bits ? cfg_.qpn_high << (24 - cfg_.qpn_high_bits) : 0;
+  while (!fixed && (qpn.value() < 0x10 || qps_.count(qpn)))
+    qpn = Qpn(high | (uint32_t(qpn_rng_()) & local_mask));
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);

@@ -15,6 +15,7 @@ declare -A allowed=(
   [link]="link wire uroce"
   [engine]="engine link transport cc verbs wire uroce"
   [sim]="sim engine link transport cc verbs wire uroce"
+  [nicd]="nicd cm link wire uroce"
   [api]="api cm engine link transport cc verbs wire uroce"
   [compat]="compat uroce"
 )

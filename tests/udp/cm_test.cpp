@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <unistd.h>
 
 #include "uroce/cm.hpp"
 
@@ -25,8 +26,10 @@ struct Side {
   std::vector<uint8_t> buf = std::vector<uint8_t>(8192);
   std::unique_ptr<MemoryRegion> mr;
 
-  void open(CmOptions o = CmOptions{12, 5}) {  // ~17 ms per retry
-    dev = std::move(*Device::open());
+  void open(CmOptions o = CmOptions{12, 5}, const DeviceOptions& d = {}) {  // ~17 ms per retry
+    auto dv = Device::open("uroce0", d);
+    ASSERT_TRUE(dv.ok()) << dv.error().message;
+    dev = std::move(*dv);
     auto c = ConnectionManager::open(*dev, o);
     ASSERT_TRUE(c.ok()) << c.error().message;
     cm = std::move(*c);
@@ -50,13 +53,8 @@ struct Side {
   }
 };
 
-}  // namespace
-
-TEST(CmLive, ConnectSendDisconnect) {
-  Side a, b;
-  a.open();
-  b.open();
-  EXPECT_EQ(ConnectionManager::open(*a.dev).error().code, EBUSY) << "one CM per device";
+// A connects to B's service, sends 3000 bytes, disconnects: every event and byte checked.
+void connect_send_disconnect(Side& a, Side& b) {
   ASSERT_TRUE(b.cm->listen(kSvc, 5));
   CmConnectParams p;
   p.peer = b.gid();
@@ -109,6 +107,36 @@ TEST(CmLive, ConnectSendDisconnect) {
   ASSERT_TRUE(a.cm->disconnect(*id));
   EXPECT_EQ(b.next().type, CmEventType::Disconnected);
   EXPECT_EQ(a.next().type, CmEventType::DisconnectDone);
+}
+
+}  // namespace
+
+TEST(CmLive, ConnectSendDisconnect) {
+  Side a, b;
+  a.open();
+  b.open();
+  EXPECT_EQ(ConnectionManager::open(*a.dev).error().code, EBUSY) << "one CM per device";
+  connect_send_disconnect(a, b);
+}
+
+// Two devices sharing one address through the host NIC daemon, as two processes of a host do:
+// every MAD reaches the right one through the daemon (the REQ by its service ID, the rest by
+// communication ID), and a service ID is one device's at a time.
+TEST(CmLive, ConnectSendDisconnectOnASharedAddress) {
+  DeviceOptions d;
+  d.addr = "127.0.0." + std::to_string(100 + getpid() % 150);
+  d.shared = true;
+  Side a, b;
+  a.open(CmOptions{12, 5}, d);
+  b.open(CmOptions{12, 5}, d);
+  ASSERT_EQ(a.gid(), b.gid());
+  ASSERT_NE(a.dev->share_slot(), 0u);
+  ASSERT_NE(a.dev->share_slot(), b.dev->share_slot());
+  auto taken = a.cm->listen(kSvc, 1);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(b.cm->listen(kSvc, 5).error().code, EADDRINUSE) << "A listens on it";
+  a.cm->unlisten(kSvc);
+  connect_send_disconnect(a, b);
 }
 
 TEST(CmLive, NobodyListensIsRejected) {

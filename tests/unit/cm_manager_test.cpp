@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "cm/demux.hpp"
 #include "cm/ip_cm.hpp"
 #include "cm/manager.hpp"
 
@@ -23,6 +24,7 @@ struct Pair {
   uint64_t now = 0;
   std::vector<CmAttr> wire;                // every MAD that was sent, in order
   std::function<bool(const Outgoing&)> lose = [](const Outgoing&) { return false; };
+  std::function<void(const Outgoing&)> on_wire = [](const Outgoing&) {};  // sees every MAD sent
   std::vector<Event> ea, eb;
 
   // Delivers everything in flight, both ways, until both are quiet.
@@ -32,11 +34,13 @@ struct Pair {
       if (oa.empty() && ob.empty()) break;
       for (auto& o : oa) {
         wire.push_back(attr_of(o));
+        on_wire(o);
         EXPECT_EQ(o.to, kB);
         if (!lose(o)) b.on_mad(o.mad, kA, now);
       }
       for (auto& o : ob) {
         wire.push_back(attr_of(o));
+        on_wire(o);
         EXPECT_EQ(o.to, kA);
         if (!lose(o)) a.on_mad(o.mad, kB, now);
       }
@@ -451,4 +455,60 @@ TEST(CmManager, RefusalsOfStrangersAreBestEffort) {
   (void)idb;
   ASSERT_TRUE(p.a.disconnect(ida, {}, p.now));
   for (auto& o : p.a.take_outgoing()) EXPECT_FALSE(o.best_effort);
+}
+
+// On a host NIC that processes share, each manager's IDs carry its slot in their top 6 bits,
+// and every MAD names its recipient from its bytes alone: a REQ or SIDR_REQ by service ID,
+// every other message by the recipient's own ID, so the daemon can pass each to its process.
+TEST(CmManager, EveryMadNamesItsRecipientBySlotOrService) {
+  Pair p;
+  ManagerConfig ca{0xa, 1, 10, 3}, cb{0xb, 2, 10, 3};
+  ca.id_high = 5;
+  cb.id_high = 9;
+  ca.id_high_bits = cb.id_high_bits = 6;
+  p.a = Manager(ca);
+  p.b = Manager(cb);
+  std::vector<CmAttr> by_service, by_id;
+  p.on_wire = [&](const Outgoing& o) {
+    auto r = recipient(o.mad);
+    ASSERT_TRUE(r) << to_string(attr_of(o));
+    if (r->by_service) {
+      EXPECT_EQ(r->service_id, kSvc);
+      by_service.push_back(attr_of(o));
+    } else {
+      EXPECT_EQ(r->comm_id >> 26, o.to == kB ? 9u : 5u) << to_string(attr_of(o));
+      by_id.push_back(attr_of(o));
+    }
+  };
+  auto [ida, idb] = p.establish();
+  EXPECT_EQ(ida >> 26, 5u);
+  EXPECT_EQ(idb >> 26, 9u);
+  ASSERT_TRUE(p.a.disconnect(ida, {}, p.now));
+  p.flow();
+  p.b.unlisten(kSvc);
+  Req r = p.req();
+  r.service_id = kSvc;
+  ASSERT_TRUE(p.a.connect(kB, r, p.now));  // nobody listens now: a REJ comes back
+  p.flow();
+  ASSERT_TRUE(p.b.listen(kSvc, 1));
+  SidrReq q;
+  q.service_id = kSvc;
+  auto sid = p.a.sidr_request(kB, q, p.now);
+  ASSERT_TRUE(sid);
+  EXPECT_EQ(*sid >> 26, 5u);
+  p.flow();
+  ASSERT_FALSE(p.eb.empty());
+  ASSERT_EQ(p.eb.back().type, EventType::SidrReqReceived);
+  SidrRep rep;
+  rep.qpn = 0x333;
+  ASSERT_TRUE(p.b.sidr_reply(p.eb.back().id, kA, rep));
+  p.flow();
+  EXPECT_EQ(by_service, (std::vector<CmAttr>{CmAttr::Req, CmAttr::Req, CmAttr::SidrReq}));
+  EXPECT_EQ(by_id, (std::vector<CmAttr>{CmAttr::Rep, CmAttr::Rtu, CmAttr::Dreq, CmAttr::Drep, CmAttr::Rej,
+                                        CmAttr::SidrRep}));
+  EXPECT_EQ(p.ea.back().type, EventType::SidrRepReceived);
+  // What the daemon cannot attribute is left for it to drop.
+  Mad junk{};
+  EXPECT_FALSE(recipient(junk)) << "not the CM class";
+  EXPECT_FALSE(recipient(std::span<const uint8_t>(junk.data(), 10))) << "shorter than a MAD";
 }

@@ -1,0 +1,47 @@
+// The host NIC daemon's control protocol (uroced, src/nicd/): fixed-size messages on a
+// SOCK_SEQPACKET connection to the abstract UNIX name kName. Abstract names belong to the
+// network namespace, so each namespace (each host, as the tests build them) has its own daemon.
+// Both ends check the other's credentials (SO_PEERCRED) before trusting anything it says.
+#pragma once
+#include <cstdint>
+
+namespace uroce::link::nicproto {
+
+inline constexpr char kName[] = "uroce-nic";
+inline constexpr int kMaxGids = 8;
+
+enum class Op : uint32_t {
+  Attach = 1,  // addr: the device's address; answered with a slot and, as SCM_RIGHTS, the
+               // forwarding channel then one receive socket per GID (in GID order)
+  Listen,      // arg: a CM service ID the process takes on the device (REQs and SIDR_REQs)
+  Unlisten,    // arg: a service ID it let go
+  Reply,
+};
+
+struct Request {
+  Op op{};
+  uint32_t reserved = 0;
+  uint64_t arg = 0;
+  uint8_t addr[16] = {};
+};
+
+struct Reply {
+  Op op = Op::Reply;
+  int32_t err = 0;       // 0, or an errno with text saying why
+  uint32_t slot = 0;
+  uint32_t ngids = 0;
+  uint8_t gids[kMaxGids][16] = {};
+  char text[200] = {};
+};
+
+// A datagram the daemon passes on (a MAD on QP1), as one message of the forwarding channel:
+// this header, then the UDP payload (BTH .. ICRC).
+struct Forwarded {
+  uint8_t src[16];
+  uint8_t dst[16];
+  uint16_t src_port;
+  uint8_t tos;
+  uint8_t reserved[5];
+};
+
+}  // namespace uroce::link::nicproto

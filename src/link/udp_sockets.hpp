@@ -1,0 +1,15 @@
+// The UDP sockets a RoCEv2 port receives and sends on, set up as RoCE NICs behave: DF set
+// (so IP ID 0 on unconnected sockets), ECT(0) sent and the ECN bits of what arrives read,
+// large buffers; IPv6 sockets accept a zero UDP checksum. reuseport: a member of a steering
+// group (link/steering.hpp). Non-blocking, close-on-exec; -1 with *err set on failure.
+#pragma once
+#include <cstdint>
+
+#include "uroce/types.hpp"
+
+namespace uroce::link {
+
+int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport = false);
+int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool reuseport = false);
+
+}  // namespace uroce::link

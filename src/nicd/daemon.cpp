@@ -1,0 +1,363 @@
+#include "nicd/daemon.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+
+#include "cm/demux.hpp"
+#include "cm/mad.hpp"
+#include "link/host_nic_proto.hpp"
+#include "link/iface.hpp"
+#include "link/udp_sockets.hpp"
+#include "wire/bytes.hpp"
+#include "wire/ip_udp.hpp"
+
+namespace uroce::nicd {
+
+namespace {
+
+using namespace link::nicproto;
+using link::steering::kSlots;
+
+// What an epoll event is about: the top byte says which kind of descriptor.
+enum : uint64_t { kListen = 1, kClient = 2, kSocket = 3 };
+uint64_t tag(uint64_t kind, uint64_t v) { return kind << 56 | v; }
+uint64_t socket_tag(size_t dev, size_t gid, uint32_t slot) { return tag(kSocket, dev << 16 | gid << 8 | slot); }
+
+uint64_t now_ms() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+std::string str(const Gid& g) { return wire::is_v4(g) ? g.to_string() : "[" + g.to_string() + "]"; }
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::open() {
+  std::unique_ptr<Daemon> d(new Daemon);
+  d->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (d->listen_fd_ < 0) return make_error(errno, std::string("uroced: socket: ") + std::strerror(errno));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, kName, sizeof kName - 1);
+  if (bind(d->listen_fd_, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + sizeof kName)) != 0)
+    return make_error(errno, std::string("uroced: @") + kName + ": " + std::strerror(errno));
+  if (listen(d->listen_fd_, 64) != 0) return make_error(errno, std::string("uroced: listen: ") + std::strerror(errno));
+  d->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (d->epoll_fd_ < 0) return make_error(errno, std::string("uroced: epoll: ") + std::strerror(errno));
+  epoll_event ev{EPOLLIN, {.u64 = tag(kListen, 0)}};
+  epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->listen_fd_, &ev);
+  return d;
+}
+
+Daemon::~Daemon() {
+  for (auto& [fd, c] : clients_) {
+    close(c->ctl);
+    if (c->fwd >= 0) close(c->fwd);
+  }
+  for (auto& d : devices_)
+    for (auto& row : d->socks)
+      for (int fd : row)
+        if (fd >= 0) close(fd);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+int Daemon::run(uint64_t idle_ms) {
+  uint64_t idle_since = now_ms();
+  for (;;) {
+    epoll_event evs[32];
+    int timeout = -1;
+    if (clients_.empty()) {
+      uint64_t t = now_ms();
+      if (t - idle_since >= idle_ms) return 0;
+      timeout = int(idle_ms - (t - idle_since));
+    }
+    int n = epoll_wait(epoll_fd_, evs, 32, timeout);
+    if (n < 0 && errno != EINTR) return 1;
+    for (int i = 0; i < n; ++i) {
+      uint64_t v = evs[i].data.u64, kind = v >> 56;
+      if (kind == kListen) {
+        accept_client();
+      } else if (kind == kClient) {
+        int fd = int(v & 0xffffffff);
+        auto it = clients_.find(fd);
+        if (it == clients_.end()) continue;
+        if (evs[i].events & EPOLLIN) on_request(*it->second);
+        else drop_client(fd);
+      } else {
+        size_t dev = (v >> 16) & 0xff, gid = (v >> 8) & 0xff;
+        if (dev < devices_.size()) on_datagrams(*devices_[dev], gid, uint32_t(v & 0xff));
+      }
+    }
+    if (clients_.empty() && n > 0) idle_since = now_ms();
+  }
+}
+
+void Daemon::accept_client() {
+  for (;;) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto c = std::make_unique<Client>();
+    c->ctl = fd;
+    socklen_t len = sizeof c->cred;
+    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len);
+    epoll_event ev{EPOLLIN | EPOLLRDHUP, {.u64 = tag(kClient, uint32_t(fd))}};
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    clients_[fd] = std::move(c);
+  }
+}
+
+void Daemon::reply(Client& c, int err, const std::string& text, uint32_t slot, const Device* dev,
+                   const std::vector<int>& fds) {
+  Reply r;
+  r.err = err;
+  r.slot = slot;
+  std::snprintf(r.text, sizeof r.text, "%s", text.c_str());
+  if (dev) {
+    r.ngids = uint32_t(dev->gids.size());
+    for (size_t i = 0; i < dev->gids.size(); ++i) std::memcpy(r.gids[i], dev->gids[i].raw.data(), 16);
+  }
+  iovec iov{&r, sizeof r};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  std::vector<char> ctrl(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    m.msg_control = ctrl.data();
+    m.msg_controllen = ctrl.size();
+    cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cm), fds.data(), sizeof(int) * fds.size());
+  }
+  (void)sendmsg(c.ctl, &m, MSG_NOSIGNAL);
+}
+
+void Daemon::on_request(Client& c) {
+  Request q;
+  ssize_t n = recv(c.ctl, &q, sizeof q, 0);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return drop_client(c.ctl);
+  if (n != ssize_t(sizeof q)) return reply(c, EPROTO, "uroced: a request of the wrong size");
+  switch (q.op) {
+    case Op::Attach: {
+      if (c.dev) return reply(c, EALREADY, "uroced: this connection holds a device already");
+      // Sockets of a steering group are handed to processes of the daemon's user (who could
+      // act as it anyway) and of root only: a socket of the group could take the group's steering.
+      if (c.cred.uid != geteuid() && c.cred.uid != 0) {
+        ++ctr_.refused;
+        return reply(c, EACCES, "this host NIC is served by uid " + std::to_string(geteuid()) +
+                                    "'s daemon; uid " + std::to_string(c.cred.uid) +
+                                    " cannot share it (run as that user, or as root)");
+      }
+      Gid addr;
+      std::memcpy(addr.raw.data(), q.addr, 16);
+      auto dev = device_for(addr);
+      if (!dev) return reply(c, dev.error().code, dev.error().message);
+      Device& d = **dev;
+      uint32_t slot = 1;
+      while (slot < kSlots && d.owner[slot]) ++slot;
+      if (slot == kSlots) return reply(c, EUSERS, "the device at " + str(addr) + " has " + std::to_string(kSlots - 1) + " processes already");
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0)
+        return reply(c, errno, std::string("uroced: socketpair: ") + std::strerror(errno));
+      int buf = 4 << 20;
+      setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+      std::vector<int> fds = {pair[1]};
+      for (auto& row : d.socks) fds.push_back(row[slot]);
+      watch_slot(d, slot, false);  // from now on the process reads it
+      on_datagrams(d, SIZE_MAX, slot);  // what a former owner's peers left there is not the new one's
+      d.owner[slot] = &c;
+      c.dev = &d;
+      c.slot = slot;
+      c.fwd = pair[0];
+      ++ctr_.attached;
+      reply(c, 0, "", slot, &d, fds);
+      close(pair[1]);
+      return;
+    }
+    case Op::Listen: {
+      if (!c.dev) return reply(c, EINVAL, "uroced: listen before attach");
+      auto [it, fresh] = c.dev->listeners.emplace(q.arg, &c);
+      if (!fresh && it->second != &c) {
+        char sid[32];
+        std::snprintf(sid, sizeof sid, "0x%016llx", static_cast<unsigned long long>(q.arg));
+        return reply(c, EADDRINUSE, std::string("service ID ") + sid + " is listened on by pid " +
+                                        std::to_string(it->second->cred.pid));
+      }
+      return reply(c, 0, "");
+    }
+    case Op::Unlisten:
+      if (c.dev) {
+        auto it = c.dev->listeners.find(q.arg);
+        if (it != c.dev->listeners.end() && it->second == &c) c.dev->listeners.erase(it);
+      }
+      return reply(c, 0, "");
+    case Op::Reply:
+      break;
+  }
+  reply(c, EINVAL, "uroced: unknown request");
+}
+
+void Daemon::drop_client(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if (Device* d = c.dev) {
+    for (auto l = d->listeners.begin(); l != d->listeners.end();)
+      l = l->second == &c ? d->listeners.erase(l) : std::next(l);
+    d->owner[c.slot] = nullptr;
+    watch_slot(*d, c.slot, true);  // the slot's packets are read and dropped until it is given again
+  }
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(c.ctl);
+  if (c.fwd >= 0) close(c.fwd);
+  clients_.erase(it);
+}
+
+// The device of an address: made on first use, with a steering group for each of its GIDs.
+Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
+  for (auto& d : devices_)
+    if (d->addr == addr) return d.get();
+  if (devices_.size() >= 255) return make_error(ENOSPC, "uroced: too many devices");
+  auto d = std::make_unique<Device>();
+  d->addr = addr;
+  link::Interface itf = link::find_interface(addr);
+  if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
+  if (wire::is_v4(addr) && !itf.loopback) d->gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
+  if (d->gids.size() >= size_t(kMaxGids)) d->gids.resize(kMaxGids - 1);
+  d->gids.push_back(addr);
+  auto close_all = [&] {
+    for (auto& row : d->socks)
+      for (int fd : row)
+        if (fd >= 0) close(fd);
+  };
+  const auto prog = link::steering::reuseport_program();
+  for (size_t g = 0; g < d->gids.size();) {
+    const Gid& gid = d->gids[g];
+    std::array<int, kSlots> row;
+    row.fill(-1);
+    int err = 0;
+    for (uint32_t s = 0; s < kSlots && err == 0; ++s) {
+      row[s] = wire::is_v4(gid) ? link::make_socket(wire::v4_of(gid), wire::kRoceV2Port, &err, true)
+                                : link::make_socket6(gid, link::is_link_local(gid) ? itf.index : 0,
+                                                     wire::kRoceV2Port, &err, true);
+    }
+    sock_fprog fp{uint16_t(prog.size()), const_cast<sock_filter*>(prog.data())};
+    if (err == 0 && setsockopt(row[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fp, sizeof fp) != 0) err = errno;
+    if (err != 0) {
+      for (int fd : row)
+        if (fd >= 0) close(fd);
+      if (gid != addr && err != EMFILE && err != ENFILE) {  // an IPv6 address of the interface: left out
+        d->gids.erase(d->gids.begin() + long(g));
+        continue;
+      }
+      close_all();
+      return make_error(err, "cannot bind " + str(gid) + ":4791: " + std::strerror(err) +
+                                 (err == EADDRINUSE ? " (another program holds it: a uroce process of an older version, "
+                                                      "or the kernel's rxe)"
+                                                    : ""));
+    }
+    // Locked: a process given one of these sockets cannot replace the group's program.
+    int one = 1;
+    for (int fd : row) setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof one);
+    d->socks.push_back(row);
+    ++g;
+  }
+  devices_.push_back(std::move(d));
+  Device& dev = *devices_.back();
+  for (uint32_t s = 0; s < kSlots; ++s) watch_slot(dev, s, true);
+  return &dev;
+}
+
+void Daemon::watch_slot(Device& d, uint32_t slot, bool on) {
+  size_t dev = 0;
+  while (devices_[dev].get() != &d) ++dev;
+  for (size_t g = 0; g < d.socks.size(); ++g) {
+    epoll_event ev{EPOLLIN, {.u64 = socket_tag(dev, g, slot)}};
+    epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, d.socks[g][slot], &ev);
+  }
+}
+
+// Reads what waits on a slot's socket (of GID gid, or of every GID for SIZE_MAX): slot 0's
+// MADs are passed on, anything else is dropped.
+void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
+  for (size_t g = 0; g < d.socks.size(); ++g) {
+    if (gid != SIZE_MAX && g != gid) continue;
+    for (int k = 0; k < 64; ++k) {  // bounded: the epoll wakes us again if more is left
+      uint8_t buf[2048];
+      sockaddr_storage from{};
+      alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int)) * 2];
+      iovec iov{buf, sizeof buf};
+      msghdr m{};
+      m.msg_name = &from;
+      m.msg_namelen = sizeof from;
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = ctrl;
+      m.msg_controllen = sizeof ctrl;
+      ssize_t n = recvmsg(d.socks[g][slot], &m, MSG_DONTWAIT);
+      if (n < 0) break;
+      uint8_t tos = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+        if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) ||
+            (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS))
+          tos = *CMSG_DATA(c);
+      if (slot == 0 && !(m.msg_flags & MSG_TRUNC)) forward(d, g, {buf, size_t(n)}, from, tos);
+      else ++ctr_.stray_dropped;
+    }
+  }
+}
+
+// A UD SEND_ONLY to QP1 carrying a CM MAD goes to the process it names; anything else on slot
+// 0 is dropped here, as a NIC drops a packet for a QP that does not exist.
+void Daemon::forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos) {
+  constexpr size_t kBth = 12, kDeth = 8, kIcrc = 4;
+  constexpr uint8_t kUdSendOnly = 0x64;
+  if (pkt.size() < kBth + kDeth + cm::kMadBytes + kIcrc || pkt[0] != kUdSendOnly ||
+      (wire::read_be32(pkt.data() + 4) & 0xffffff) != cm::kGsiQpn) {
+    ++ctr_.mads_dropped;
+    return;
+  }
+  auto who = cm::recipient(pkt.subspan(kBth + kDeth, cm::kMadBytes));
+  Client* c = nullptr;
+  if (who && who->by_service) {
+    auto it = d.listeners.find(who->service_id);
+    if (it != d.listeners.end()) c = it->second;
+  } else if (who) {
+    c = d.owner[link::steering::slot_of_comm_id(who->comm_id)];
+  }
+  if (!c) {
+    ++ctr_.mads_dropped;
+    return;
+  }
+  Forwarded h{};
+  if (from.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
+    Gid s = Gid::from_ipv4(ntohl(a.sin_addr.s_addr));
+    std::memcpy(h.src, s.raw.data(), 16);
+    h.src_port = ntohs(a.sin_port);
+  } else {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
+    std::memcpy(h.src, &a.sin6_addr, 16);
+    h.src_port = ntohs(a.sin6_port);
+  }
+  std::memcpy(h.dst, d.gids[gid].raw.data(), 16);
+  h.tos = tos;
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(pkt.data()), pkt.size()}};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  if (sendmsg(c->fwd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) ++ctr_.mads_forwarded;
+  else ++ctr_.mads_dropped;  // its channel is full: as a full receive queue, the peer retries
+}
+
+}  // namespace uroce::nicd

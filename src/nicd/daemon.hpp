@@ -1,0 +1,72 @@
+// uroced, the host NIC daemon: the part of a host NIC that every process on the host shares.
+// For each device (an address and its interface's other addresses) it holds the steering group
+// of receive sockets (link/steering.hpp), gives each process that attaches a slot and that
+// slot's sockets, keeps the table of CM services listened on, and passes each MAD arriving on
+// QP1 (slot 0, its own) to the process it is for. It is not in the data path: the kernel
+// steers every other packet straight to the process's socket. Packets to a slot no process
+// holds are read and dropped (a peer of a process that exited, retrying, gets no answer).
+// One thread, one epoll; nothing runs while nothing arrives.
+#pragma once
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "link/steering.hpp"
+#include "uroce/result.hpp"
+#include "uroce/types.hpp"
+
+namespace uroce::nicd {
+
+struct DaemonCounters {
+  uint64_t attached = 0, refused = 0, mads_forwarded = 0, mads_dropped = 0, stray_dropped = 0;
+};
+
+class Daemon {
+ public:
+  // Takes the daemon's name; EADDRINUSE if another daemon has it.
+  static Result<std::unique_ptr<Daemon>> open();
+  ~Daemon();
+  // Serves until no process has been attached for idle_ms (then returns 0).
+  int run(uint64_t idle_ms);
+  const DaemonCounters& counters() const { return ctr_; }
+
+ private:
+  struct Client;
+  struct Device {
+    Gid addr;
+    std::vector<Gid> gids;
+    std::vector<std::array<int, link::steering::kSlots>> socks;  // [GID index][slot]
+    std::array<Client*, link::steering::kSlots> owner{};
+    std::map<uint64_t, Client*> listeners;                    // service ID -> process
+  };
+  struct Client {
+    int ctl = -1;
+    int fwd = -1;  // our end of the forwarding channel
+    ucred cred{};
+    Device* dev = nullptr;
+    uint32_t slot = 0;
+  };
+
+  Daemon() = default;
+  void accept_client();
+  void on_request(Client& c);
+  void drop_client(int fd);
+  void reply(Client& c, int err, const std::string& text, uint32_t slot = 0, const Device* dev = nullptr,
+             const std::vector<int>& fds = {});
+  Result<Device*> device_for(const Gid& addr);
+  void watch_slot(Device& d, uint32_t slot, bool on);
+  void on_datagrams(Device& d, size_t gid, uint32_t slot);
+  void forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
+
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::map<int, std::unique_ptr<Client>> clients_;  // by control fd
+  DaemonCounters ctr_;
+};
+
+}  // namespace uroce::nicd

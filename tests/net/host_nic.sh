@@ -1,0 +1,170 @@
+#!/bin/sh
+# One NIC per host, shared by every process on it: three network namespaces as hosts on one
+# bridge (MTU 1500), each host's processes on its one address and UDP port 4791 through the
+# host NIC daemon. Checks, each byte-exact where data moves:
+# - two uroce-perf pairs at once between the same two hosts (WRITE and SEND), and a third host
+#   talking to the same server host meanwhile;
+# - two rdma_cm (rping) servers on one host, clients from two hosts at once (CM MADs passed
+#   to the process that listens, by service ID, then by communication ID);
+# - perftest (ib_write_bw, verbs through the drop-in) beside a uroce-perf pair;
+# - kill -9 of one of two servers on a host mid-transfer: the other transfer completes
+#   verified, the killed one's peer fails (retry exceeded) instead of hanging, and a new server
+#   on that host gets a slot and works;
+# - a process of another user cannot take a share of the NIC (it is refused, with the reason).
+# Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
+# usage: host_nic.sh BUILD_BIN_DIR
+BIN=$(cd "$1" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../common/listen.sh"
+skip() { echo "## HOST NIC TEST NOT RUN: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root for ip netns"
+command -v ip >/dev/null || skip "no ip (iproute2)"
+
+tag=$$
+net="10.79.$((tag % 200 + 20))"
+SW="uroce-sw-$tag"
+tmp=$(mktemp -d /tmp/uroce-hostnic.XXXXXX)
+ns() { echo "uroce-h$1-$tag"; }
+cleanup() {
+  for h in 1 2 3; do ip netns pids "$(ns $h)" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for h in 1 2 3; do ip netns del "$(ns $h)" 2>/dev/null; done
+  ip netns del "$SW" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+ip netns add "$SW" || skip "cannot create network namespaces"
+ip -n "$SW" link add br0 type bridge || skip "cannot create a bridge"
+ip -n "$SW" link set br0 up
+for h in 1 2 3; do
+  ip netns add "$(ns $h)"
+  ip link add "uh$h-$tag" type veth peer name "us$h-$tag" || skip "cannot create a veth pair"
+  ip link set "uh$h-$tag" netns "$(ns $h)"
+  ip link set "us$h-$tag" netns "$SW"
+  ip -n "$SW" link set "us$h-$tag" master br0 up
+  ip -n "$(ns $h)" link set lo up
+  # The link-local address is a GID: usable at once, without duplicate address detection.
+  ip netns exec "$(ns $h)" sysctl -qw "net.ipv6.conf.uh$h-$tag.accept_dad=0"
+  ip -n "$(ns $h)" addr add "$net.$h/24" dev "uh$h-$tag"
+  ip -n "$(ns $h)" link set "uh$h-$tag" mtu 1500 up
+done
+on() { h=$1; shift; ip netns exec "$(ns $h)" env UROCE_ADDR="$net.$h" "$@"; }
+
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok - $*"; }
+bad() { failed=$((failed + 1)); echo "NOT OK - $*"; }
+port=$((20000 + tag % 20000))
+next_port() { port=$((port + 1)); }
+
+# perf_server HOST PORT LOG: a uroce-perf server in the background; its pid in $!
+perf_server() { on "$1" timeout 120 "$BIN/uroce-perf" --server --port "$2" > "$3" 2>&1 & }
+verified() { grep -q '"verified":true' "$1"; }
+
+# 1. Two pairs at once between hosts 1 and 2, and host 3 to host 1 meanwhile.
+next_port; p1=$port; next_port; p2=$port; next_port; p3=$port
+perf_server 1 $p1 "$tmp/s1.log"; s1=$!
+perf_server 1 $p2 "$tmp/s2.log"; s2=$!
+perf_server 1 $p3 "$tmp/s3.log"; s3=$!
+on 2 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $p1 --op write --mode bw --size 65536 --iters 400 --json > "$tmp/c1.log" 2>&1 &
+c1=$!
+on 2 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $p2 --op send --mode lat --size 1024 --iters 400 --json > "$tmp/c2.log" 2>&1 &
+c2=$!
+on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $p3 --op read --mode bw --size 30000 --iters 300 --json > "$tmp/c3.log" 2>&1
+r3=$?
+wait $c1; r1=$?
+wait $c2; r2=$?
+wait $s1 $s2 $s3
+for k in 1 2 3; do
+  eval rc=\$r$k
+  if [ "$rc" = 0 ] && verified "$tmp/c$k.log"; then ok "pair $k of three at once on host 1's one address: verified"
+  else bad "pair $k (exit $rc): $(cat "$tmp/c$k.log" "$tmp/s$k.log")"; fi
+done
+
+# 2. rdma_cm: two rping servers on host 1, clients from hosts 2 and 3 at once.
+next_port; q1=$port; next_port; q2=$port
+on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rs1.log" 2>&1 &
+rs1=$!
+on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
+rs2=$!
+sleep 0.5
+on 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
+rc1=$!
+on 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
+e2=$?
+wait $rc1; e1=$?
+wait $rs1; f1=$?
+wait $rs2; f2=$?
+if [ $e1 = 0 ] && [ $e2 = 0 ] && [ $f1 = 0 ] && [ $f2 = 0 ]; then ok "two rping servers on host 1, clients on hosts 2 and 3, verified (-V)"
+else bad "rping (clients $e1 $e2, servers $f1 $f2): $(cat "$tmp"/r[sc][12].log)"; fi
+on 1 timeout 30 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 > "$tmp/rs3.log" 2>&1 &
+rs3=$!
+sleep 0.5
+out=$(on 1 timeout 10 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 2>&1)
+case "$out" in
+  *"in use"*|*"Address already in use"*) ok "a second listener on a taken rdma_cm port is refused: $(echo "$out" | head -1)" ;;
+  *) bad "a second listener on port $q1: '$out'" ;;
+esac
+kill $rs3 2>/dev/null; wait $rs3 2>/dev/null
+
+# 3. perftest through the drop-in beside a uroce-perf pair, host 2 to host 1.
+next_port; pp=$port; next_port; pt=$port
+perf_server 1 $pp "$tmp/ps.log"; ps=$!
+on 1 timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $pt -s 65536 -n 500 > "$tmp/pts.log" 2>&1 &
+pts=$!
+ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $pt"
+on 2 timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $pt -s 65536 -n 500 "$net.1" > "$tmp/ptc.log" 2>&1 &
+ptc=$!
+on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $pp --op write --mode bw --size 4096 --iters 2000 --json > "$tmp/pc.log" 2>&1
+e=$?
+wait $ptc; t1=$?
+wait $pts; t2=$?
+wait $ps
+if [ $t1 = 0 ] && [ $t2 = 0 ] && grep -q "^ 65536 *500" "$tmp/ptc.log"; then ok "ib_write_bw host 2 -> host 1 beside another pair"
+else bad "ib_write_bw (client $t1, server $t2): $(cat "$tmp/ptc.log" "$tmp/pts.log")"; fi
+if [ $e = 0 ] && verified "$tmp/pc.log"; then ok "uroce-perf beside ib_write_bw: verified"
+else bad "uroce-perf beside ib_write_bw: $(cat "$tmp/pc.log")"; fi
+
+# 4. kill -9 of one of two servers on host 1 while both transfer.
+next_port; k1=$port; next_port; k2=$port
+perf_server 1 $k1 "$tmp/k1.log"; ks1=$!
+perf_server 1 $k2 "$tmp/k2.log"; ks2=$!
+on 2 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k1 --op write --mode bw --size 65536 --iters 200000 --json > "$tmp/kc1.log" 2>&1 &
+kc1=$!
+on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k2 --op write --mode bw --size 65536 --iters 3000 --json > "$tmp/kc2.log" 2>&1 &
+kc2=$!
+sleep 2
+victim=$(ip netns pids "$(ns 1)" | while read -r p; do
+  tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q -- "--port $k1" && tr '\0' ' ' < /proc/$p/cmdline | grep -q "^$BIN/uroce-perf" && echo $p
+done | head -1)
+[ -n "$victim" ] && kill -9 "$victim"
+t0=$(date +%s)
+wait $kc1; e1=$?
+t1=$(date +%s)
+wait $kc2; e2=$?
+wait $ks2
+if [ -n "$victim" ] && [ $e1 != 0 ] && [ $e1 != 124 ] && grep -qi "retry\|RETRY_EXC\|error" "$tmp/kc1.log"; then
+  ok "the killed server's peer failed in $((t1 - t0)) s: $(grep -i "retry\|error" "$tmp/kc1.log" | head -1)"
+else bad "after kill -9 of pid '$victim': its peer exited $e1: $(tail -3 "$tmp/kc1.log")"; fi
+if [ $e2 = 0 ] && verified "$tmp/kc2.log"; then ok "the other server's transfer completed, verified"
+else bad "the other transfer (exit $e2): $(cat "$tmp/kc2.log" "$tmp/k2.log")"; fi
+next_port
+perf_server 1 $port "$tmp/k3.log"; ks3=$!
+on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op send --mode lat --size 64 --iters 200 --json > "$tmp/kc3.log" 2>&1
+e=$?
+wait $ks3
+if [ $e = 0 ] && verified "$tmp/kc3.log"; then ok "a new server on host 1 after the kill works"
+else bad "a new server after the kill: $(cat "$tmp/kc3.log" "$tmp/k3.log")"; fi
+
+# 5. Another user on host 1 while root's processes hold its NIC.
+next_port
+perf_server 1 $port "$tmp/u0.log"; us=$!
+sleep 0.3
+out=$(on 1 timeout 20 setpriv --reuid 65534 --regid 65534 --clear-groups "$BIN/uroce-run" -- ibv_devinfo 2>&1)
+e=$?
+case "$out" in
+  *"cannot share it"*) ok "uid 65534 is refused a share of root's host NIC: $(echo "$out" | head -1)" ;;
+  *) bad "uid 65534 on host 1 (exit $e): '$out'" ;;
+esac
+kill $us 2>/dev/null; wait $us 2>/dev/null
+
+echo "host nic: $passed passed, $failed failed"
+[ $failed = 0 ]

@@ -1,0 +1,138 @@
+// A host NIC shared by several processes: devices on one address through the host NIC daemon
+// (uroced, started by the first of them), as two processes of a host open it. Each gets its
+// own steering slot, its QPNs carry it, and RC traffic between them is byte-exact; a slot is
+// given again once its device closes; what strangers send to the daemon's own slot (forged,
+// short, MADs for nobody) changes nothing for anyone.
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "../common/api_side.hpp"
+#include "../common/seed.hpp"
+
+using namespace uroce;
+using uroce::test::ApiSide;
+
+namespace {
+
+constexpr int kQpnLocalBits = 18;  // link/steering.hpp: a 6-bit slot above 18 bits of QPN
+
+DeviceOptions shared_at(const std::string& addr) {
+  DeviceOptions o;
+  o.addr = addr;
+  o.shared = true;
+  return o;
+}
+
+std::string own_address() { return "127.0.1." + std::to_string(10 + getpid() % 200); }
+
+// A WRITE, a SEND and a READ from a to b, each of n patterned bytes, completed and compared.
+void exchange(ApiSide& a, ApiSide& b, uint32_t n, uint64_t seed) {
+  ASSERT_TRUE(a.qp->connect(b.endpoint(100), 200));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(200), 100));
+  test::fill_pattern(a.buf.data(), n, seed);
+  Sge s = a.mr->sge(0, n);
+  SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  w.remote_addr = uint64_t(b.buf.data());
+  w.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(w));
+  Wc wc[1];
+  ASSERT_EQ(*a.cq->wait(wc, 10000), 1);
+  ASSERT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data(), n)) << "WRITE, seed " << seed;
+
+  test::fill_pattern(a.buf.data(), n, seed + 1);
+  Sge r = b.mr->sge(n, n);
+  ASSERT_TRUE(b.qp->post_recv({7, {&r, 1}}));
+  ASSERT_TRUE(a.qp->post_send({2, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+  ASSERT_EQ(*b.cq->wait(wc, 10000), 1);
+  ASSERT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(wc[0].byte_len, n);
+  ASSERT_EQ(*a.cq->wait(wc, 10000), 1);
+  EXPECT_EQ(0, std::memcmp(a.buf.data(), b.buf.data() + n, n)) << "SEND, seed " << seed;
+
+  Sge into = a.mr->sge(2 * n, n);
+  SendWr rd{3, WrOpcode::RdmaRead, kSendSignaled, {&into, 1}};
+  rd.remote_addr = uint64_t(b.buf.data());
+  rd.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(rd));
+  ASSERT_EQ(*a.cq->wait(wc, 10000), 1);
+  ASSERT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(a.buf.data() + 2 * n, b.buf.data(), n)) << "READ, seed " << seed;
+}
+
+}  // namespace
+
+TEST(HostNic, TwoDevicesOnOneAddressEachHaveASlotAndTheirQpsItsNumbers) {
+  const std::string addr = own_address();
+  ApiSide a(shared_at(addr)), b(shared_at(addr));
+  const uint32_t sa = a.dev->share_slot(), sb = b.dev->share_slot();
+  ASSERT_NE(sa, 0u);
+  ASSERT_NE(sb, 0u);
+  ASSERT_NE(sa, sb);
+  EXPECT_EQ(*a.dev->query_gid(0), *b.dev->query_gid(0)) << "one address, one GID table";
+  EXPECT_EQ(a.qp->qp_num() >> kQpnLocalBits, sa);
+  EXPECT_EQ(b.qp->qp_num() >> kQpnLocalBits, sb);
+  exchange(a, b, 200'000, test::test_seed(11));
+}
+
+TEST(HostNic, AClosedDevicesSlotIsGivenAgainAndWorks) {
+  const std::string addr = own_address();
+  ApiSide b(shared_at(addr));
+  uint32_t first;
+  {
+    ApiSide a(shared_at(addr));
+    first = a.dev->share_slot();
+    exchange(a, b, 5000, test::test_seed(21));
+  }
+  // The daemon frees the slot when it sees the process's connection close: bounded wait.
+  uint32_t again = 0;
+  for (int i = 0; i < 200 && again != first; ++i) {
+    ApiSide c(shared_at(addr));
+    again = c.dev->share_slot();
+    if (again == first) {
+      b.new_qp();
+      exchange(c, b, 5000, test::test_seed(22));
+    }
+  }
+  EXPECT_EQ(again, first) << "the lowest free slot is the closed device's";
+}
+
+TEST(HostNic, WhatStrangersSendToTheDaemonsSlotChangesNothing) {
+  const uint64_t seed = test::test_seed(31);
+  const std::string addr = own_address();
+  ApiSide a(shared_at(addr)), b(shared_at(addr));
+  // Slot 0 is the daemon's: QPN 1 (MADs), and every other QPN below 2^18.
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(4791);
+  inet_pton(AF_INET, addr.c_str(), &to.sin_addr);
+  std::mt19937_64 rng(seed);
+  uint8_t pkt[300];
+  for (int i = 0; i < 2000; ++i) {
+    for (auto& x : pkt) x = uint8_t(rng());
+    size_t len = 1 + rng() % sizeof pkt;
+    const uint32_t qpn = i % 2 ? 1 : uint32_t(rng() % (1u << kQpnLocalBits));
+    pkt[0] = i % 3 ? 0x64 : pkt[0];  // mostly UD SEND_ONLY, as a MAD comes
+    pkt[4] = 0;
+    pkt[5] = uint8_t(qpn >> 16);
+    pkt[6] = uint8_t(qpn >> 8);
+    pkt[7] = uint8_t(qpn);
+    if (len > 21 + 24) {
+      pkt[21] = 0x07;  // CM class, a random attribute, random IDs naming any slot
+      pkt[22] = 2;
+    }
+    sendto(fd, pkt, len, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
+  }
+  close(fd);
+  exchange(a, b, 64'000, seed);
+  ApiSide c(shared_at(addr));  // the daemon still gives slots
+  EXPECT_NE(c.dev->share_slot(), 0u) << "seed " << seed;
+}
