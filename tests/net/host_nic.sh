@@ -48,6 +48,7 @@ for h in 1 2 3; do
   ip -n "$(ns $h)" link set "uh$h-$tag" mtu 1500 up
 done
 on() { h=$1; shift; ip netns exec "$(ns $h)" env UROCE_ADDR="$net.$h" "$@"; }
+bare() { h=$1; shift; ip netns exec "$(ns $h)" "$@"; }  # no uroce setting at all
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $*"; }
@@ -79,22 +80,32 @@ for k in 1 2 3; do
   else bad "pair $k (exit $rc): $(cat "$tmp/c$k.log" "$tmp/s$k.log")"; fi
 done
 
-# 2. rdma_cm: two rping servers on host 1, clients from hosts 2 and 3 at once.
+# 2. rdma_cm, with no uroce setting: two rping servers on host 1, clients from hosts 2 and 3
+# at once, then the other way round (rdma_bind_addr to the host's own address opens its NIC).
 next_port; q1=$port; next_port; q2=$port
-on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rs1.log" 2>&1 &
+bare 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rs1.log" 2>&1 &
 rs1=$!
-on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
+bare 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
 rs2=$!
 sleep 0.5
-on 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
+bare 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
 rc1=$!
-on 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
+bare 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
 e2=$?
 wait $rc1; e1=$?
 wait $rs1; f1=$?
 wait $rs2; f2=$?
-if [ $e1 = 0 ] && [ $e2 = 0 ] && [ $f1 = 0 ] && [ $f2 = 0 ]; then ok "two rping servers on host 1, clients on hosts 2 and 3, verified (-V)"
+if [ $e1 = 0 ] && [ $e2 = 0 ] && [ $f1 = 0 ] && [ $f2 = 0 ]; then ok "two rping servers on host 1, clients on hosts 2 and 3, verified (-V), no UROCE_ADDR"
 else bad "rping (clients $e1 $e2, servers $f1 $f2): $(cat "$tmp"/r[sc][12].log)"; fi
+next_port
+bare 2 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rs4.log" 2>&1 &
+rs4=$!
+sleep 0.5
+bare 1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rc4.log" 2>&1
+e=$?
+wait $rs4; f=$?
+if [ $e = 0 ] && [ $f = 0 ]; then ok "rping the other way, host 2 serving host 1, verified, no UROCE_ADDR"
+else bad "rping host 1 -> host 2 (client $e, server $f): $(cat "$tmp/rs4.log" "$tmp/rc4.log")"; fi
 on 1 timeout 30 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 > "$tmp/rs3.log" 2>&1 &
 rs3=$!
 sleep 0.5

@@ -63,11 +63,11 @@ int use_device(Id* id, const sockaddr* dst) {
   const sockaddr* src = &id->id.route.addr.src_addr;
   bool specific = id->state != State::Idle && !is_any(src);
   if (!id->dev) {
-    // UROCE_ADDR places the device. Without it, a bound loopback address does, or the route to
-    // the first peer; a bind to a network address is no reason to take that network (programs
-    // such as libfabric bind every address the host has, to see which ones are RDMA devices').
+    // UROCE_ADDR places the device. Without it, the bound address does (a network address's
+    // device is the host NIC every process shares, so taking it takes nothing from anyone), or
+    // the route to the first peer.
     std::string addr = address_from_env() ? ""
-                       : specific         ? (is_loopback(src) ? ip_string(*gid_of(src)) : "")
+                       : specific         ? ip_string(*gid_of(src))
                        : dst              ? local_address_for(dst)
                                           : "";
     CmDevice* d = device(addr);
