@@ -459,7 +459,13 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
 }
 
 int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
-  int n = fwd_fd_ >= 0 ? poll_forwarded(sink, now, max) : 0;
+  // MADs from the daemon are rare and not urgent: their channel is read after every sleep and
+  // every 64th busy poll, not at the cost of a system call on every turn of a spinning engine.
+  int n = 0;
+  if (fwd_fd_ >= 0 && (fwd_due_ || (++fwd_polls_ & 63) == 0)) {
+    fwd_due_ = false;
+    n = poll_forwarded(sink, now, max);
+  }
   if (ip_) n = raw_fd_ >= 0 ? poll_raw(sink, now, max) : poll_v4(sink, now, max);
   if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;

@@ -52,6 +52,7 @@ class UdpLink final : public Link {
   uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
   int poll_rx(PacketSink& sink, uint64_t now, int max) override;
+  void woke() override { fwd_due_ = true; }
 
  private:
   UdpLink() = default;
@@ -88,6 +89,8 @@ class UdpLink final : public Link {
   std::vector<uint8_t> rx_buf_;
   std::unique_ptr<HostNicLease> lease_;
   int fwd_fd_ = -1;  // MADs the host NIC daemon passes on
+  bool fwd_due_ = true;
+  uint32_t fwd_polls_ = 0;
   Error error_;      // why finish() failed
 };
 
