@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -253,7 +254,12 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
     }
     sock_fprog fp{uint16_t(prog.size()), const_cast<sock_filter*>(prog.data())};
     if (err == 0 && setsockopt(row[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fp, sizeof fp) != 0) err = errno;
-    if (err != 0) {
+    // Locked: a process given one of these sockets cannot replace the group's program.
+    int one = 1;
+    for (int fd : row)
+      if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof one);
+    bool stale = err == 0 && !steers(gid, itf.index, row);
+    if (err != 0 || stale) {
       for (int fd : row)
         if (fd >= 0) close(fd);
       if (gid != addr && err != EMFILE && err != ENFILE) {  // an IPv6 address of the interface: left out
@@ -261,14 +267,14 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
         continue;
       }
       close_all();
+      if (stale)
+        return make_error(EADDRINUSE, "the sockets of an earlier host NIC daemon still hold " + str(gid) +
+                                          ":4791 (its processes fail and exit; try again then)");
       return make_error(err, "cannot bind " + str(gid) + ":4791: " + std::strerror(err) +
                                  (err == EADDRINUSE ? " (another program holds it: a uroce process of an older version, "
                                                       "or the kernel's rxe)"
                                                     : ""));
     }
-    // Locked: a process given one of these sockets cannot replace the group's program.
-    int one = 1;
-    for (int fd : row) setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof one);
     d->socks.push_back(row);
     ++g;
   }
@@ -276,6 +282,40 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
   Device& dev = *devices_.back();
   for (uint32_t s = 0; s < kSlots; ++s) watch_slot(dev, s, true);
   return &dev;
+}
+
+// Our sockets are the whole group only if a datagram to the last slot's QPN reaches the last
+// socket: sockets of a daemon that died (still held by its processes) would come first.
+bool Daemon::steers(const Gid& gid, uint32_t ifindex, const std::array<int, kSlots>& row) {
+  const bool v4 = wire::is_v4(gid);
+  int fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  uint8_t probe[12] = {};
+  const uint32_t qpn = (kSlots - 1) << link::steering::kQpnLocalBits | 0x3ffff;
+  wire::write_be32(probe + 4, qpn);
+  sockaddr_storage to{};
+  socklen_t len;
+  if (v4) {
+    auto& a = reinterpret_cast<sockaddr_in&>(to);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(wire::kRoceV2Port);
+    a.sin_addr.s_addr = htonl(wire::v4_of(gid));
+    len = sizeof a;
+  } else {
+    auto& a = reinterpret_cast<sockaddr_in6&>(to);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(&a.sin6_addr, gid.raw.data(), 16);
+    a.sin6_scope_id = link::is_link_local(gid) ? ifindex : 0;
+    len = sizeof a;
+  }
+  bool ok = sendto(fd, probe, sizeof probe, 0, reinterpret_cast<sockaddr*>(&to), len) == ssize_t(sizeof probe);
+  close(fd);
+  pollfd p{row[kSlots - 1], POLLIN, 0};
+  ok = ok && poll(&p, 1, 500) == 1;
+  uint8_t got[sizeof probe];
+  return ok && recv(row[kSlots - 1], got, sizeof got, MSG_DONTWAIT) == ssize_t(sizeof got) &&
+         std::memcmp(got, probe, sizeof got) == 0;
 }
 
 void Daemon::watch_slot(Device& d, uint32_t slot, bool on) {

@@ -59,6 +59,7 @@ class Daemon {
              const std::vector<int>& fds = {});
   Result<Device*> device_for(const Gid& addr);
   void watch_slot(Device& d, uint32_t slot, bool on);
+  static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);
   void forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
 

@@ -10,7 +10,8 @@
 # - kill -9 of one of two servers on a host mid-transfer: the other transfer completes
 #   verified, the killed one's peer fails (retry exceeded) instead of hanging, and a new server
 #   on that host gets a slot and works;
-# - a process of another user cannot take a share of the NIC (it is refused, with the reason).
+# - a process of another user cannot take a share of the NIC (it is refused, with the reason);
+# - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -59,6 +60,15 @@ next_port() { port=$((port + 1)); }
 # perf_server HOST PORT LOG: a uroce-perf server in the background; its pid in $!
 perf_server() { on "$1" timeout 120 "$BIN/uroce-perf" --server --port "$2" > "$3" 2>&1 & }
 verified() { grep -q '"verified":true' "$1"; }
+# proc_pid HOST PATTERN: the process itself (not its timeout or shell) whose command line
+# matches the shell pattern
+proc_pid() {
+  ip netns pids "$(ns $1)" | while read -r p; do
+    c=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null)
+    case "$c" in $2) echo $p ;; esac
+  done | head -1
+}
+server_pid() { proc_pid "$1" "$BIN/uroce-perf *--port $2 *"; }
 
 # 1. Two pairs at once between hosts 1 and 2, and host 3 to host 1 meanwhile.
 next_port; p1=$port; next_port; p2=$port; next_port; p3=$port
@@ -114,7 +124,7 @@ case "$out" in
   *"in use"*|*"Address already in use"*) ok "a second listener on a taken rdma_cm port is refused: $(echo "$out" | head -1)" ;;
   *) bad "a second listener on port $q1: '$out'" ;;
 esac
-kill $rs3 2>/dev/null; wait $rs3 2>/dev/null
+kill "$(proc_pid 1 "rping -s -a $net.1 -p $q1 -C 1 *")" 2>/dev/null; wait $rs3 2>/dev/null
 
 # 3. perftest through the drop-in beside a uroce-perf pair, host 2 to host 1.
 next_port; pp=$port; next_port; pt=$port
@@ -143,9 +153,7 @@ kc1=$!
 on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k2 --op write --mode bw --size 65536 --iters 3000 --json > "$tmp/kc2.log" 2>&1 &
 kc2=$!
 sleep 2
-victim=$(ip netns pids "$(ns 1)" | while read -r p; do
-  tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q -- "--port $k1" && tr '\0' ' ' < /proc/$p/cmdline | grep -q "^$BIN/uroce-perf" && echo $p
-done | head -1)
+victim=$(server_pid 1 $k1)
 [ -n "$victim" ] && kill -9 "$victim"
 t0=$(date +%s)
 wait $kc1; e1=$?
@@ -175,7 +183,29 @@ case "$out" in
   *"cannot share it"*) ok "uid 65534 is refused a share of root's host NIC: $(echo "$out" | head -1)" ;;
   *) bad "uid 65534 on host 1 (exit $e): '$out'" ;;
 esac
-kill $us 2>/dev/null; wait $us 2>/dev/null
+kill "$(server_pid 1 $port)" 2>/dev/null; wait $us 2>/dev/null
+
+# 6. kill -9 of host 1's daemon mid-transfer: the transfer ends (verified, or with an error
+# status: never a hang or a crash), and once its processes are gone a new pair works.
+next_port
+perf_server 1 $port "$tmp/d1.log"; ds=$!
+on 2 timeout 90 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw --size 65536 --iters 30000 --json > "$tmp/dc.log" 2>&1 &
+dc=$!
+sleep 1.5
+daemon=$(ip netns pids "$(ns 1)" | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = uroced ] && echo $p; done)
+[ -n "$daemon" ] && kill -9 $daemon
+wait $dc; e1=$?
+wait $ds; e2=$?
+if [ -n "$daemon" ] && [ $e1 -lt 124 ] && [ $e2 -lt 124 ] && { verified "$tmp/dc.log" || grep -q "completion error" "$tmp/dc.log"; }; then
+  ok "kill -9 of the daemon mid-transfer: the pair ended cleanly (client $e1, server $e2): $(grep -o '"verified":true\|completion error: [A-Z_]*' "$tmp/dc.log" | head -1)"
+else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -3 "$tmp/dc.log")"; fi
+next_port
+perf_server 1 $port "$tmp/d2.log"; ds=$!
+on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op send --mode lat --size 64 --iters 200 --json > "$tmp/dc2.log" 2>&1
+e=$?
+wait $ds
+if [ $e = 0 ] && verified "$tmp/dc2.log"; then ok "a new daemon serves the next pair"
+else bad "after the daemon's kill, a new pair: $(cat "$tmp/dc2.log" "$tmp/d2.log")"; fi
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]
