@@ -1,6 +1,6 @@
 // uroced: the host NIC daemon (src/nicd/daemon.hpp). Started by the first process that opens
 // a shared device; it detaches itself, and leaves once no process has used it for --idle-s
-// seconds. Another daemon already serving this network namespace: exits 0 at once.
+// seconds (10). Another daemon already serving this network namespace: exits 0 at once.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 
 int main(int argc, char** argv) {
   bool foreground = false;
-  uint64_t idle_s = 30;
+  uint64_t idle_s = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--foreground") {
