@@ -97,6 +97,15 @@ std::string daemon_path() {
 }
 
 Result<std::unique_ptr<HostNicLease>> HostNicLease::attach(const Gid& addr) {
+  // A daemon leaving (idle) as we connect drops our connection unanswered: the next try starts
+  // a new one.
+  for (int attempt = 0;; ++attempt) {
+    auto l = attach_once(addr);
+    if (l || attempt == 2 || l.error().code != EPIPE) return l;
+  }
+}
+
+Result<std::unique_ptr<HostNicLease>> HostNicLease::attach_once(const Gid& addr) {
   int err = 0;
   int fd = dial(&err);
   if (fd < 0 && (err == ECONNREFUSED || err == ENOENT)) {
@@ -166,7 +175,7 @@ Status HostNicLease::call(uint32_t op, uint64_t arg, const Gid& addr, void* repl
         else close(f);
       }
     }
-  if (n != ssize_t(sizeof r) || r.op != Op::Reply) return make_error(EPROTO, "the host NIC daemon (uroced) is gone");
+  if (n != ssize_t(sizeof r) || r.op != Op::Reply) return make_error(EPIPE, "the host NIC daemon (uroced) is gone");
   r.text[sizeof r.text - 1] = 0;
   if (r.err) return make_error(r.err, r.text);
   return {};

@@ -37,6 +37,7 @@ class HostNicLease {
 
  private:
   HostNicLease() = default;
+  static Result<std::unique_ptr<HostNicLease>> attach_once(const Gid& addr);
   Status call(uint32_t op, uint64_t arg, const Gid& addr, void* reply, std::vector<int>* fds);
   std::mutex mu_;  // one request at a time on the control connection
   int ctl_fd_ = -1;
