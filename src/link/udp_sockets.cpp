@@ -20,6 +20,14 @@ static void set_buffers(int fd) {
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
 }
 
+// fd bound to the address, or -1 (closed, *err set).
+static int bind_or_close(int fd, const void* addr, socklen_t len, int* err) {
+  if (bind(fd, static_cast<const sockaddr*>(addr), len) == 0) return fd;
+  *err = errno;
+  close(fd);
+  return -1;
+}
+
 int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -39,12 +47,7 @@ int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(ip);
   a.sin_port = htons(port);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    *err = errno;
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return bind_or_close(fd, &a, sizeof a, err);
 }
 
 int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool reuseport) {
@@ -70,12 +73,7 @@ int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool 
   a.sin6_port = htons(port);
   std::memcpy(&a.sin6_addr, addr.raw.data(), 16);
   a.sin6_scope_id = scope;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    *err = errno;
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return bind_or_close(fd, &a, sizeof a, err);
 }
 
 }  // namespace uroce::link

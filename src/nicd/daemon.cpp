@@ -19,6 +19,7 @@
 #include "link/udp_sockets.hpp"
 #include "wire/bytes.hpp"
 #include "wire/ip_udp.hpp"
+#include "wire/opcode.hpp"
 
 namespace uroce::nicd {
 
@@ -231,6 +232,7 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
   if (devices_.size() >= 255) return make_error(ENOSPC, "uroced: too many devices");
   auto d = std::make_unique<Device>();
   d->addr = addr;
+  d->index = devices_.size();
   link::Interface itf = link::find_interface(addr);
   if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
   if (wire::is_v4(addr) && !itf.loopback) d->gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
@@ -319,10 +321,8 @@ bool Daemon::steers(const Gid& gid, uint32_t ifindex, const std::array<int, kSlo
 }
 
 void Daemon::watch_slot(Device& d, uint32_t slot, bool on) {
-  size_t dev = 0;
-  while (devices_[dev].get() != &d) ++dev;
   for (size_t g = 0; g < d.socks.size(); ++g) {
-    epoll_event ev{EPOLLIN, {.u64 = socket_tag(dev, g, slot)}};
+    epoll_event ev{EPOLLIN, {.u64 = socket_tag(d.index, g, slot)}};
     epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, d.socks[g][slot], &ev);
   }
 }
@@ -360,14 +360,13 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
 // A UD SEND_ONLY to QP1 carrying a CM MAD goes to the process it names; anything else on slot
 // 0 is dropped here, as a NIC drops a packet for a QP that does not exist.
 void Daemon::forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos) {
-  constexpr size_t kBth = 12, kDeth = 8, kIcrc = 4;
-  constexpr uint8_t kUdSendOnly = 0x64;
-  if (pkt.size() < kBth + kDeth + cm::kMadBytes + kIcrc || pkt[0] != kUdSendOnly ||
-      (wire::read_be32(pkt.data() + 4) & 0xffffff) != cm::kGsiQpn) {
+  using namespace wire;
+  if (pkt.size() < size_t(kBthLen + kDethLen) + cm::kMadBytes + kIcrcLen || pkt[0] != uint8_t(Opcode::UD_SEND_ONLY) ||
+      (read_be32(pkt.data() + 4) & kQpnMask) != kGsiQpn) {
     ++ctr_.mads_dropped;
     return;
   }
-  auto who = cm::recipient(pkt.subspan(kBth + kDeth, cm::kMadBytes));
+  auto who = cm::recipient(pkt.subspan(kBthLen + kDethLen, cm::kMadBytes));
   Client* c = nullptr;
   if (who && who->by_service) {
     auto it = d.listeners.find(who->service_id);

@@ -38,6 +38,7 @@ class Daemon {
   struct Client;
   struct Device {
     Gid addr;
+    size_t index = 0;  // in devices_, as epoll events name it
     std::vector<Gid> gids;
     std::vector<std::array<int, link::steering::kSlots>> socks;  // [GID index][slot]
     std::array<Client*, link::steering::kSlots> owner{};

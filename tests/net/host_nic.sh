@@ -69,6 +69,16 @@ proc_pid() {
   done | head -1
 }
 server_pid() { proc_pid "$1" "$BIN/uroce-perf *--port $2 *"; }
+# small_pair NAME WHAT: a fresh server on host 1, 200 verified 64 B SENDs from host 2
+small_pair() {
+  next_port
+  perf_server 1 $port "$tmp/$1-s.log"; sp=$!
+  on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op send --mode lat --size 64 --iters 200 --json > "$tmp/$1-c.log" 2>&1
+  se=$?
+  wait $sp
+  if [ $se = 0 ] && verified "$tmp/$1-c.log"; then ok "$2"
+  else bad "$2: $(cat "$tmp/$1-c.log" "$tmp/$1-s.log")"; fi
+}
 
 # 1. Two pairs at once between hosts 1 and 2, and host 3 to host 1 meanwhile.
 next_port; p1=$port; next_port; p2=$port; next_port; p3=$port
@@ -165,13 +175,7 @@ if [ -n "$victim" ] && [ $e1 != 0 ] && [ $e1 != 124 ] && grep -qi "retry\|RETRY_
 else bad "after kill -9 of pid '$victim': its peer exited $e1: $(tail -3 "$tmp/kc1.log")"; fi
 if [ $e2 = 0 ] && verified "$tmp/kc2.log"; then ok "the other server's transfer completed, verified"
 else bad "the other transfer (exit $e2): $(cat "$tmp/kc2.log" "$tmp/k2.log")"; fi
-next_port
-perf_server 1 $port "$tmp/k3.log"; ks3=$!
-on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op send --mode lat --size 64 --iters 200 --json > "$tmp/kc3.log" 2>&1
-e=$?
-wait $ks3
-if [ $e = 0 ] && verified "$tmp/kc3.log"; then ok "a new server on host 1 after the kill works"
-else bad "a new server after the kill: $(cat "$tmp/kc3.log" "$tmp/k3.log")"; fi
+small_pair k3 "a new server on host 1 after the kill works"
 
 # 5. Another user on host 1 while root's processes hold its NIC.
 next_port
@@ -199,13 +203,7 @@ wait $ds; e2=$?
 if [ -n "$daemon" ] && [ $e1 -lt 124 ] && [ $e2 -lt 124 ] && { verified "$tmp/dc.log" || grep -q "completion error" "$tmp/dc.log"; }; then
   ok "kill -9 of the daemon mid-transfer: the pair ended cleanly (client $e1, server $e2): $(grep -o '"verified":true\|completion error: [A-Z_]*' "$tmp/dc.log" | head -1)"
 else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -3 "$tmp/dc.log")"; fi
-next_port
-perf_server 1 $port "$tmp/d2.log"; ds=$!
-on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op send --mode lat --size 64 --iters 200 --json > "$tmp/dc2.log" 2>&1
-e=$?
-wait $ds
-if [ $e = 0 ] && verified "$tmp/dc2.log"; then ok "a new daemon serves the next pair"
-else bad "after the daemon's kill, a new pair: $(cat "$tmp/dc2.log" "$tmp/d2.log")"; fi
+small_pair d2 "a new daemon serves the next pair"
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]

@@ -25,6 +25,17 @@ constexpr uint32_t kPsnA = kForgePsnA;
 
 PairOptions pair_of(bool sr) { return forge_pair(sr); }
 
+// A pair for a stream of one-packet WRITEs: 64 source bytes at A, 64 destination bytes at B,
+// and a payload for forgeries.
+struct OnePacketWrites {
+  CorePair t;
+  std::vector<uint8_t> src = std::vector<uint8_t>(64), dst = std::vector<uint8_t>(64, 0),
+                       junk = std::vector<uint8_t>(16, 0xf0);
+  CorePair::Keys ms, md;
+  explicit OnePacketWrites(bool sr)
+      : t(pair_of(sr)), ms(t.reg(t.a, src.data(), src.size())), md(t.reg(t.b, dst.data(), dst.size())) {}
+};
+
 // Holds back the first send of request `psn` (delivered by hand later: reordering).
 struct HeldBack {
   std::shared_ptr<std::vector<uint8_t>> bytes = std::make_shared<std::vector<uint8_t>>();
@@ -208,10 +219,8 @@ TEST(HostileSr, AReorderedFirstSendDoesNotStall) {
 TEST(HostileSr, OneForgedPacketInFlightDoesNotStallTheStream) {
   for (bool sr : {false, true}) {
     SCOPED_TRACE(sr ? "selective repeat" : "go-back-N");
-    CorePair t(pair_of(sr));
-    std::vector<uint8_t> src(64), dst(64, 0), junk(16, 0xf0);
-    auto ms = t.reg(t.a, src.data(), src.size());
-    auto md = t.reg(t.b, dst.data(), dst.size());
+    OnePacketWrites w(sr);
+    auto& [t, src, dst, junk, ms, md] = w;
     for (int i = 0; i < 10; ++i)
       ASSERT_TRUE(post(t, i, WrOpcode::RdmaWrite, src.data(), 64, ms.lkey, uint64_t(dst.data()), md.rkey));
     std::vector<Wc> first;
@@ -322,10 +331,8 @@ TEST(HostileSr, ACopyOfAHeldAtomicIsADuplicate) {
 TEST(HostileSr, ABlindFloodOfOnePsnKillsNeitherMode) {
   for (bool sr : {false, true}) {
     SCOPED_TRACE(sr ? "selective repeat" : "go-back-N");
-    CorePair t(pair_of(sr));
-    std::vector<uint8_t> src(64), dst(64, 0), junk(16, 0xf0);
-    auto ms = t.reg(t.a, src.data(), src.size());
-    auto md = t.reg(t.b, dst.data(), dst.size());
+    OnePacketWrites w(sr);
+    auto& [t, src, dst, junk, ms, md] = w;
     const wire::Psn target(kPsnA + 305);
     uint64_t next_inject = 0, injected = 0;
     auto flood = [&] {

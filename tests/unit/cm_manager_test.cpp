@@ -72,6 +72,13 @@ struct Pair {
     r.private_data = {4, 5};
     return r;
   }
+  // B listens on the UD service svc and A asks for it (the SIDR_REQ is not delivered yet).
+  CommId sidr_to_b(uint64_t svc) {
+    EXPECT_TRUE(b.listen(svc, 5));
+    SidrReq q;
+    q.service_id = svc;
+    return *a.sidr_request(kB, q, now);
+  }
   // A through REQ, REP and RTU; returns (A's ID, B's ID).
   std::pair<CommId, CommId> establish() {
     EXPECT_TRUE(b.listen(kSvc, 77));
@@ -246,10 +253,7 @@ TEST(CmManager, LostDrepIsAnsweredStatelessly) {
 TEST(CmManager, SidrResolvesAService) {
   Pair p;
   const uint64_t udp = ip_service_id(PortSpace::Udp, 7174);
-  ASSERT_TRUE(p.b.listen(udp, 5));
-  SidrReq q;
-  q.service_id = udp;
-  CommId id = *p.a.sidr_request(kB, q, p.now);
+  CommId id = p.sidr_to_b(udp);
   p.flow();
   ASSERT_EQ(types(p.eb), (std::vector<EventType>{EventType::SidrReqReceived}));
   EXPECT_EQ(p.eb[0].id, id);
@@ -264,6 +268,7 @@ TEST(CmManager, SidrResolvesAService) {
   EXPECT_EQ(p.ea[0].sidr_rep->qkey, 0x01234567u);
   EXPECT_EQ(p.ea[0].sidr_rep->status, SidrStatus::Valid);
   // A service nobody listens on: status NoService.
+  SidrReq q;
   q.service_id = ip_service_id(PortSpace::Udp, 1);
   (void)*p.a.sidr_request(kB, q, p.now);
   p.flow();
@@ -352,10 +357,7 @@ TEST(CmManager, UnansweredRequestsAreBounded) {
 TEST(CmManager, CopiesOfAnUnansweredSidrReqAreDropped) {
   Pair p;
   const uint64_t udp = ip_service_id(PortSpace::Udp, 7174);
-  ASSERT_TRUE(p.b.listen(udp, 5));
-  SidrReq q;
-  q.service_id = udp;
-  CommId id = *p.a.sidr_request(kB, q, p.now);
+  CommId id = p.sidr_to_b(udp);
   auto out = p.a.take_outgoing();
   ASSERT_EQ(out.size(), 1u);
   for (int i = 0; i < 1000; ++i) p.b.on_mad(out[0].mad, kA, p.now);
