@@ -2,8 +2,10 @@
 """What sharing the host NIC costs between two hosts: two network namespaces joined by a veth
 pair (MTU 1500), uroce-perf across it with each host's device private to the process
 (UROCE_SHARED=0: it binds IP:4791 itself) and shared through the host NIC daemon
-(UROCE_SHARED=1: a socket of the steering group), interleaved in pairs (A B A B ...), each row
-the median of the per-pair ratios shared/private. Needs root (ip netns).
+(UROCE_SHARED=1: a socket of the steering group) and, on the server's host, for a process of
+another user than the daemon's (uid 65534: the daemon passes it every packet), interleaved in
+rounds (A B C A B C ...), each row the median of the per-round ratios to private. Needs root
+(ip netns).
 
 usage: bench/host_nic_cost.py BUILD_DIR [--pairs N] [--out FILE]
 """
@@ -70,12 +72,13 @@ def listening(ns, p, tries=200):
     raise SystemExit(f'nothing listens on port {p} in {ns}')
 
 
-def run(shared, row):
+def run(shared, row, other_user=False):
     global port
     port += 1
     _, op, mode, size, iters, key, _ = row
     env = lambda h: ['ip', 'netns', 'exec', A if h == 1 else B, 'env', f'UROCE_ADDR={net}.{h}', f'UROCE_SHARED={shared}']
-    srv = subprocess.Popen(env(1) + ['timeout', '120', perf, '--server', '--port', str(port)],
+    as_other = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups'] if other_user else []
+    srv = subprocess.Popen(env(1) + ['timeout', '120'] + as_other + [perf, '--server', '--port', str(port)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     listening(A, port)
     cli = subprocess.run(env(2) + ['timeout', '120', perf, '--connect', f'{net}.1', '--port', str(port), '--op', op,
@@ -98,18 +101,23 @@ def run(shared, row):
 
 try:
     setup()
-    lines = ['| across a veth pair, MTU 1500 | private (median) | shared (median) | shared/private, median of pairs | pairs in |',
-             '|---|---:|---:|---:|---|']
+    lines = ['| across a veth pair, MTU 1500 | private | shared | another user, shared | shared/private | '
+             'another user/private |',
+             '|---|---:|---:|---:|---:|---:|']
     for row in ROWS:
-        a, b, ratios = [], [], []
+        a, b, c, rb, rc = [], [], [], [], []
         for _ in range(pairs):
             x = run(0, row)
             y = run(1, row)
+            z = run(1, row, other_user=True)
             a.append(x)
             b.append(y)
-            ratios.append(y / x)
-        lines.append(f'| {row[0]} | {statistics.median(a):.2f} | {statistics.median(b):.2f} | '
-                     f'{statistics.median(ratios):.3f} ({row[6]} is better) | {min(ratios):.2f}-{max(ratios):.2f} |')
+            c.append(z)
+            rb.append(y / x)
+            rc.append(z / x)
+        med = statistics.median
+        lines.append(f'| {row[0]} ({row[6]} is better) | {med(a):.2f} | {med(b):.2f} | {med(c):.2f} | '
+                     f'{med(rb):.3f} ({min(rb):.2f}-{max(rb):.2f}) | {med(rc):.3f} ({min(rc):.2f}-{max(rc):.2f}) |')
     text = '\n'.join(lines)
     print(text)
     if out:

@@ -125,7 +125,7 @@ Result<std::unique_ptr<HostNicLease>> HostNicLease::attach_once(const Gid& addr)
     for (int f : fds) close(f);
     return s.error();
   }
-  if (r.ngids == 0 || r.ngids > kMaxGids || fds.size() != r.ngids + 1) {
+  if (r.ngids == 0 || r.ngids > kMaxGids || fds.size() != (r.forwarded ? 1 : r.ngids + 1)) {
     for (int f : fds) close(f);
     return make_error(EPROTO, "host NIC: a malformed answer to attach");
   }

@@ -27,7 +27,9 @@ class HostNicLease {
 
   uint32_t slot() const { return slot_; }
   const std::vector<Gid>& gids() const { return gids_; }
-  // The receive sockets (one per GID, in GID order) and the forwarding channel: taken once.
+  // The receive sockets (one per GID, in GID order; none for a process the daemon passes
+  // every packet to, one of another user than the daemon's) and the forwarding channel:
+  // taken once.
   std::vector<int> take_rx_fds() { return std::move(rx_fds_); }
   int take_forward_fd() { return std::exchange(fwd_fd_, -1); }
   // The device passes REQs and SIDR_REQs for service_id to this process; EADDRINUSE if

@@ -12,7 +12,9 @@ inline constexpr int kMaxGids = 8;
 
 enum class Op : uint32_t {
   Attach = 1,  // addr: the device's address; answered with a slot and, as SCM_RIGHTS, the
-               // forwarding channel then one receive socket per GID (in GID order)
+               // forwarding channel then one receive socket per GID (in GID order), or, for
+               // a process of another user than the daemon's, the channel alone: the daemon
+               // passes it every packet of its slot
   Listen,      // arg: a CM service ID the process takes on the device (REQs and SIDR_REQs)
   Unlisten,    // arg: a service ID it let go
   Reply,
@@ -30,6 +32,7 @@ struct Reply {
   int32_t err = 0;       // 0, or an errno with text saying why
   uint32_t slot = 0;
   uint32_t ngids = 0;
+  uint32_t forwarded = 0;  // 1: no receive sockets, every packet comes on the channel
   uint8_t gids[kMaxGids][16] = {};
   char text[200] = {};
 };

@@ -166,7 +166,7 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
     if (!pcap_->open(pcap_path)) return fail(errno, "cannot write capture file " + pcap_path);
   }
   rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
-  if (ip_ && (rx == Rx::Raw || (rx == Rx::Auto && (ip_ >> 24) != 127))) {
+  if (ip_ && !fwd_only_ && (rx == Rx::Raw || (rx == Rx::Auto && (ip_ >> 24) != 127))) {
     raw_fd_ = open_raw(ip_, slot, &err);
     if (raw_fd_ < 0 && rx == Rx::Raw)
       return fail(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
@@ -179,8 +179,9 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return fail(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
   std::vector<int> fds;
-  if (ip_) fds.push_back(raw_fd_ >= 0 ? raw_fd_ : rx_fd_);
-  for (const auto& v : v6_) fds.push_back(v.fd);
+  if (ip_ && !fwd_only_) fds.push_back(raw_fd_ >= 0 ? raw_fd_ : rx_fd_);
+  for (const auto& v : v6_)
+    if (v.fd >= 0) fds.push_back(v.fd);
   if (fwd_fd_ >= 0) fds.push_back(fwd_fd_);
   for (int fd : fds) {
     epoll_event ev{};
@@ -196,12 +197,14 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open_shared(std::unique_ptr<HostNicLea
   std::unique_ptr<UdpLink> l(new UdpLink);
   std::vector<int> fds = lease->take_rx_fds();
   const std::vector<Gid>& gids = lease->gids();
+  l->fwd_only_ = fds.empty();  // every packet comes from the daemon
   for (size_t i = 0; i < gids.size(); ++i) {
+    const int fd = l->fwd_only_ ? -1 : fds[i];
     if (wire::is_v4(gids[i])) {
       l->ip_ = wire::v4_of(gids[i]);
-      l->rx_fd_ = fds[i];
+      l->rx_fd_ = fd;
     } else {
-      l->v6_.push_back({gids[i], fds[i]});
+      l->v6_.push_back({gids[i], fd});
     }
   }
   l->fwd_fd_ = lease->take_forward_fd();
@@ -230,7 +233,8 @@ UdpLink::~UdpLink() {
     if (fd >= 0) close(fd);
   for (int fd : tx6_fd_)
     if (fd >= 0) close(fd);
-  for (const auto& v : v6_) close(v.fd);
+  for (const auto& v : v6_)
+    if (v.fd >= 0) close(v.fd);
 }
 
 std::vector<Gid> UdpLink::gids() const {
@@ -460,13 +464,15 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
 
 int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   // MADs from the daemon are rare and not urgent: their channel is read after every sleep and
-  // every 64th busy poll, not at the cost of a system call on every turn of a spinning engine.
+  // every 64th busy poll, not at the cost of a system call on every turn of a spinning engine;
+  // on every poll where the daemon passes on every packet.
   int n = 0;
-  if (fwd_fd_ >= 0 && (fwd_due_ || (++fwd_polls_ & 63) == 0)) {
+  if (fwd_fd_ >= 0 && (fwd_only_ || fwd_due_ || (++fwd_polls_ & 63) == 0)) {
     fwd_due_ = false;
     n = poll_forwarded(sink, now, max);
   }
-  if (ip_) n = raw_fd_ >= 0 ? poll_raw(sink, now, max) : poll_v4(sink, now, max);
+  if (fwd_only_) return n;
+  if (ip_ && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
   if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/un.h>
@@ -124,6 +125,7 @@ void Daemon::reply(Client& c, int err, const std::string& text, uint32_t slot, c
   r.slot = slot;
   std::snprintf(r.text, sizeof r.text, "%s", text.c_str());
   if (dev) {
+    r.forwarded = c.forwarded;
     r.ngids = uint32_t(dev->gids.size());
     for (size_t i = 0; i < dev->gids.size(); ++i) std::memcpy(r.gids[i], dev->gids[i].raw.data(), 16);
   }
@@ -153,13 +155,9 @@ void Daemon::on_request(Client& c) {
     case Op::Attach: {
       if (c.dev) return reply(c, EALREADY, "uroced: this connection holds a device already");
       // Sockets of a steering group are handed to processes of the daemon's user (who could
-      // act as it anyway) and of root only: a socket of the group could take the group's steering.
-      if (c.cred.uid != geteuid() && c.cred.uid != 0) {
-        ++ctr_.refused;
-        return reply(c, EACCES, "this host NIC is served by uid " + std::to_string(geteuid()) +
-                                    "'s daemon; uid " + std::to_string(c.cred.uid) +
-                                    " cannot share it (run as that user, or as root)");
-      }
+      // act as it anyway) and of root only: a socket of the group could take the group's
+      // steering. Another user's process gets its slot's packets from us, on its channel.
+      const bool forwarded = c.cred.uid != geteuid() && c.cred.uid != 0;
       Gid addr;
       std::memcpy(addr.raw.data(), q.addr, 16);
       auto dev = device_for(addr);
@@ -174,13 +172,19 @@ void Daemon::on_request(Client& c) {
       int buf = 4 << 20;
       setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
       std::vector<int> fds = {pair[1]};
-      for (auto& row : d.socks) fds.push_back(row[slot]);
-      watch_slot(d, slot, false);  // from now on the process reads it
       on_datagrams(d, SIZE_MAX, slot);  // what a former owner's peers left there is not the new one's
+      if (forwarded) {
+        int off = 0;  // one datagram per read: a former owner may have turned coalescing on
+        for (auto& row : d.socks) setsockopt(row[slot], SOL_UDP, UDP_GRO, &off, sizeof off);
+      } else {
+        for (auto& row : d.socks) fds.push_back(row[slot]);
+        watch_slot(d, slot, false);  // from now on the process reads it
+      }
       d.owner[slot] = &c;
       c.dev = &d;
       c.slot = slot;
       c.fwd = pair[0];
+      c.forwarded = forwarded;
       ++ctr_.attached;
       reply(c, 0, "", slot, &d, fds);
       close(pair[1]);
@@ -217,7 +221,7 @@ void Daemon::drop_client(int fd) {
     for (auto l = d->listeners.begin(); l != d->listeners.end();)
       l = l->second == &c ? d->listeners.erase(l) : std::next(l);
     d->owner[c.slot] = nullptr;
-    watch_slot(*d, c.slot, true);  // the slot's packets are read and dropped until it is given again
+    if (!c.forwarded) watch_slot(*d, c.slot, true);  // read and dropped until the slot is given again
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(c.ctl);
@@ -333,7 +337,7 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
   for (size_t g = 0; g < d.socks.size(); ++g) {
     if (gid != SIZE_MAX && g != gid) continue;
     for (int k = 0; k < 64; ++k) {  // bounded: the epoll wakes us again if more is left
-      uint8_t buf[2048];
+      uint8_t buf[9216];  // a jumbo frame's datagram
       sockaddr_storage from{};
       alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int)) * 2];
       iovec iov{buf, sizeof buf};
@@ -351,7 +355,10 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
         if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) ||
             (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS))
           tos = *CMSG_DATA(c);
-      if (slot == 0 && !(m.msg_flags & MSG_TRUNC)) forward(d, g, {buf, size_t(n)}, from, tos);
+      Client* owner = d.owner[slot];
+      if (m.msg_flags & MSG_TRUNC) ++ctr_.stray_dropped;
+      else if (slot == 0) forward_mad(d, g, {buf, size_t(n)}, from, tos);
+      else if (owner && owner->forwarded) pass_on(*owner, d, g, {buf, size_t(n)}, from, tos);
       else ++ctr_.stray_dropped;
     }
   }
@@ -359,7 +366,8 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
 
 // A UD SEND_ONLY to QP1 carrying a CM MAD goes to the process it names; anything else on slot
 // 0 is dropped here, as a NIC drops a packet for a QP that does not exist.
-void Daemon::forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos) {
+void Daemon::forward_mad(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from,
+                         uint8_t tos) {
   using namespace wire;
   if (pkt.size() < size_t(kBthLen + kDethLen) + cm::kMadBytes + kIcrcLen || pkt[0] != uint8_t(Opcode::UD_SEND_ONLY) ||
       (read_be32(pkt.data() + 4) & kQpnMask) != kGsiQpn) {
@@ -378,6 +386,13 @@ void Daemon::forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const 
     ++ctr_.mads_dropped;
     return;
   }
+  if (pass_on(*c, d, gid, pkt, from, tos)) ++ctr_.mads_forwarded;
+  else ++ctr_.mads_dropped;  // its channel is full: as a full receive queue, the peer retries
+}
+
+// One datagram to a process over its forwarding channel; false if the channel is full.
+bool Daemon::pass_on(Client& c, const Device& d, size_t gid, std::span<const uint8_t> pkt,
+                     const sockaddr_storage& from, uint8_t tos) {
   Forwarded h{};
   if (from.ss_family == AF_INET) {
     const auto& a = reinterpret_cast<const sockaddr_in&>(from);
@@ -395,8 +410,7 @@ void Daemon::forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const 
   msghdr m{};
   m.msg_iov = iov;
   m.msg_iovlen = 2;
-  if (sendmsg(c->fwd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) ++ctr_.mads_forwarded;
-  else ++ctr_.mads_dropped;  // its channel is full: as a full receive queue, the peer retries
+  return sendmsg(c.fwd, &m, MSG_DONTWAIT | MSG_NOSIGNAL) > 0;
 }
 
 }  // namespace uroce::nicd

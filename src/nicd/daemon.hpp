@@ -50,6 +50,7 @@ class Daemon {
     ucred cred{};
     Device* dev = nullptr;
     uint32_t slot = 0;
+    bool forwarded = false;  // another user's: its packets come through us, not its own sockets
   };
 
   Daemon() = default;
@@ -62,7 +63,9 @@ class Daemon {
   void watch_slot(Device& d, uint32_t slot, bool on);
   static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);
-  void forward(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
+  void forward_mad(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
+  bool pass_on(Client& c, const Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from,
+               uint8_t tos);
 
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
