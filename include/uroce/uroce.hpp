@@ -61,11 +61,16 @@ struct DeviceOptions {
   uint64_t rx_loss_seed = 1;
 };
 
+// Address handles a program may hold at once through the libibverbs drop-in (ibv_create_ah; past
+// it, ENOMEM). The C++ API's Ah is a value, and has no limit.
+inline constexpr uint32_t kMaxAh = 1u << 20;
+
 struct DeviceAttr {
   std::string name;
+  uint64_t node_guid;  // from the interface's MAC, as rxe's (loopback: from the host's machine ID)
   uint64_t max_mr_size;
   uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom,
-      max_qp_init_rd_atom, max_inline_data;
+      max_qp_init_rd_atom, max_inline_data, max_ah;
   bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
 };
 
@@ -101,6 +106,9 @@ class Device {
   // On a device shared with the host's other processes: this process's steering slot, which
   // the top bits of its QPNs and CM IDs carry (1..63); 0 on a device of this process alone.
   uint32_t share_slot() const;
+  // The node GUID a device opened at addr (empty: $UROCE_ADDR, else loopback) has, before it
+  // is opened: what query_device().node_guid will say.
+  static uint64_t node_guid_at(const std::string& addr);
   // A CM service ID for this process alone on a shared device (REQs for it come here);
   // EADDRINUSE if another process has it. Always succeeds on a device of this process alone.
   Status claim_service(uint64_t service_id);

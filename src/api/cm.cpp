@@ -75,7 +75,7 @@ namespace {
 
 cm::ManagerConfig manager_config(const Device& d, const CmOptions& o) {
   cm::ManagerConfig c;
-  c.ca_guid = 0x0200000000000000ull | d.ipv4();
+  c.ca_guid = d.query_device().node_guid;
   c.response_timeout = o.response_timeout;
   c.max_retries = o.max_retries;
   c.id_high = d.share_slot();  // a shared device's daemon passes MADs on by these bits

@@ -12,6 +12,7 @@
 #include "api/config.hpp"
 #include "api/device_stack.hpp"
 #include "engine/clock.hpp"
+#include "link/iface.hpp"
 #include "link/steering.hpp"
 #include "api/holds.hpp"
 #include "transport/bringup.hpp"
@@ -72,6 +73,14 @@ Device::~Device() = default;
 const std::string& Device::name() const { return stack_->name; }
 uint32_t Device::ipv4() const { return stack_->link->local_ip(); }
 
+uint64_t Device::node_guid_at(const std::string& addr) {
+  DeviceOptions o;
+  o.addr = addr;
+  auto d = detail::device_settings(o);
+  const Gid at = d && d->addr != Gid{} ? d->addr : Gid::from_ipv4(0x7f000001);
+  return link::node_guid(link::find_interface(at));
+}
+
 uint32_t Device::share_slot() const {
   const link::HostNicLease* l = stack_->link->lease();
   return l ? l->slot() : 0;
@@ -90,6 +99,8 @@ DeviceAttr Device::query_device() const {
   const auto& l = stack_->pc->limits();
   DeviceAttr a;
   a.name = stack_->name;
+  a.node_guid = stack_->link->node_guid();
+  a.max_ah = kMaxAh;
   a.max_mr_size = l.max_msg;
   a.max_qp = l.max_qp;
   a.max_qp_wr = l.max_qp_wr;

@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstddef>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@ struct UDevice {
   // them (as libibverbs' destroy does), so a handler never holds a destroyed object.
   std::map<const void*, int> unacked;
   std::condition_variable acked;
+  std::atomic<uint32_t> ahs{0};  // address handles held, at most kMaxAh
 };
 
 struct UContext {

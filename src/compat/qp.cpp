@@ -303,10 +303,17 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     errno = EINVAL;  // RoCE addresses need a GRH with the destination GID
     return nullptr;
   }
+  std::atomic<uint32_t>& held = uctx(pd->context)->shared->ahs;
+  if (held.fetch_add(1) >= kMaxAh) {
+    held.fetch_sub(1);
+    errno = ENOMEM;
+    return nullptr;
+  }
   auto* a = new UAh{};
   std::memcpy(a->ah.dgid.raw.data(), attr->grh.dgid.raw, 16);
   a->ah.sgid_index = attr->grh.sgid_index;
   if (a->ah.dgid == Gid{}) {
+    held.fetch_sub(1);
     delete a;
     errno = EINVAL;
     return nullptr;
@@ -318,6 +325,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 }
 
 int ibv_destroy_ah(ibv_ah* ah) {
+  uctx(ah->context)->shared->ahs.fetch_sub(1);
   delete from<UAh>(ah);
   return 0;
 }

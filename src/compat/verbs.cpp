@@ -145,7 +145,7 @@ ibv_device** ibv_get_device_list(int* num) {
 
 void ibv_free_device_list(ibv_device** list) { free(list); }
 const char* ibv_get_device_name(ibv_device* d) { return d->name; }
-__be64 ibv_get_device_guid(ibv_device*) { return htobe64(0x02000000000000a5ull); }
+__be64 ibv_get_device_guid(ibv_device*) { return htobe64(Device::node_guid_at({})); }
 int ibv_fork_init(void) { return 0; }
 
 ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, {}, true); }
@@ -164,7 +164,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   DeviceAttr d = uctx(ctx)->dev->query_device();
   *a = ibv_device_attr{};
   std::snprintf(a->fw_ver, sizeof a->fw_ver, "uroce 0.1");
-  a->node_guid = ibv_get_device_guid(ctx->device);
+  a->node_guid = htobe64(d.node_guid);
   a->sys_image_guid = a->node_guid;
   a->max_mr_size = d.max_mr_size;
   a->page_size_cap = 4096;
@@ -183,6 +183,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_init_rd_atom = int(d.max_qp_init_rd_atom);
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_srq = int(d.max_qp);
+  a->max_ah = int(d.max_ah);
   a->max_srq_wr = int(d.max_qp_wr);
   a->max_srq_sge = int(d.max_sge);
   a->max_pkeys = 1;

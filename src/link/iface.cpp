@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "wire/ip_udp.hpp"
 
@@ -52,9 +53,22 @@ Interface find_interface(const Gid& addr) {
   if (fd >= 0 && out.name.size() < sizeof r.ifr_name) {
     std::memcpy(r.ifr_name, out.name.c_str(), out.name.size());
     if (ioctl(fd, SIOCGIFMTU, &r) == 0 && r.ifr_mtu > 0) out.mtu = uint32_t(r.ifr_mtu);
+    if (ioctl(fd, SIOCGIFHWADDR, &r) == 0) std::memcpy(out.mac.data(), r.ifr_hwaddr.sa_data, out.mac.size());
   }
   if (fd >= 0) close(fd);
   return out;
+}
+
+uint64_t node_guid(const Interface& itf) {
+  const auto& m = itf.mac;
+  if (m != std::array<uint8_t, 6>{}) {
+    return uint64_t(m[0] ^ 0x02) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | 0xfffeull << 24 |
+           uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+  }
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the machine ID
+  std::ifstream f("/etc/machine-id");
+  for (char c; f.get(c);) h = (h ^ uint8_t(c)) * 0x100000001b3ull;
+  return 0x0200000000000000ull | (h & 0x00ffffffffffffffull);
 }
 
 }  // namespace uroce::link

@@ -1,6 +1,7 @@
 // The network interface a device's address lives on: its MTU and its IPv6 addresses, which
 // become GIDs beside the IPv4 one (as rxe builds its GID table from the netdev).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,8 +15,14 @@ struct Interface {
   uint32_t index = 0;
   uint32_t mtu = 1500;
   bool loopback = false;
+  std::array<uint8_t, 6> mac{};  // all zero on loopback
   std::vector<Gid> ipv6;   // link-local first, then the others (rxe's GID order)
 };
+
+// The node GUID of a device on this interface, as rxe makes it: the MAC as an EUI-64 (U/L
+// bit flipped, ff:fe in the middle). Without a MAC (loopback): locally administered, from the
+// host's machine ID, so the same on every start and different between hosts.
+uint64_t node_guid(const Interface& itf);
 
 // The interface holding addr (for 127/8, loopback).
 Interface find_interface(const Gid& addr);

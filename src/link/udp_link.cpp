@@ -137,6 +137,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
   Interface itf = find_interface(v6_only ? addr : Gid::from_ipv4(ip));
   l->ip_mtu_ = itf.mtu;
   l->ifindex_ = itf.index;
+  l->node_guid_ = link::node_guid(itf);
   for (int i = 0; ip && i < kTxSockets; ++i) {
     l->tx_fd_[i] = make_socket(ip, 0, &err);
     if (l->tx_fd_[i] < 0) return make_error(err, std::string("cannot open a UDP send socket: ") + std::strerror(err));
@@ -211,6 +212,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open_shared(std::unique_ptr<HostNicLea
   Interface itf = find_interface(gids.back());  // its MTU now: it may have changed since the daemon started
   l->ip_mtu_ = itf.mtu;
   l->ifindex_ = itf.index;
+  l->node_guid_ = link::node_guid(itf);
   int err = 0;
   for (int i = 0; l->ip_ && i < kTxSockets; ++i) {
     l->tx_fd_[i] = make_socket(l->ip_, 0, &err);

@@ -45,6 +45,7 @@ class UdpLink final : public Link {
   ~UdpLink();
 
   uint32_t local_ip() const { return ip_; }  // 0 on an IPv6-only device
+  uint64_t node_guid() const { return node_guid_; }  // from the interface (link/iface.hpp)
   std::vector<Gid> gids() const override;
   uint16_t src_port_for(uint32_t qpn) const override;
   int rx_fd() const override { return epoll_fd_; }  // every receive socket
@@ -84,6 +85,7 @@ class UdpLink final : public Link {
   std::vector<V6Addr> v6_;   // IPv6 addresses received on, in GID order
   int tx6_fd_[kTxSockets] = {-1, -1, -1, -1, -1, -1, -1, -1};  // the same ports as tx_fd_
   uint32_t ifindex_ = 0;     // for link-local addresses
+  uint64_t node_guid_ = 0;
   int epoll_fd_ = -1;
   std::unique_ptr<PcapWriter> pcap_;
   std::vector<uint8_t> rx_buf_;

@@ -81,6 +81,26 @@ small_pair() {
   else bad "$2: $(cat "$tmp/$1-c.log" "$tmp/$1-s.log")"; fi
 }
 
+# 0. Identity: each host's device has the node GUID of its interface's MAC (as rxe), the same
+# before it is opened (ibv_devices) and after (ibv_devinfo), different on each host, and
+# honest limits (max_ah).
+guids=""
+for h in 1 2; do
+  mac=$(ip -n "$(ns $h)" link show "uh$h-$tag" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+  set -- $(echo "$mac" | tr : ' ')
+  want=$(printf '%02x%s:%sff:fe%s:%s%s' $((0x$1 ^ 2)) "$2" "$3" "$4" "$5" "$6")
+  info=$(on $h "$BIN/uroce-run" -- ibv_devinfo -v 2>&1)
+  got=$(echo "$info" | sed -n 's/.*node_guid:[[:space:]]*\([0-9a-f:]*\).*/\1/p')
+  listed=$(on $h "$BIN/uroce-run" -- ibv_devices 2>&1 | awk '$1 == "uroce0" {print $2}')
+  max_ah=$(echo "$info" | sed -n 's/.*max_ah:[[:space:]]*\([0-9]*\).*/\1/p')
+  if [ "$got" = "$want" ] && [ "$listed" = "$(echo "$want" | tr -d :)" ] && [ "${max_ah:-0}" -gt 0 ]; then
+    ok "host $h: node GUID $got from MAC $mac (ibv_devices and ibv_devinfo agree), max_ah $max_ah"
+  else bad "host $h: node GUID '$got' / listed '$listed', want $want from MAC $mac; max_ah '$max_ah'"; fi
+  guids="$guids $got"
+done
+set -- $guids
+[ "$1" != "$2" ] && ok "the two hosts' node GUIDs differ" || bad "both hosts have node GUID $1"
+
 # 1. Two pairs at once between hosts 1 and 2, and host 3 to host 1 meanwhile.
 next_port; p1=$port; next_port; p2=$port; next_port; p3=$port
 perf_server 1 $p1 "$tmp/s1.log"; s1=$!
