@@ -61,6 +61,8 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOpti
     cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
   }
   stack->pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));
+  if (link::HostNicLease* lease = stack->link->lease())  // asked in the engine's pass, under its lock
+    lease->reporter = [s = stack.get()] { return detail::status_records(*s); };
   stack->engine = std::make_unique<engine::Engine>(*stack->pc, stack->active_link(), d.spin_ns);
   if (!stack->engine->status()) return stack->engine->status().error();
   stack->engine->set_rx_loss(d.rx_loss, d.rx_loss_seed);

@@ -27,4 +27,8 @@ struct DeviceStack {
   }
 };
 
+// Status records of the device's QPs and counters, for the host NIC daemon (api/status.cpp).
+// The engine lock held.
+std::string status_records(const DeviceStack& stack);
+
 }  // namespace uroce::detail

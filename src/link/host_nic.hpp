@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,9 @@ class HostNicLease {
   // another process listens on it.
   Status listen(uint64_t service_id);
   void unlisten(uint64_t service_id);
+  // What the process says of itself when the daemon asks (the uroce command): status records
+  // (host_nic_proto.hpp), one per line. Called by the link with the engine lock held.
+  std::function<std::string()> reporter;
 
  private:
   HostNicLease() = default;

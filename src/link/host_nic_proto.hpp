@@ -18,6 +18,8 @@ enum class Op : uint32_t {
   Listen,      // arg: a CM service ID the process takes on the device (REQs and SIDR_REQs)
   Unlisten,    // arg: a service ID it let go
   Reply,
+  Status,      // from the uroce command: answered with a Reply, then one message of text,
+               // the host NIC's status as records (kStatusFormat)
 };
 
 struct Request {
@@ -44,7 +46,14 @@ struct Forwarded {
   uint8_t dst[16];
   uint16_t src_port;
   uint8_t tos;
-  uint8_t reserved[5];
+  uint8_t kind;  // kPacket; or kStatusRequest: no payload, the process answers on the channel
+  uint8_t reserved[4];
 };
+inline constexpr uint8_t kPacket = 0, kStatusRequest = 1;
+// A process's answer to kStatusRequest: this tag, then its records.
+inline constexpr char kStatusTag[4] = {'S', 'T', 'A', 'T'};
+// The status is one record per line: a kind ("device", "process", "qp", "counter"), then
+// key=value fields, values without spaces. Every record after a process's is that process's.
+inline constexpr const char* kStatusFormat = "kind key=value ...";
 
 }  // namespace uroce::link::nicproto

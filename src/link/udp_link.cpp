@@ -532,6 +532,13 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
 
 namespace uroce::link {
 
+// The daemon asks what this process has (the uroce command): the lease's reporter answers.
+void UdpLink::answer_status() {
+  std::string text(nicproto::kStatusTag, sizeof nicproto::kStatusTag);
+  if (lease_ && lease_->reporter) text += lease_->reporter();
+  (void)::send(fwd_fd_, text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 // MADs for QP1 that the host NIC daemon passed on: each message is the flow's addresses, then
 // the UDP payload, as the daemon's socket received it (no IP header: the core solves for the ID).
 int UdpLink::poll_forwarded(PacketSink& sink, uint64_t now, int max) {
@@ -542,6 +549,10 @@ int UdpLink::poll_forwarded(PacketSink& sink, uint64_t now, int max) {
     if (n < ssize_t(sizeof(nicproto::Forwarded))) break;
     nicproto::Forwarded h;
     std::memcpy(&h, buf, sizeof h);
+    if (h.kind == nicproto::kStatusRequest) {
+      answer_status();
+      continue;
+    }
     wire::FlowAddr f;
     std::memcpy(f.src.raw.data(), h.src, 16);
     std::memcpy(f.dst.raw.data(), h.dst, 16);

@@ -60,6 +60,7 @@ class UdpLink final : public Link {
   bool finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slot);
   bool open_tx6(bool required, int* err);
   int poll_forwarded(PacketSink& sink, uint64_t now, int max);
+  void answer_status();
   int poll_raw(PacketSink& sink, uint64_t now, int max);
   int poll_v4(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);

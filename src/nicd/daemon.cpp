@@ -30,18 +30,19 @@ using namespace link::nicproto;
 using link::steering::kSlots;
 
 // What an epoll event is about: the top byte says which kind of descriptor.
-enum : uint64_t { kListen = 1, kClient = 2, kSocket = 3 };
+enum : uint64_t { kListen = 1, kClient = 2, kSocket = 3, kChannel = 4 };
 uint64_t tag(uint64_t kind, uint64_t v) { return kind << 56 | v; }
 uint64_t socket_tag(size_t dev, size_t gid, uint32_t slot) { return tag(kSocket, dev << 16 | gid << 8 | slot); }
+
+
+std::string str(const Gid& g) { return wire::is_v4(g) ? g.to_string() : "[" + g.to_string() + "]"; }
+
+}  // namespace
 
 uint64_t now_ms() {
   return uint64_t(std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now().time_since_epoch()).count());
 }
-
-std::string str(const Gid& g) { return wire::is_v4(g) ? g.to_string() : "[" + g.to_string() + "]"; }
-
-}  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::open() {
   std::unique_ptr<Daemon> d(new Daemon);
@@ -77,7 +78,7 @@ int Daemon::run(uint64_t idle_ms) {
   uint64_t idle_since = now_ms();
   for (;;) {
     epoll_event evs[32];
-    int timeout = -1;
+    int timeout = status_timeout_ms();
     if (clients_.empty()) {
       uint64_t t = now_ms();
       if (t - idle_since >= idle_ms) return 0;
@@ -85,6 +86,7 @@ int Daemon::run(uint64_t idle_ms) {
     }
     int n = epoll_wait(epoll_fd_, evs, 32, timeout);
     if (n < 0 && errno != EINTR) return 1;
+    if (query_ && now_ms() >= query_->deadline_ms) finish_status();
     for (int i = 0; i < n; ++i) {
       uint64_t v = evs[i].data.u64, kind = v >> 56;
       if (kind == kListen) {
@@ -95,6 +97,9 @@ int Daemon::run(uint64_t idle_ms) {
         if (it == clients_.end()) continue;
         if (evs[i].events & EPOLLIN) on_request(*it->second);
         else drop_client(fd);
+      } else if (kind == kChannel) {
+        auto it = clients_.find(int(v & 0xffffffff));
+        if (it != clients_.end()) on_status_answer(*it->second);
       } else {
         size_t dev = (v >> 16) & 0xff, gid = (v >> 8) & 0xff;
         if (dev < devices_.size()) on_datagrams(*devices_[dev], gid, uint32_t(v & 0xff));
@@ -169,8 +174,11 @@ void Daemon::on_request(Client& c) {
       int pair[2];
       if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0)
         return reply(c, errno, std::string("uroced: socketpair: ") + std::strerror(errno));
-      int buf = 4 << 20;
+      int buf = 4 << 20;  // room for bursts of packets one way, a status of thousands of QPs the other
       setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+      setsockopt(pair[1], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+      epoll_event ev{EPOLLIN, {.u64 = tag(kChannel, uint32_t(c.ctl))}};  // the process's status answers
+      epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pair[0], &ev);
       std::vector<int> fds = {pair[1]};
       on_datagrams(d, SIZE_MAX, slot);  // what a former owner's peers left there is not the new one's
       if (forwarded) {
@@ -207,6 +215,9 @@ void Daemon::on_request(Client& c) {
         if (it != c.dev->listeners.end() && it->second == &c) c.dev->listeners.erase(it);
       }
       return reply(c, 0, "");
+    case Op::Status:
+      if (query_) return reply(c, EBUSY, "uroced: another status is being gathered; try again");
+      return start_status(c);
     case Op::Reply:
       break;
   }
@@ -222,6 +233,12 @@ void Daemon::drop_client(int fd) {
       l = l->second == &c ? d->listeners.erase(l) : std::next(l);
     d->owner[c.slot] = nullptr;
     if (!c.forwarded) watch_slot(*d, c.slot, true);  // read and dropped until the slot is given again
+  }
+  if (query_) {
+    query_->waiting.erase(&c);
+    query_->answers.erase(&c);
+    if (query_->asker == &c) query_.reset();
+    else if (query_->waiting.empty()) finish_status();
   }
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(c.ctl);

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "link/steering.hpp"
@@ -24,6 +26,8 @@ namespace uroce::nicd {
 struct DaemonCounters {
   uint64_t attached = 0, refused = 0, mads_forwarded = 0, mads_dropped = 0, stray_dropped = 0;
 };
+
+uint64_t now_ms();  // steady clock
 
 class Daemon {
  public:
@@ -53,7 +57,20 @@ class Daemon {
     bool forwarded = false;  // another user's: its packets come through us, not its own sockets
   };
 
+  // A status the uroce command asked for, gathered from every process (status.cpp): one at a
+  // time, given up on processes that have not answered by the deadline.
+  struct StatusQuery {
+    Client* asker = nullptr;
+    uint64_t deadline_ms = 0;
+    std::set<Client*> waiting;
+    std::map<Client*, std::string> answers;
+  };
+
   Daemon() = default;
+  void start_status(Client& asker);
+  void on_status_answer(Client& c);
+  void finish_status();
+  int status_timeout_ms() const;  // -1: no query under way
   void accept_client();
   void on_request(Client& c);
   void drop_client(int fd);
@@ -72,6 +89,7 @@ class Daemon {
   std::vector<std::unique_ptr<Device>> devices_;
   std::map<int, std::unique_ptr<Client>> clients_;  // by control fd
   DaemonCounters ctr_;
+  std::unique_ptr<StatusQuery> query_;
 };
 
 }  // namespace uroce::nicd

@@ -140,6 +140,11 @@ class ProtocolCore {
   }
   const DeviceLimits& limits() const { return limits_; }
   const Counters& counters() const { return ctr_; }
+  // Each QP, for a status report (the engine lock held).
+  template <class F>
+  void for_each_qp(F&& f) const {
+    for (const auto& [n, q] : qps_) f(static_cast<const Qp&>(*q));
+  }
 
   // The lock its users hold for control calls and engine passes (the engine sets it; unset, as
   // in the simulator and the tests, one thread drives the core). Debug builds check it at

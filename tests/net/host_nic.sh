@@ -7,7 +7,8 @@
 # - two rdma_cm (rping) servers on one host, clients from two hosts at once (CM MADs passed
 #   to the process that listens, by service ID, then by communication ID);
 # - perftest (ib_write_bw, verbs through the drop-in) beside a uroce-perf pair;
-# - kill -9 of one of two servers on a host mid-transfer: the other transfer completes
+# - the uroce command lists the processes and their QPs;
+# - kill -9 of one of two servers on a host mid-transfer: it leaves uroce's list, the other transfer completes
 #   verified, the killed one's peer fails (retry exceeded) instead of hanging, and a new server
 #   on that host gets a slot and works;
 # - a process of another user shares the NIC too, its packets passed on by the daemon (it is
@@ -18,6 +19,7 @@
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../common/listen.sh"
+PY=/usr/bin/python3
 skip() { echo "## HOST NIC TEST NOT RUN: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root for ip netns"
 command -v ip >/dev/null || skip "no ip (iproute2)"
@@ -185,7 +187,28 @@ on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k2 --op write --mo
 kc2=$!
 sleep 2
 victim=$(server_pid 1 $k1)
+other=$(server_pid 1 $k2)
+# The uroce command lists both servers, each with an RC QP in RTS.
+status=$(bare 1 "$BIN/uroce" --json)
+rts() {  # PID: the number of RC QPs in RTS the status lists for the process
+  echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"$1"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))'
+}
+if [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts $other)" -ge 1 ]; then
+  ok "uroce --json lists both servers (pids $victim, $other) with their RC QPs in RTS"
+else bad "uroce --json for pids '$victim' '$other': $status"; fi
+# Another user is told of its own processes only (next PSNs are what a forger needs).
+theirs=$(bare 1 setpriv --reuid 65534 --regid 65534 --clear-groups "$BIN/uroce" --json)
+n=$(echo "$theirs" | $PY -c 'import json,sys; print(sum(len(d["processes"]) for d in json.load(sys.stdin)["devices"]))')
+[ "$n" = 0 ] && ok "uid 65534 is told of none of root's processes" || bad "uid 65534 sees: $theirs"
 [ -n "$victim" ] && kill -9 "$victim"
+gone=no
+for i in $(seq 1 20); do  # at most 2 s
+  status=$(bare 1 "$BIN/uroce" --json)
+  [ "$(rts $victim)" = 0 ] && echo "$status" | grep -vq "\"pid\":$victim," && { gone=yes; break; }
+  sleep 0.1
+done
+[ $gone = yes ] && ok "the killed server is gone from uroce's status within $((i / 10)).$((i % 10)) s" ||
+  bad "the killed server $victim is still listed: $status"
 t0=$(date +%s)
 wait $kc1; e1=$?
 t1=$(date +%s)

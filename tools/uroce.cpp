@@ -1,0 +1,200 @@
+// uroce: the host NIC as its users see it, like `rdma resource show qp` and `rdma statistic`
+// for kernel devices. `uroce [status] [--json]` asks the host NIC daemon of this network
+// namespace (uroced) for every shared device, the processes using it (pid, uid, slot, how
+// their packets reach them, the CM services they listen on), each process's QPs (number,
+// type, state, peer, next PSNs) and its counters that are not zero. Root sees every process;
+// anyone else, the processes of its own user.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "link/host_nic_proto.hpp"
+
+using namespace uroce::link::nicproto;
+
+namespace {
+
+struct Record {
+  std::string kind;
+  std::vector<std::pair<std::string, std::string>> fields;
+  std::string get(const std::string& k) const {
+    for (const auto& [key, v] : fields)
+      if (key == k) return v;
+    return "";
+  }
+};
+
+std::vector<Record> parse(const std::string& text) {
+  std::vector<Record> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    Record r;
+    words >> r.kind;
+    for (std::string w; words >> w;) {
+      size_t eq = w.find('=');
+      if (eq != std::string::npos) r.fields.emplace_back(w.substr(0, eq), w.substr(eq + 1));
+    }
+    if (!r.kind.empty()) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// A JSON value: a number where the text is one (hex included), else a string.
+std::string json_value(const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 0);
+  if (!v.empty() && *end == 0 && errno == 0 && v[0] != '-') return std::to_string(n);
+  std::string s = "\"";
+  for (char c : v) s += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return s + "\"";
+}
+
+std::string json_object(const Record& r, const std::vector<std::string>& skip = {}) {
+  std::string s = "{";
+  for (const auto& [k, v] : r.fields) {
+    bool skipped = false;
+    for (const auto& x : skip) skipped |= x == k;
+    if (skipped) continue;
+    if (s.size() > 1) s += ",";
+    s += "\"" + k + "\":" + (k == "answered" ? (v == "yes" ? "true" : "false") : json_value(v));
+  }
+  return s;
+}
+
+void print_json(const std::vector<Record>& recs) {
+  std::string out = "{\"devices\":[";
+  bool dev_open = false, proc_open = false, first_dev = true, first_proc = true, first_qp = true;
+  std::string counters;
+  auto close_proc = [&] {
+    if (!proc_open) return;
+    out += "],\"counters\":{" + counters + "}}";
+    proc_open = false;
+  };
+  auto close_dev = [&] {
+    close_proc();
+    if (dev_open) out += "]}";
+    dev_open = false;
+  };
+  for (const Record& r : recs) {
+    if (r.kind == "device") {
+      close_dev();
+      out += (first_dev ? "" : ",") + json_object(r) + ",\"processes\":[";
+      first_dev = false;
+      first_proc = true;
+      dev_open = true;
+    } else if (r.kind == "process") {
+      close_proc();
+      std::string services = "[";
+      std::string list = r.get("services");
+      for (size_t p = 0; list != "-" && p < list.size();) {
+        size_t q = list.find(',', p);
+        services += (services.size() > 1 ? "," : "") + json_value(list.substr(p, q - p));
+        p = q == std::string::npos ? list.size() : q + 1;
+      }
+      out += (first_proc ? "" : ",") + json_object(r, {"services", "addr"}) + ",\"services\":" + services +
+             "],\"qps\":[";
+      first_proc = false;
+      first_qp = true;
+      counters.clear();
+      proc_open = true;
+    } else if (r.kind == "qp" && proc_open) {
+      out += (first_qp ? "" : ",") + json_object(r) + "}";
+      first_qp = false;
+    } else if (r.kind == "counter" && proc_open) {
+      counters += (counters.empty() ? "" : ",") + std::string("\"") + r.get("name") + "\":" + json_value(r.get("value"));
+    }
+  }
+  close_dev();
+  std::printf("%s]}\n", out.c_str());
+}
+
+void print_text(const std::vector<Record>& recs) {
+  if (recs.empty()) std::printf("no shared device is open on this host\n");
+  std::string counters;
+  auto flush_counters = [&] {
+    if (!counters.empty()) std::printf("    counters:%s\n", counters.c_str());
+    counters.clear();
+  };
+  for (const Record& r : recs) {
+    if (r.kind == "device") {
+      flush_counters();
+      std::printf("device %s: %s GIDs, %s processes\n", r.get("addr").c_str(), r.get("gids").c_str(),
+                  r.get("processes").c_str());
+    } else if (r.kind == "process") {
+      flush_counters();
+      std::printf("  pid %s uid %s slot %s, packets %s, services %s%s\n", r.get("pid").c_str(), r.get("uid").c_str(),
+                  r.get("slot").c_str(), r.get("receive").c_str(), r.get("services").c_str(),
+                  r.get("answered") == "yes" ? "" : " (did not answer)");
+    } else if (r.kind == "qp") {
+      std::printf("    qp %s %s %s -> %s qp %s, sq_psn %s epsn %s\n", r.get("qpn").c_str(), r.get("type").c_str(),
+                  r.get("state").c_str(), r.get("dgid").c_str(), r.get("dest_qpn").c_str(), r.get("sq_psn").c_str(),
+                  r.get("epsn").c_str());
+    } else if (r.kind == "counter") {
+      counters += " " + r.get("name") + "=" + r.get("value");
+    }
+  }
+  flush_counters();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") json = true;
+    else if (a != "status") {
+      std::fprintf(stderr, "usage: uroce [status] [--json]\n");
+      return 2;
+    }
+  }
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, kName, sizeof kName - 1);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + sizeof kName)) != 0) {
+    // No daemon: no process of this host (network namespace) has a shared device open.
+    if (json) std::printf("{\"devices\":[]}\n");
+    else std::printf("no shared device is open on this host (no host NIC daemon runs)\n");
+    return 0;
+  }
+  Request q;
+  q.op = Op::Status;
+  Reply r;
+  pollfd p{fd, POLLIN, 0};
+  if (send(fd, &q, sizeof q, MSG_NOSIGNAL) != ssize_t(sizeof q) || poll(&p, 1, 5000) != 1 ||
+      recv(fd, &r, sizeof r, 0) != ssize_t(sizeof r)) {
+    std::fprintf(stderr, "uroce: the host NIC daemon did not answer\n");
+    return 1;
+  }
+  if (r.err) {
+    r.text[sizeof r.text - 1] = 0;
+    std::fprintf(stderr, "uroce: %s\n", r.text);
+    return 1;
+  }
+  p.revents = 0;
+  ssize_t n = poll(&p, 1, 5000) == 1 ? recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC) : -1;
+  std::string text(size_t(n > 0 ? n : 0), '\0');
+  if (n < 0 || (n > 0 && recv(fd, text.data(), text.size(), 0) != n)) {
+    std::fprintf(stderr, "uroce: the host NIC daemon's status did not arrive\n");
+    return 1;
+  }
+  close(fd);
+  auto recs = parse(text);
+  if (json) print_json(recs);
+  else print_text(recs);
+  return 0;
+}
