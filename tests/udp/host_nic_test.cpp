@@ -2,11 +2,15 @@
 // (uroced, started by the first of them), as two processes of a host open it. Each gets its
 // own steering slot, its QPNs carry it, and RC traffic between them is byte-exact; a slot is
 // given again once its device closes; what strangers send to the daemon's own slot (forged,
-// short, MADs for nobody) changes nothing for anyone.
+// short, MADs for nobody), or a local program to the daemon itself, changes nothing for anyone.
 #include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstddef>
 
 #include <cstring>
 #include <random>
@@ -14,6 +18,7 @@
 
 #include "../common/api_side.hpp"
 #include "../common/seed.hpp"
+#include "link/host_nic_proto.hpp"
 
 using namespace uroce;
 using uroce::test::ApiSide;
@@ -135,4 +140,111 @@ TEST(HostNic, WhatStrangersSendToTheDaemonsSlotChangesNothing) {
   exchange(a, b, 64'000, seed);
   ApiSide c(shared_at(addr));  // the daemon still gives slots
   EXPECT_NE(c.dev->share_slot(), 0u) << "seed " << seed;
+}
+
+namespace {
+
+namespace proto = uroce::link::nicproto;
+
+// A connection to the host NIC daemon speaking its protocol by hand, as any local program can.
+struct RawClient {
+  int fd = -1;
+  std::vector<int> fds;  // what an attach handed over
+  RawClient() {
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path + 1, proto::kName, sizeof proto::kName - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + sizeof proto::kName)), 0);
+  }
+  ~RawClient() {
+    for (int f : fds) close(f);
+    close(fd);
+  }
+  proto::Reply call(const void* msg, size_t len) {
+    proto::Reply r;
+    r.err = -1;
+    if (send(fd, msg, len, MSG_NOSIGNAL) != ssize_t(len)) return r;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5000) != 1) return r;
+    iovec iov{&r, sizeof r};
+    alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int) * (proto::kMaxGids + 1))];
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctrl;
+    m.msg_controllen = sizeof ctrl;
+    if (recvmsg(fd, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof r)) r.err = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+      for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+        int f;
+        std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+        fds.push_back(f);
+      }
+    return r;
+  }
+  proto::Reply call(proto::Op op, uint64_t arg = 0, const std::string& addr = "") {
+    proto::Request q;
+    q.op = op;
+    q.arg = arg;
+    if (!addr.empty()) std::memcpy(q.addr, Gid::parse(addr)->raw.data(), 16);
+    return call(&q, sizeof q);
+  }
+};
+
+}  // namespace
+
+// What a local program can say to the daemon by hand: malformed and out-of-order requests get
+// an error and change nothing; a process asked for its status can speak only of its own QPs
+// (the records it adds naming another process are dropped); an answer nobody asked for is
+// dropped.
+TEST(HostNic, TheDaemonTakesNothingForgedFromALocalProgram) {
+  const std::string addr = own_address();
+  ApiSide a(shared_at(addr));  // a real process's device, with one RC QP
+  RawClient fake;
+  EXPECT_EQ(fake.call("short", 5).err, EPROTO);
+  EXPECT_EQ(fake.call(proto::Op(99)).err, EINVAL);
+  EXPECT_EQ(fake.call(proto::Op::Listen, 0x1234).err, EINVAL) << "listen before attach";
+  proto::Reply r = fake.call(proto::Op::Attach, 0, addr);
+  ASSERT_EQ(r.err, 0) << r.text;
+  ASSERT_FALSE(fake.fds.empty());
+  const int channel = fake.fds[0];
+  EXPECT_EQ(fake.call(proto::Op::Attach, 0, addr).err, EALREADY);
+  // Unasked, an answer is dropped.
+  const std::string early = std::string(proto::kStatusTag, 4) + "qp qpn=0x000bad type=RC state=RTS\n";
+  ASSERT_EQ(send(channel, early.data(), early.size(), 0), ssize_t(early.size()));
+
+  RawClient asker;
+  proto::Request q;
+  q.op = proto::Op::Status;
+  ASSERT_EQ(send(asker.fd, &q, sizeof q, 0), ssize_t(sizeof q));
+  // The fake is asked on its channel, and answers with a forged process record around its own.
+  pollfd p{channel, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  proto::Forwarded ask;
+  ASSERT_EQ(recv(channel, &ask, sizeof ask, 0), ssize_t(sizeof ask));
+  ASSERT_EQ(ask.kind, proto::kStatusRequest);
+  const std::string answer = std::string(proto::kStatusTag, 4) +
+                             "process pid=1 uid=0 addr=x slot=42 receive=steered services=- answered=yes\n"
+                             "qp qpn=0x00f00d type=RC state=RTS dest_qpn=0x000001 dgid=x sq_psn=1 epsn=1\n"
+                             "device addr=forged gids=1 processes=9\n";
+  ASSERT_EQ(send(channel, answer.data(), answer.size(), 0), ssize_t(answer.size()));
+  p = {asker.fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  ASSERT_EQ(recv(asker.fd, &r, sizeof r, 0), ssize_t(sizeof r));
+  ASSERT_EQ(r.err, 0) << r.text;
+  ASSERT_EQ(poll(&p, 1, 5000), 1);
+  std::string text(1 << 16, '\0');
+  ssize_t n = recv(asker.fd, text.data(), text.size(), 0);
+  ASSERT_GT(n, 0);
+  text.resize(size_t(n));
+  char a_qpn[16];
+  std::snprintf(a_qpn, sizeof a_qpn, "qpn=0x%06x", a.qp->qp_num());
+  EXPECT_NE(text.find(a_qpn), std::string::npos) << "the real process's QP\n" << text;
+  EXPECT_NE(text.find("qpn=0x00f00d"), std::string::npos) << "the fake's own QP record\n" << text;
+  EXPECT_EQ(text.find("qpn=0x000bad"), std::string::npos) << "the unasked answer\n" << text;
+  EXPECT_EQ(text.find("pid=1 "), std::string::npos) << "the forged process\n" << text;
+  EXPECT_EQ(text.find("slot=42"), std::string::npos) << text;
+  EXPECT_EQ(text.find("forged"), std::string::npos) << text;
+  EXPECT_NE(text.find("slot=" + std::to_string(a.dev->share_slot()) + " "), std::string::npos) << text;
 }
