@@ -53,7 +53,8 @@ void Daemon::start_status(Client& asker) {
 }
 
 void Daemon::on_status_answer(Client& c) {
-  std::vector<char> buf(8 << 20);
+  ssize_t size = recv(c.fwd, nullptr, 0, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC);  // the message's length
+  std::vector<char> buf(size_t(size > 0 ? size : 1));
   ssize_t n = recv(c.fwd, buf.data(), buf.size(), MSG_DONTWAIT);
   if (n < ssize_t(sizeof kStatusTag) || std::memcmp(buf.data(), kStatusTag, sizeof kStatusTag) != 0) return;
   if (!query_ || !query_->waiting.erase(&c)) return;  // late, or not asked: dropped
