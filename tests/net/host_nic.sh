@@ -13,7 +13,8 @@
 #   on that host gets a slot and works;
 # - a process of another user shares the NIC too, its packets passed on by the daemon (it is
 #   given no socket of the steering group);
-# - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next.
+# - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next;
+# - ucmatose, udaddy and ucx_perftest across hosts.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -253,6 +254,35 @@ if [ -n "$daemon" ] && [ $e1 -lt 124 ] && [ $e2 -lt 124 ] && { verified "$tmp/dc
   ok "kill -9 of the daemon mid-transfer: the pair ended cleanly (client $e1, server $e2): $(grep -o '"verified":true\|completion error: [A-Z_]*' "$tmp/dc.log" | head -1)"
 else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -3 "$tmp/dc.log")"; fi
 small_pair d2 "a new daemon serves the next pair"
+
+# 7. Clients written by others across hosts: ucmatose (RC) and udaddy (UD, SIDR) with no uroce
+# setting (they bind the host's address); ucx_perftest, which opens its device through
+# libibverbs, with UROCE_ADDR naming each host's address (devices are not yet listed per
+# interface).
+for prog in ucmatose udaddy; do
+  command -v $prog >/dev/null || { echo "## $prog is not installed (Debian: rdmacm-utils): not run"; continue; }
+  bare 1 timeout 60 "$BIN/uroce-run" -- $prog -b "$net.1" -c 2 -C 20 > "$tmp/$prog-s.log" 2>&1 &
+  ps_=$!
+  sleep 0.7
+  bare 2 timeout 60 "$BIN/uroce-run" -- $prog -s "$net.1" -c 2 -C 20 > "$tmp/$prog-c.log" 2>&1
+  e=$?
+  wait $ps_; f=$?
+  if [ $e = 0 ] && [ $f = 0 ] && grep -q "return status 0" "$tmp/$prog-c.log"; then ok "$prog host 2 -> host 1, 2 connections x 20 messages, no UROCE_ADDR"
+  else bad "$prog across hosts (client $e, server $f): $(tail -3 "$tmp/$prog-c.log" "$tmp/$prog-s.log")"; fi
+done
+for tls in ud_verbs,self rc_verbs,ud_verbs,self; do
+  command -v ucx_perftest >/dev/null || { echo "## ucx_perftest is not installed (Debian: ucx-utils): not run"; break; }
+  next_port
+  on 1 env UCX_TLS=$tls timeout 60 "$BIN/uroce-run" -- ucx_perftest -p $port > "$tmp/ucx-s.log" 2>&1 &
+  us_=$!
+  ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+  on 2 env UCX_TLS=$tls timeout 60 "$BIN/uroce-run" -- ucx_perftest "$net.1" -p $port -t tag_lat -s 8 -n 1000 > "$tmp/ucx-c.log" 2>&1
+  e=$?
+  wait $us_; f=$?
+  if [ $e = 0 ] && [ $f = 0 ] && grep -q "^Final:" "$tmp/ucx-c.log"; then
+    ok "ucx_perftest tag_lat UCX_TLS=$tls host 2 -> host 1: $(awk '/^Final:/ {print "p50", $3, "us"}' "$tmp/ucx-c.log")"
+  else bad "ucx_perftest UCX_TLS=$tls across hosts (client $e, server $f): $(tail -3 "$tmp/ucx-c.log" "$tmp/ucx-s.log")"; fi
+done
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]
