@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
@@ -25,7 +26,9 @@ struct SrqHold;
 namespace verbs { class Qp; }
 
 struct DeviceOptions {
-  std::string addr;   // IPv4 or IPv6 address to bind; empty: $UROCE_ADDR, else the first free 127.0.0.x
+  // IPv4 or IPv6 address to bind, on the device's interface. Empty: $UROCE_ADDR if it is on
+  // that interface, else the interface's first address (loopback: the first free 127.0.0.x).
+  std::string addr;
   std::string pcap;   // capture file; empty: $UROCE_PCAP ("%p" expands to the process id)
   uint64_t seed = 0;  // key randomness; 0: from the system
   // Receive through a raw socket (needs CAP_NET_RAW; also $UROCE_RAW_RX=1) so the ICRC is
@@ -86,10 +89,27 @@ class ProtectionDomain;
 class CompletionQueue;
 class SharedReceiveQueue;
 
+// A device the host has: one per network interface with an address, as list() gives them.
+struct DeviceInfo {
+  std::string name;       // "uroce_" + the interface's name: uroce_eth0, uroce_lo
+  std::string interface;  // eth0, lo
+  std::string addr;       // where it opens unless told otherwise ("" on loopback: a 127.0.0.x of its own)
+  bool loopback = false;
+  uint64_t node_guid = 0;  // what query_device().node_guid says once it is open
+};
+
 class Device {
  public:
-  // Opens a device ("uroce0") bound to its own IPv4 address on UDP port 4791.
-  static Result<std::unique_ptr<Device>> open(const std::string& name = "uroce0", DeviceOptions opts = {});
+  // The host's devices: one per network interface that is up with an address, the interface
+  // of the default route first (without one, the first by index), loopback last.
+  // $UROCE_DEVICES (interface names, comma-separated) keeps those alone; $UROCE_ADDR's
+  // interface comes first, at that address.
+  static std::vector<DeviceInfo> list();
+  // The device whose interface holds addr (127/8: loopback's); "" if no interface does.
+  static std::string name_for(const std::string& addr);
+  // Opens a device by name (empty: the first of list()), or the one at opts.addr, on UDP port
+  // 4791. ENODEV for a name the host does not have; EINVAL for an address on another device.
+  static Result<std::unique_ptr<Device>> open(const std::string& name = "", DeviceOptions opts = {});
   ~Device();
 
   const std::string& name() const;
@@ -106,9 +126,6 @@ class Device {
   // On a device shared with the host's other processes: this process's steering slot, which
   // the top bits of its QPNs and CM IDs carry (1..63); 0 on a device of this process alone.
   uint32_t share_slot() const;
-  // The node GUID a device opened at addr (empty: $UROCE_ADDR, else loopback) has, before it
-  // is opened: what query_device().node_guid will say.
-  static uint64_t node_guid_at(const std::string& addr);
   // A CM service ID for this process alone on a shared device (REQs for it come here);
   // EADDRINUSE if another process has it. Always succeeds on a device of this process alone.
   Status claim_service(uint64_t service_id);

@@ -32,7 +32,7 @@ Status from_env(std::optional<E>& v, const char* name, Parse parse, std::string_
 
 Result<DeviceSettings> device_settings(const DeviceOptions& o) {
   DeviceSettings d;
-  const std::string addr = o.addr.empty() ? env("UROCE_ADDR") : o.addr;
+  const std::string& addr = o.addr;  // placed by place_device
   if (!addr.empty()) {
     auto g = Gid::parse(addr);
     if (!g) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + addr);
@@ -43,7 +43,7 @@ Result<DeviceSettings> device_settings(const DeviceOptions& o) {
   const std::string sh = env("UROCE_SHARED");
   if (!sh.empty() && sh != "0" && sh != "1") return make_error(EINVAL, "UROCE_SHARED: 0 or 1, not '" + sh + "'");
   d.shared = o.shared.value_or(sh.empty() ? !loopback : sh == "1");
-  if (d.shared && addr.empty()) return make_error(EINVAL, "a shared device needs an address (addr or UROCE_ADDR)");
+  if (d.shared && addr.empty()) return make_error(EINVAL, "a shared device needs an address of a network interface (addr or UROCE_ADDR)");
   d.pcap = o.pcap.empty() ? env("UROCE_PCAP") : o.pcap;
   const std::string raw = env("UROCE_RAW_RX");
   using Rx = link::UdpLink::Rx;

@@ -28,4 +28,8 @@ struct DeviceSettings {
 // EINVAL, with the setting named, for a value that cannot be used.
 Result<DeviceSettings> device_settings(const DeviceOptions& o);
 
+// The device a program opens by name (empty: the first listed) or by opts.addr, and where:
+// fills opts.addr (empty on loopback: a free 127.0.0.x) and returns the device's name.
+Result<std::string> place_device(const std::string& name, DeviceOptions& opts);
+
 }  // namespace uroce::detail

@@ -25,8 +25,10 @@ using detail::DeviceStack;
 
 // ---------------------------------------------------------------- Device
 
-Result<std::unique_ptr<Device>> Device::open(const std::string& name, DeviceOptions opts) {
-  if (name.rfind("uroce", 0) != 0) return make_error(ENODEV, "no device named '" + name + "' (uroce devices are uroce0, uroce1, ...)");
+Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOptions opts) {
+  auto placed = detail::place_device(wanted, opts);
+  if (!placed) return placed.error();
+  const std::string& name = *placed;
   auto settings = detail::device_settings(opts);
   if (!settings) return settings.error();
   detail::DeviceSettings& d = *settings;
@@ -74,14 +76,6 @@ Device::~Device() = default;
 
 const std::string& Device::name() const { return stack_->name; }
 uint32_t Device::ipv4() const { return stack_->link->local_ip(); }
-
-uint64_t Device::node_guid_at(const std::string& addr) {
-  DeviceOptions o;
-  o.addr = addr;
-  auto d = detail::device_settings(o);
-  const Gid at = d && d->addr != Gid{} ? d->addr : Gid::from_ipv4(0x7f000001);
-  return link::node_guid(link::find_interface(at));
-}
 
 uint32_t Device::share_slot() const {
   const link::HostNicLease* l = stack_->link->lease();

@@ -1,10 +1,9 @@
-// liburoce_devview.so: preloaded by uroce-run, it shows the program the device node a kernel
-// driver would have made, /dev/infiniband/uverbs0, as the character device it would be (some
-// clients, UCX among them, use a verbs device only if that node exists and is read-write), and
-// the device's sysfs directory, /sys/class/infiniband/uroce0, as far as clients read it to find
-// the network interface of the device (rdma-core's pyverbs tests, for rdma_cm): the tree that
-// ships next to this library, sysfs/uroce0, whose device/net/ holds "lo", the interface of the
-// device's default loopback address (not shown when UROCE_ADDR puts the device elsewhere). It
+// liburoce_devview.so: preloaded by uroce-run, it shows the program the device nodes a kernel
+// driver would have made, /dev/infiniband/uverbsN, as the character devices they would be (some
+// clients, UCX among them, use a verbs device only if its node exists and is read-write), and
+// the loopback device's sysfs directory, /sys/class/infiniband/uroce_lo, as far as clients read
+// it to find the network interface of the device (rdma-core's pyverbs tests, for rdma_cm): the
+// tree that ships next to this library, sysfs/uroce_lo, whose device/net/ holds "lo". It
 // answers stat, access and opendir for those paths and passes everything else through; nothing
 // is created on the machine, and no other process sees it.
 #include <dirent.h>
@@ -13,40 +12,42 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 namespace {
 
-constexpr const char* kNode = "/dev/infiniband/uverbs0";
+constexpr const char* kNode = "/dev/infiniband/uverbs";  // followed by the device's number
 constexpr const char* kStandIn = "/dev/null";  // a character device every process may read and write
 
-constexpr const char* kSysfs = "/sys/class/infiniband/uroce0";
+constexpr const char* kSysfs = "/sys/class/infiniband/uroce_lo";
 
-bool on_loopback() {
-  const char* a = std::getenv("UROCE_ADDR");
-  return !a || !*a || std::strncmp(a, "127.", 4) == 0 || std::strcmp(a, "::1") == 0;
-}
-
-// <directory of this library>/sysfs/uroce0, or "" where the tree is not there.
+// <directory of this library>/sysfs/uroce_lo, or "" where the tree is not there.
 const std::string& sysfs_root() {
   static const std::string root = [] {
     Dl_info info{};
     if (!dladdr(reinterpret_cast<void*>(&sysfs_root), &info) || !info.dli_fname) return std::string();
     std::string lib = info.dli_fname;
-    std::string dir = lib.substr(0, lib.rfind('/') + 1) + "sysfs/uroce0";
+    std::string dir = lib.substr(0, lib.rfind('/') + 1) + "sysfs/uroce_lo";
     return access(dir.c_str(), F_OK) == 0 ? dir : std::string();
   }();
   return root;
 }
 
+bool is_node(const char* path) {
+  size_t n = std::strlen(kNode);
+  if (std::strncmp(path, kNode, n) != 0 || !path[n]) return false;
+  for (const char* p = path + n; *p; ++p)
+    if (*p < '0' || *p > '9') return false;
+  return true;
+}
+
 const char* view(const char* path) {
   if (!path) return path;
-  if (std::strcmp(path, kNode) == 0) return kStandIn;
+  if (is_node(path)) return kStandIn;
   size_t n = std::strlen(kSysfs);
   if (std::strncmp(path, kSysfs, n) != 0 || (path[n] != 0 && path[n] != '/')) return path;
-  if (sysfs_root().empty() || !on_loopback()) return path;
+  if (sysfs_root().empty()) return path;
   thread_local std::string mapped;
   mapped = sysfs_root() + (path + n);
   return mapped.c_str();

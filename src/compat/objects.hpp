@@ -15,7 +15,7 @@
 
 namespace uroce::compat {
 
-// One NIC per device per process, as on hardware: every ibv_open_device of uroce0 shares it
+// One NIC per device per process, as on hardware: every ibv_open_device of a device shares it
 // (its port, GID table, engine and capture), and objects made through any context use it.
 struct UDevice {
   std::unique_ptr<Device> dev;

@@ -221,7 +221,16 @@ int ibv_destroy_srq(ibv_srq* srq) {
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return create_qp_common(pd, attr, 0); }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
-  if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;  // RoCE needs the GID (-g)
+  if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) {
+    // RoCE addresses a peer by GID only, so this fails on every RoCE NIC; said once, because
+    // programs print just "Failed to modify QP".
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr, "uroce: ibv_modify_qp: RoCE needs the peer's GID (ah_attr.is_global = 1 and grh.dgid); "
+                           "rdma-core's pingpong programs and perftest take it with -g/-x <GID index>\n");
+    });
+    return EINVAL;
+  }
   Status s = from<UQp>(qp)->qp->modify(to_attr(attr, mask), uint32_t(mask));
   if (!s) return s.error().code;
   if (mask & IBV_QP_STATE) qp->state = attr->qp_state;

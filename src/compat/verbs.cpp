@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 #include "compat/internal.hpp"
@@ -43,15 +44,22 @@ constexpr ibv_context_ops kOps = {
     .post_recv = post_recv,
 };
 
-ibv_device g_device = [] {
+// The ibv_device of each device name the host has shown: made once, never freed, because
+// programs keep the pointers of a list they freed (as libibverbs keeps its devices).
+ibv_device* device_named(const std::string& name) {
+  static std::mutex mu;
+  static std::deque<ibv_device> made;
+  std::lock_guard g(mu);
+  for (auto& d : made)
+    if (name == d.name) return &d;
   ibv_device d{};
   d.node_type = IBV_NODE_CA;
   d.transport_type = IBV_TRANSPORT_IB;
-  std::snprintf(d.name, sizeof d.name, "uroce0");
-  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs0");
-  return d;
-}();
-
+  std::snprintf(d.name, sizeof d.name, "%s", name.c_str());
+  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs%zu", made.size());
+  made.push_back(d);
+  return &made.back();
+}
 
 // The extended query: the basic attributes, and the port count a program with more than 255
 // ports would read from phys_port_cnt_ex.
@@ -133,26 +141,39 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num) {
-  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  const auto devices = Device::list();
+  auto** list = static_cast<ibv_device**>(calloc(devices.size() + 1, sizeof(ibv_device*)));
   if (!list) {
     errno = ENOMEM;
     return nullptr;
   }
-  list[0] = &g_device;
-  if (num) *num = 1;
+  for (size_t i = 0; i < devices.size(); ++i) list[i] = device_named(devices[i].name);
+  if (num) *num = int(devices.size());
   return list;
 }
 
 void ibv_free_device_list(ibv_device** list) { free(list); }
 const char* ibv_get_device_name(ibv_device* d) { return d->name; }
-__be64 ibv_get_device_guid(ibv_device*) { return htobe64(Device::node_guid_at({})); }
+__be64 ibv_get_device_guid(ibv_device* d) {
+  for (const auto& info : Device::list())
+    if (info.name == d->name) return htobe64(info.node_guid);
+  return 0;
+}
 int ibv_fork_init(void) { return 0; }
 
 ibv_context* ibv_open_device(ibv_device* device) { return open_context(device, {}, true); }
 
-// For uroce's librdmacm: a context of uroce0, opened at `addr` if the process has not opened the
-// device yet (NULL or "": the default address).
-ibv_context* uroce_open_context_at(const char* addr) { return open_context(&g_device, addr ? addr : "", false); }
+// For uroce's librdmacm: a context of the device `name` (NULL or "": the first listed), opened
+// at `addr` if the process has not opened it yet (NULL or "": where the device opens by default).
+ibv_context* uroce_open_context(const char* name, const char* addr) {
+  std::string n = name ? name : "";
+  if (n.empty()) {
+    const auto all = Device::list();
+    if (all.empty()) return fail<ibv_context>(Error{ENODEV, "no device"});
+    n = all.front().name;
+  }
+  return open_context(device_named(n), addr ? addr : "", false);
+}
 
 int ibv_close_device(ibv_context* ctx) {
   if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);

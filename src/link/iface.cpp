@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "wire/ip_udp.hpp"
 
@@ -57,6 +59,74 @@ Interface find_interface(const Gid& addr) {
   }
   if (fd >= 0) close(fd);
   return out;
+}
+
+namespace {
+
+// The interface index of a default route in /proc/net/route (IPv4) or /proc/net/ipv6_route;
+// 0 without one. Loopback's "unreachable" IPv6 defaults do not count.
+uint32_t default_route_interface() {
+  std::ifstream v4("/proc/net/route");
+  std::string line;
+  std::getline(v4, line);  // header
+  while (std::getline(v4, line)) {
+    char name[IF_NAMESIZE + 1] = {};
+    unsigned long dst = 1, gw = 0, flags = 0, mask = 1;
+    if (std::sscanf(line.c_str(), "%16s %lx %lx %lx %*d %*d %*d %lx", name, &dst, &gw, &flags, &mask) == 5 &&
+        dst == 0 && mask == 0 && (flags & 1))  // RTF_UP
+      if (uint32_t i = if_nametoindex(name)) return i;
+  }
+  std::ifstream v6("/proc/net/ipv6_route");
+  while (std::getline(v6, line)) {
+    char dst[33] = {}, name[IF_NAMESIZE + 1] = {};
+    unsigned plen = 1, flags = 0;
+    if (std::sscanf(line.c_str(), "%32s %x %*s %*s %*s %*s %*s %*s %x %16s", dst, &plen, &flags, name) == 4 &&
+        plen == 0 && std::string(dst) == std::string(32, '0') && !(flags & 0x200) && std::string(name) != "lo")
+      if (uint32_t i = if_nametoindex(name)) return i;
+  }
+  return 0;
+}
+
+bool listed(const std::string& only, const std::string& name) {
+  if (only.empty()) return true;
+  std::stringstream names(only);
+  for (std::string n; std::getline(names, n, ',');)
+    if (n == name) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t default_route, const std::string& only) {
+  std::erase_if(all, [&](const Candidate& c) { return !listed(only, c.name); });
+  std::stable_sort(all.begin(), all.end(), [&](const Candidate& a, const Candidate& b) {
+    auto rank = [&](const Candidate& c) { return c.loopback ? 2 : c.index == default_route ? 0 : 1; };
+    return rank(a) != rank(b) ? rank(a) < rank(b) : a.index < b.index;
+  });
+  return all;
+}
+
+std::vector<Candidate> device_interfaces(const std::string& only) {
+  std::vector<Candidate> all;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return all;
+  for (int pass = 0; pass < 2; ++pass)  // IPv4 addresses first: they are the device's address where there is one
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
+      Gid g;
+      if (pass == 0 && i->ifa_addr->sa_family == AF_INET) {
+        g = Gid::from_ipv4(ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr));
+      } else if (pass == 1 && i->ifa_addr->sa_family == AF_INET6) {
+        std::memcpy(g.raw.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
+        if (is_link_local(g)) continue;
+      } else {
+        continue;
+      }
+      if (std::any_of(all.begin(), all.end(), [&](const Candidate& c) { return c.name == i->ifa_name; })) continue;
+      all.push_back(Candidate{i->ifa_name, if_nametoindex(i->ifa_name), (i->ifa_flags & IFF_LOOPBACK) != 0, g});
+    }
+  freeifaddrs(list);
+  return order_interfaces(std::move(all), default_route_interface(), only);
 }
 
 uint64_t node_guid(const Interface& itf) {

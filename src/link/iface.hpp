@@ -27,6 +27,23 @@ uint64_t node_guid(const Interface& itf);
 // The interface holding addr (for 127/8, loopback).
 Interface find_interface(const Gid& addr);
 
+// A network interface a device can sit on: up, with an address a UDP socket can bind without a
+// scope (IPv4, or IPv6 that is not link-local).
+struct Candidate {
+  std::string name;
+  uint32_t index = 0;
+  bool loopback = false;
+  Gid addr;  // where its device opens: the first IPv4 address, else the first global IPv6 one
+};
+
+// The host's interfaces in the order their devices are listed: the interface of the default
+// route first (IPv4's, else IPv6's; without one, the first by index), loopback last.
+// `only` (comma-separated interface names, empty: all) keeps those alone.
+std::vector<Candidate> device_interfaces(const std::string& only = {});
+
+// The ordering alone, for a given interface list and default-route interface (0: none).
+std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t default_route, const std::string& only);
+
 inline bool is_link_local(const Gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }
 
 }  // namespace uroce::link

@@ -1,14 +1,14 @@
 #!/bin/sh
 # libfabric (Debian's libfabric-bin) on uroce through uroce-run, its verbs provider on both of
 # uroce's drop-ins (libibverbs for data, librdmacm for connections):
-#  - fi_info -p verbs lists uroce0;
+#  - fi_info -p verbs lists uroce_lo;
 #  - fi_pingpong -e rdm (verbs;ofi_rxd over UD) between two processes on loopback, every message
 #    size it tries (1 B .. 6 MiB), 20 round trips each, data checked (-c);
 #  - fi_pingpong -e msg (RC connected through rdma_cm), the same, as root in a network namespace
 #    this script makes. The verbs provider offers MSG endpoints only on a non-loopback interface
 #    whose addresses rdma_cm binds, and Debian's fi_pingpong binds its server to "localhost", so
 #    the namespace has a veth holding a 127.0.0.0/8 address besides lo.
-# Each process places uroce0 with UROCE_ADDR: the provider binds every interface address it
+# Each process places uroce_lo with UROCE_ADDR: the provider binds every interface address it
 # finds, and on a host with a network the first one it could bind would otherwise hold the device.
 #   usage: libfabric.sh BIN_DIR
 BIN=$1
@@ -24,10 +24,10 @@ fail=0
 net="127.0.$(( 50 + $$ % 50 ))"
 SADDR="$net.$(( 2 + $$ % 100 ))" CADDR="$net.$(( 150 + $$ % 100 ))"
 
-if UROCE_ADDR=$SADDR timeout 30 "$BIN/uroce-run" -- fi_info -p verbs 2>&1 | grep -q "domain: uroce0"; then
-  echo "ok - fi_info -p verbs lists uroce0"
+if UROCE_ADDR=$SADDR timeout 30 "$BIN/uroce-run" -- fi_info -p verbs 2>&1 | grep -q "domain: uroce_lo"; then
+  echo "ok - fi_info -p verbs lists uroce_lo"
 else
-  echo "FAIL: fi_info -p verbs does not list uroce0"; fail=1
+  echo "FAIL: fi_info -p verbs does not list uroce_lo"; fail=1
 fi
 
 # attempt EP [WRAP...]: a server and a client of fi_pingpong -e EP, run through WRAP; 0 when

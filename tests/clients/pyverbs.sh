@@ -16,7 +16,7 @@ mkdir "$dir/tests"
 cp -r "$SRC"/* "$dir/tests/"
 gunzip -f "$dir"/tests/*.gz
 cd "$dir/tests" || exit 1
-timeout 1200 "$BIN/uroce-run" -- $PY run_tests.py --dev uroce0 -v > "$dir/log" 2>&1
+timeout 1200 "$BIN/uroce-run" -- $PY run_tests.py --dev uroce_lo -v > "$dir/log" 2>&1
 rc=$?
 grep -E "^(FAIL|ERROR):|^Player |Error: " "$dir/log"
 echo "skipped, by reason:"

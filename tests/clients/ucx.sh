@@ -4,7 +4,7 @@
 #   usage: ucx.sh BIN_DIR
 BIN=$1
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest is not installed (Debian: ucx-utils)"; exit 77; }
-export UCX_NET_DEVICES=uroce0:1
+export UCX_NET_DEVICES=uroce_lo:1
 fail=0
 runs=0
 run() {  # TLS TEST SIZE ITERS

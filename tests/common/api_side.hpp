@@ -17,7 +17,7 @@ struct ApiSide {
   std::unique_ptr<MemoryRegion> mr;
 
   explicit ApiSide(const DeviceOptions& o) {
-    dev = std::move(*Device::open("uroce0", o));
+    dev = std::move(*Device::open("uroce_lo", o));
     pd = std::move(*dev->alloc_pd());
     cq = std::move(*dev->create_cq(256));
     new_qp();

@@ -6,10 +6,10 @@ RUN=$1
 for t in "ib_send_bw -s 65536 -n 1000" "ib_write_bw -s 65536 -n 1000" "ib_read_bw -s 65536 -n 500" \
          "ib_read_lat -s 64 -n 1000" "ib_atomic_bw -n 500"; do
   port=$((20000 + $$ % 12000))  # below the ephemeral range (32768-)
-  timeout 120 "$RUN" -- $t -d uroce0 -x 0 --use_old_post_send -p $port > /tmp/pt-srv-$$.log 2>&1 &
+  timeout 120 "$RUN" -- $t -d uroce_lo -x 0 --use_old_post_send -p $port > /tmp/pt-srv-$$.log 2>&1 &
   srv=$!
   listen_wait $port
-  timeout 120 "$RUN" -- $t -d uroce0 -x 0 --use_old_post_send -p $port 127.0.0.1 > /tmp/pt-cli-$$.log 2>&1
+  timeout 120 "$RUN" -- $t -d uroce_lo -x 0 --use_old_post_send -p $port 127.0.0.1 > /tmp/pt-cli-$$.log 2>&1
   c=$?
   wait $srv
   s=$?

@@ -87,7 +87,7 @@ UGID=1
 GGID=1
 HOST_PREFIX=()
 MODE=""
-host() { ip netns exec "$NS" "${HOST_PREFIX[@]}" env UROCE_ADDR=10.99.0.1 "$@"; }
+host() { ip netns exec "$NS" "${HOST_PREFIX[@]}" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }  # the interface's device, by default
 NO_RAW=(setpriv --inh-caps=-net_raw --bounding-set=-net_raw)
 
 record() {  # name ok detail
@@ -180,7 +180,7 @@ perftest_case() {  # label "program args" role
   perftest_n=$((perftest_n + 1))
   local t=$2 role=$3 tag="perftest-$perftest_n-${2%% *}-$3$SUFFIX" rc
   run_pair "$role" "$tag" 18515 "$t -d rxe0 -x $GGID -F -m 1024" \
-    "$BUILD/bin/uroce-run" -- $t -d uroce0 -x $UGID -F -m 1024 --use_old_post_send
+    "$BUILD/bin/uroce-run" -- $t -x $UGID -F -m 1024 --use_old_post_send
   rc=$?
   grep -q '#bytes' "$OUT/$tag.host.log" || rc=1
   grep -q '#bytes' "$OUT/$tag.guest.log" || rc=1

@@ -52,8 +52,8 @@ for h in 1 2 3; do
   ip -n "$(ns $h)" addr add "$net.$h/24" dev "uh$h-$tag"
   ip -n "$(ns $h)" link set "uh$h-$tag" mtu 1500 up
 done
-on() { h=$1; shift; ip netns exec "$(ns $h)" env UROCE_ADDR="$net.$h" "$@"; }
-bare() { h=$1; shift; ip netns exec "$(ns $h)" "$@"; }  # no uroce setting at all
+# A command on host h, with no uroce setting at all: each host's device is its interface's.
+on() { h=$1; shift; ip netns exec "$(ns $h)" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $*"; }
@@ -92,13 +92,16 @@ for h in 1 2; do
   mac=$(ip -n "$(ns $h)" link show "uh$h-$tag" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
   set -- $(echo "$mac" | tr : ' ')
   want=$(printf '%02x%s:%sff:fe%s:%s%s' $((0x$1 ^ 2)) "$2" "$3" "$4" "$5" "$6")
+  # The first device (ibv_devinfo's and every program's default) is the interface's.
   info=$(on $h "$BIN/uroce-run" -- ibv_devinfo -v 2>&1)
-  got=$(echo "$info" | sed -n 's/.*node_guid:[[:space:]]*\([0-9a-f:]*\).*/\1/p')
-  listed=$(on $h "$BIN/uroce-run" -- ibv_devices 2>&1 | awk '$1 == "uroce0" {print $2}')
-  max_ah=$(echo "$info" | sed -n 's/.*max_ah:[[:space:]]*\([0-9]*\).*/\1/p')
-  if [ "$got" = "$want" ] && [ "$listed" = "$(echo "$want" | tr -d :)" ] && [ "${max_ah:-0}" -gt 0 ]; then
-    ok "host $h: node GUID $got from MAC $mac (ibv_devices and ibv_devinfo agree), max_ah $max_ah"
-  else bad "host $h: node GUID '$got' / listed '$listed', want $want from MAC $mac; max_ah '$max_ah'"; fi
+  got=$(echo "$info" | sed -n 's/.*node_guid:[[:space:]]*\([0-9a-f:]*\).*/\1/p' | head -1)
+  first=$(echo "$info" | sed -n 's/^hca_id:[[:space:]]*//p' | head -1)
+  devices=$(on $h "$BIN/uroce-run" -- ibv_devices 2>&1 | awk 'NR > 2 {printf "%s/%s ", $1, $2}')
+  max_ah=$(echo "$info" | sed -n 's/.*max_ah:[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
+  if [ "$got" = "$want" ] && [ "$first" = "uroce_uh$h-$tag" ] && [ "${max_ah:-0}" -gt 0 ] &&
+     [ "${devices%% *}" = "uroce_uh$h-$tag/$(echo "$want" | tr -d :)" ] && [ "$(echo $devices | awk '{print $NF}' | cut -d/ -f1)" = uroce_lo ]; then
+    ok "host $h: devices $devices(its interface's first, loopback last); node GUID $got from MAC $mac in both tools, max_ah $max_ah"
+  else bad "host $h: devices '$devices', first '$first', node GUID '$got', want uroce_uh$h-$tag with $want from MAC $mac; max_ah '$max_ah'"; fi
   guids="$guids $got"
 done
 set -- $guids
@@ -127,28 +130,28 @@ done
 # 2. rdma_cm, with no uroce setting: two rping servers on host 1, clients from hosts 2 and 3
 # at once, then the other way round (rdma_bind_addr to the host's own address opens its NIC).
 next_port; q1=$port; next_port; q2=$port
-bare 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rs1.log" 2>&1 &
+on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rs1.log" 2>&1 &
 rs1=$!
-bare 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
+on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
 rs2=$!
 sleep 0.5
-bare 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
+on 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
 rc1=$!
-bare 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
+on 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
 e2=$?
 wait $rc1; e1=$?
 wait $rs1; f1=$?
 wait $rs2; f2=$?
-if [ $e1 = 0 ] && [ $e2 = 0 ] && [ $f1 = 0 ] && [ $f2 = 0 ]; then ok "two rping servers on host 1, clients on hosts 2 and 3, verified (-V), no UROCE_ADDR"
+if [ $e1 = 0 ] && [ $e2 = 0 ] && [ $f1 = 0 ] && [ $f2 = 0 ]; then ok "two rping servers on host 1, clients on hosts 2 and 3, verified (-V)"
 else bad "rping (clients $e1 $e2, servers $f1 $f2): $(cat "$tmp"/r[sc][12].log)"; fi
 next_port
-bare 2 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rs4.log" 2>&1 &
+on 2 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rs4.log" 2>&1 &
 rs4=$!
 sleep 0.5
-bare 1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rc4.log" 2>&1
+on 1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rc4.log" 2>&1
 e=$?
 wait $rs4; f=$?
-if [ $e = 0 ] && [ $f = 0 ]; then ok "rping the other way, host 2 serving host 1, verified, no UROCE_ADDR"
+if [ $e = 0 ] && [ $f = 0 ]; then ok "rping the other way, host 2 serving host 1, verified"
 else bad "rping host 1 -> host 2 (client $e, server $f): $(cat "$tmp/rs4.log" "$tmp/rc4.log")"; fi
 on 1 timeout 30 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 > "$tmp/rs3.log" 2>&1 &
 rs3=$!
@@ -190,7 +193,7 @@ sleep 2
 victim=$(server_pid 1 $k1)
 other=$(server_pid 1 $k2)
 # The uroce command lists both servers, each with an RC QP in RTS.
-status=$(bare 1 "$BIN/uroce" --json)
+status=$(on 1 "$BIN/uroce" --json)
 rts() {  # PID: the number of RC QPs in RTS the status lists for the process
   echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"$1"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))'
 }
@@ -198,13 +201,13 @@ if [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts
   ok "uroce --json lists both servers (pids $victim, $other) with their RC QPs in RTS"
 else bad "uroce --json for pids '$victim' '$other': $status"; fi
 # Another user is told of its own processes only (next PSNs are what a forger needs).
-theirs=$(bare 1 setpriv --reuid 65534 --regid 65534 --clear-groups "$BIN/uroce" --json)
+theirs=$(on 1 setpriv --reuid 65534 --regid 65534 --clear-groups "$BIN/uroce" --json)
 n=$(echo "$theirs" | $PY -c 'import json,sys; print(sum(len(d["processes"]) for d in json.load(sys.stdin)["devices"]))')
 [ "$n" = 0 ] && ok "uid 65534 is told of none of root's processes" || bad "uid 65534 sees: $theirs"
 [ -n "$victim" ] && kill -9 "$victim"
 gone=no
 for i in $(seq 1 20); do  # at most 2 s
-  status=$(bare 1 "$BIN/uroce" --json)
+  status=$(on 1 "$BIN/uroce" --json)
   [ "$(rts $victim)" = 0 ] && echo "$status" | grep -vq "\"pid\":$victim," && { gone=yes; break; }
   sleep 0.1
 done
@@ -255,19 +258,17 @@ if [ -n "$daemon" ] && [ $e1 -lt 124 ] && [ $e2 -lt 124 ] && { verified "$tmp/dc
 else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -3 "$tmp/dc.log")"; fi
 small_pair d2 "a new daemon serves the next pair"
 
-# 7. Clients written by others across hosts: ucmatose (RC) and udaddy (UD, SIDR) with no uroce
-# setting (they bind the host's address); ucx_perftest, which opens its device through
-# libibverbs, with UROCE_ADDR naming each host's address (devices are not yet listed per
-# interface).
+# 7. Clients written by others across hosts: ucmatose (RC) and udaddy (UD, SIDR), which bind
+# the host's address; ucx_perftest, which opens the first device libibverbs lists.
 for prog in ucmatose udaddy; do
   command -v $prog >/dev/null || { echo "## $prog is not installed (Debian: rdmacm-utils): not run"; continue; }
-  bare 1 timeout 60 "$BIN/uroce-run" -- $prog -b "$net.1" -c 2 -C 20 > "$tmp/$prog-s.log" 2>&1 &
+  on 1 timeout 60 "$BIN/uroce-run" -- $prog -b "$net.1" -c 2 -C 20 > "$tmp/$prog-s.log" 2>&1 &
   ps_=$!
   sleep 0.7
-  bare 2 timeout 60 "$BIN/uroce-run" -- $prog -s "$net.1" -c 2 -C 20 > "$tmp/$prog-c.log" 2>&1
+  on 2 timeout 60 "$BIN/uroce-run" -- $prog -s "$net.1" -c 2 -C 20 > "$tmp/$prog-c.log" 2>&1
   e=$?
   wait $ps_; f=$?
-  if [ $e = 0 ] && [ $f = 0 ] && grep -q "return status 0" "$tmp/$prog-c.log"; then ok "$prog host 2 -> host 1, 2 connections x 20 messages, no UROCE_ADDR"
+  if [ $e = 0 ] && [ $f = 0 ] && grep -q "return status 0" "$tmp/$prog-c.log"; then ok "$prog host 2 -> host 1, 2 connections x 20 messages"
   else bad "$prog across hosts (client $e, server $f): $(tail -3 "$tmp/$prog-c.log" "$tmp/$prog-s.log")"; fi
 done
 for tls in ud_verbs,self rc_verbs,ud_verbs,self; do

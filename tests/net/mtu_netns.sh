@@ -38,8 +38,9 @@ ip -n "$B" addr add "$net.2/24" dev "umb$tag"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
 ip -n "$A" link set "uma$tag" up
 ip -n "$B" link set "umb$tag" up
-inA() { ip netns exec "$A" env UROCE_ADDR="$net.1" "$@"; }
-inB() { ip netns exec "$B" env UROCE_ADDR="$net.2" "$@"; }
+# No uroce setting: each side's first device is its veth's.
+inA() { ip netns exec "$A" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
+inB() { ip netns exec "$B" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $*"; }
@@ -125,9 +126,9 @@ for mtu in 1500 9000; do
   ib=1024
   [ $mtu = 9000 ] && ib=4096
   rm -f "$tmp"/*.pcap
-  active=$(inA "$BIN/uroce-run" -- ibv_devinfo -v 2>&1 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
+  active=$(inA "$BIN/uroce-run" -- ibv_devinfo -d "uroce_uma$tag" -v 2>&1 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
   [ "$active" = $ib ] && ok "MTU $mtu: the port's active MTU is $ib" || bad "MTU $mtu: active_mtu '$active', want $ib"
-  gids=$(inA "$BIN/uroce-run" -- ibv_devinfo -v 2>&1 | sed -n 's/.*GID\[ *\([0-9]*\)\]:[[:space:]]*\([^ ,]*\).*/\1=\2/p' | tr '\n' ' ')
+  gids=$(inA "$BIN/uroce-run" -- ibv_devinfo -d "uroce_uma$tag" -v 2>&1 | sed -n 's/.*GID\[ *\([0-9]*\)\]:[[:space:]]*\([^ ,]*\).*/\1=\2/p' | tr '\n' ' ')
   case "$gids" in
     "0=fe80:"*" 1=::ffff:$net.1 ") ok "MTU $mtu: GID 0 is the IPv6 link-local address, GID 1 the IPv4 one ($gids)" ;;
     *) bad "MTU $mtu: GID table '$gids'" ;;
@@ -154,10 +155,10 @@ for mtu in 1500 9000; do
   pair "rdma-check over IPv4" "$BIN/rdma-check" -g 1 -p PORT -- "$BIN/rdma-check" -g 1 -p PORT SERVER
   pair "rdma-check over IPv6" "$BIN/rdma-check" -g 0 -p PORT -- "$BIN/rdma-check" -g 0 -p PORT SERVER
   for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
-    pair "${t%% *} over IPv4" $t -d uroce0 -x 1 --use_old_post_send -p PORT -- $t -d uroce0 -x 1 --use_old_post_send -p PORT SERVER
+    pair "${t%% *} over IPv4" $t -x 1 --use_old_post_send -p PORT -- $t -x 1 --use_old_post_send -p PORT SERVER
   done
   t="ib_write_bw -s 65536 -n 200"
-  pair "${t%% *} over IPv6" $t -d uroce0 -x 0 --use_old_post_send -p PORT -- $t -d uroce0 -x 0 --use_old_post_send -p PORT SERVER
+  pair "${t%% *} over IPv6" $t -x 0 --use_old_post_send -p PORT -- $t -x 0 --use_old_post_send -p PORT SERVER
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"

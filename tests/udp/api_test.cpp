@@ -52,7 +52,7 @@ void write_to_self(Device& dev, const Gid& gid, size_t n) {
 }  // namespace
 
 TEST(Api, SrqLimitEventThroughTheAsyncFd) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto first = dev->get_async_event();
   ASSERT_TRUE(first);
   EXPECT_EQ(first->type, AsyncEventType::PortActive);
@@ -110,7 +110,7 @@ TEST(Api, SrqLimitEventThroughTheAsyncFd) {
 }
 
 TEST(Api, SolicitedOnlyArmingWakesOnSolicitedCompletions) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto pd = std::move(*dev->alloc_pd());
   auto scq = std::move(*dev->create_cq(16)), rcq = std::move(*dev->create_cq(16));
   std::vector<uint8_t> buf(1024);
@@ -142,7 +142,7 @@ TEST(Api, SolicitedOnlyArmingWakesOnSolicitedCompletions) {
 // A completion means its send-queue slot is free: a program that keeps the queue full, posting
 // one request per completion it polls, must never see the queue full.
 TEST(Api, CompletionFreesItsSlotBeforeItIsSeen) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto pd = std::move(*dev->alloc_pd());
   auto cq = std::move(*dev->create_cq(64)), rcq = std::move(*dev->create_cq(64));
   std::vector<uint8_t> src(64, 1), dst(64, 0);
@@ -180,7 +180,7 @@ TEST(Api, CompletionFreesItsSlotBeforeItIsSeen) {
 // A CQ or PD destroyed while a QP or MR still uses it lives on until its last user is gone:
 // its event fd stays open (the engine may still write it) and the QP keeps working.
 TEST(Api, ParentsLiveAsLongAsTheirChildren) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto pd = std::move(*dev->alloc_pd());
   auto cq = std::move(*dev->create_cq(16));
   auto live = std::move(*dev->create_cq(16));
@@ -213,7 +213,7 @@ TEST(Api, ParentsLiveAsLongAsTheirChildren) {
 
 // Runts, an empty datagram among them, are dropped and counted.
 TEST(Api, EmptyAndShortDatagramsAreCounted) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(s, 0);
   sockaddr_in to{};
@@ -237,7 +237,7 @@ TEST(Api, EmptyAndShortDatagramsAreCounted) {
 TEST(Api, Ipv6LoopbackDevice) {
   DeviceOptions o;
   o.addr = "::1";
-  auto dev = Device::open("uroce0", o);
+  auto dev = Device::open("uroce_lo", o);
   ASSERT_TRUE(dev) << dev.error().message;
   ASSERT_EQ((*dev)->query_port().gid_tbl_len, 1u);
   Gid gid = *(*dev)->query_gid(0);
@@ -259,20 +259,20 @@ TEST(Api, CongestionControlFromOptionsOrEnvironment) {
     EXPECT_EQ(parse_congestion_control(to_string(c)), c);
   DeviceOptions o;
   setenv("UROCE_CC", "bogus", 1);
-  auto bad = Device::open("uroce0", o);
+  auto bad = Device::open("uroce_lo", o);
   unsetenv("UROCE_CC");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, EINVAL);
   EXPECT_NE(bad.error().message.find("UROCE_CC: unknown value 'bogus'"), std::string::npos) << bad.error().message;
   o.cc = CongestionControl::Dcqcn;
   setenv("UROCE_CC_PARAMS", "nope", 1);
-  EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
+  EXPECT_EQ(Device::open("uroce_lo", o).error().code, EINVAL);
   unsetenv("UROCE_CC_PARAMS");
   o.cc_params = DcqcnSet::Mellanox;
   o.line_gbps = -1;
-  EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
+  EXPECT_EQ(Device::open("uroce_lo", o).error().code, EINVAL);
   o.line_gbps = 25;
-  auto dev = Device::open("uroce0", o);
+  auto dev = Device::open("uroce_lo", o);
   ASSERT_TRUE(dev) << dev.error().message;
   write_to_self(**dev, *(*dev)->query_gid(0), 256 * 1024);
   EXPECT_EQ((*dev)->counters()["rx_cnps"], 0u);
@@ -288,7 +288,7 @@ TEST(Api, SwiftWindowsTheRealEngine) {
     o.reliability = Reliability::Sr;
     o.rx_loss = loss;
     o.rx_loss_seed = 3;
-    auto dev = Device::open("uroce0", o);
+    auto dev = Device::open("uroce_lo", o);
     ASSERT_TRUE(dev) << dev.error().message;
     write_to_self(**dev, *(*dev)->query_gid(0), 4 << 20);
     auto c = (*dev)->counters();
@@ -302,17 +302,17 @@ TEST(Api, SwiftWindowsTheRealEngine) {
 TEST(Api, SelectiveRepeatThroughALossyEngine) {
   DeviceOptions o;
   setenv("UROCE_RELIABILITY", "bogus", 1);
-  auto bad = Device::open("uroce0", o);
+  auto bad = Device::open("uroce_lo", o);
   unsetenv("UROCE_RELIABILITY");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code, EINVAL);
   EXPECT_NE(bad.error().message.find("'bogus' (gbn or sr)"), std::string::npos) << bad.error().message;
   o.reliability = Reliability::Sr;
   o.rx_loss = 1.5;
-  EXPECT_EQ(Device::open("uroce0", o).error().code, EINVAL);
+  EXPECT_EQ(Device::open("uroce_lo", o).error().code, EINVAL);
   o.rx_loss = 0.02;
   o.rx_loss_seed = 5;
-  auto dev = Device::open("uroce0", o);
+  auto dev = Device::open("uroce_lo", o);
   ASSERT_TRUE(dev) << dev.error().message;
   write_to_self(**dev, *(*dev)->query_gid(0), 4 << 20);
   auto c = (*dev)->counters();
@@ -325,7 +325,7 @@ TEST(Api, SelectiveRepeatThroughALossyEngine) {
 // Reliability per QP: ConnectOptions::reliability or set_reliability in RESET/INIT, over the
 // device's default; refused once the QP talks, and for UD.
 TEST(Api, ReliabilityPerQp) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto pd = std::move(*dev->alloc_pd());
   auto cq = std::move(*dev->create_cq(16));
   auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
@@ -349,7 +349,7 @@ TEST(Api, ReliabilityPerQp) {
 // Congestion control per QP, the same way: over the device's default, refused for TIMELY and
 // Swift on UC (no ACKs to time), and once the QP talks.
 TEST(Api, CongestionControlPerQp) {
-  auto dev = std::move(*Device::open());
+  auto dev = std::move(*Device::open("uroce_lo"));
   auto pd = std::move(*dev->alloc_pd());
   auto cq = std::move(*dev->create_cq(16));
   auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
@@ -393,7 +393,7 @@ TEST(Api, OpeningShortOfDescriptorsFailsCleanly) {
       rlimit low{rlim_t(before + spare), old.rlim_max};
       if (setrlimit(RLIMIT_NOFILE, &low) != 0) return 11;
       {
-        auto dev = Device::open("uroce0", {});
+        auto dev = Device::open("uroce_lo", {});
         if (dev) {
           ++opened;
         } else if (dev.error().code != EMFILE || dev.error().message.find(std::strerror(EMFILE)) == std::string::npos) {

@@ -27,7 +27,7 @@ struct Side {
   std::unique_ptr<MemoryRegion> mr;
 
   void open(CmOptions o = CmOptions{12, 5}, const DeviceOptions& d = {}) {  // ~17 ms per retry
-    auto dv = Device::open("uroce0", d);
+    auto dv = Device::open("uroce_lo", d);
     ASSERT_TRUE(dv.ok()) << dv.error().message;
     dev = std::move(*dv);
     auto c = ConnectionManager::open(*dev, o);

@@ -46,7 +46,7 @@ Wc wait_one(CompletionQueue& cq) {
 }
 
 int server(uint16_t port) {
-  auto dev = Device::open();
+  auto dev = Device::open("uroce_lo");
   CHILD_CHECK(dev.ok());
   auto pd = (*dev)->alloc_pd();
   auto cq = (*dev)->create_cq(64);
@@ -105,7 +105,7 @@ struct ClientResult {
 std::string run_client(uint16_t port, const std::string& pcap) {
   DeviceOptions o;
   o.pcap = pcap;
-  auto dev = Device::open("uroce0", o);
+  auto dev = Device::open("uroce_lo", o);
   if (!dev) return "open: " + dev.error().message;
   auto pd = (*dev)->alloc_pd();
   auto cq = (*dev)->create_cq(64);
@@ -176,7 +176,7 @@ std::string tmp_path(const char* name) { return std::string("/tmp/uroce-test-") 
 // crashes: the kernel closes what it held).
 int short_lived_peer(OobChannel& ch) {
   if (!ch.recv_line()) return 1;
-  auto dev = Device::open();
+  auto dev = Device::open("uroce_lo");
   if (!dev) return 2;
   auto pd = (*dev)->alloc_pd();
   auto cq = (*dev)->create_cq(16);
@@ -334,7 +334,7 @@ TEST(TwoProcesses, ChannelsOfPeersThatExitedAreFreed) {
     }));
     ends.push_back(std::move(p->first));
   }
-  auto dev = Device::open();
+  auto dev = Device::open("uroce_lo");
   ASSERT_TRUE(dev);
   auto pd = std::move(*(*dev)->alloc_pd());
   auto cq = std::move(*(*dev)->create_cq(16));

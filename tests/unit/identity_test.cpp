@@ -3,7 +3,11 @@
 // on every start, locally administered.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstdlib>
+
 #include "link/iface.hpp"
+#include "uroce/uroce.hpp"
 
 using namespace uroce;
 
@@ -22,4 +26,69 @@ TEST(Identity, LoopbackNodeGuidIsTheHostsOwnAndStable) {
   EXPECT_NE(g & 0x00ffffffffffffffull, 0u);
   EXPECT_EQ(link::node_guid(lo), g) << "the same on every call (and start)";
   EXPECT_EQ(link::node_guid(link::find_interface(Gid::from_ipv4(0x7f000001))), g) << "what loopback devices report";
+}
+
+// Devices are listed as users expect from rxe or a NIC: the interface of the default route
+// first, the others by index, loopback last; UROCE_DEVICES keeps the interfaces it names.
+TEST(Identity, DevicesFollowTheDefaultRouteAndLoopbackComesLast) {
+  auto c = [](const char* n, uint32_t index, bool lo = false) {
+    return link::Candidate{n, index, lo, Gid::from_ipv4(0x0a000000 + index)};
+  };
+  std::vector<link::Candidate> all = {c("lo", 1, true), c("eth0", 2), c("eth1", 3), c("veth9", 7)};
+  auto names = [](const std::vector<link::Candidate>& v) {
+    std::string s;
+    for (const auto& x : v) s += x.name + " ";
+    return s;
+  };
+  EXPECT_EQ(names(link::order_interfaces(all, 3, "")), "eth1 eth0 veth9 lo ");
+  EXPECT_EQ(names(link::order_interfaces(all, 0, "")), "eth0 eth1 veth9 lo ") << "no default route: by index";
+  EXPECT_EQ(names(link::order_interfaces(all, 1, "")), "eth0 eth1 veth9 lo ") << "loopback is never first";
+  EXPECT_EQ(names(link::order_interfaces(all, 3, "lo")), "lo ");
+  EXPECT_EQ(names(link::order_interfaces(all, 3, "veth9,eth0")), "eth0 veth9 ");
+  EXPECT_EQ(names(link::order_interfaces(all, 3, "eth")), "") << "whole names only";
+}
+
+// This host's list: every device is uroce_<interface>, loopback's last, each found again by
+// its own address, and UROCE_DEVICES=lo leaves loopback alone.
+TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
+  unsetenv("UROCE_ADDR");
+  setenv("UROCE_DEVICES", "lo", 1);
+  auto only_lo = Device::list();
+  ASSERT_EQ(only_lo.size(), 1u);
+  EXPECT_EQ(only_lo[0].name, "uroce_lo");
+  EXPECT_TRUE(only_lo[0].loopback);
+  EXPECT_EQ(only_lo[0].addr, "");
+  EXPECT_EQ(Device::name_for("127.0.0.42"), "uroce_lo");
+  EXPECT_EQ(Device::name_for("not an address"), "");
+  unsetenv("UROCE_DEVICES");
+  auto all = Device::list();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().name, "uroce_lo");
+  for (const auto& d : all) {
+    EXPECT_EQ(d.name, "uroce_" + d.interface);
+    if (!d.loopback) {
+      EXPECT_EQ(Device::name_for(d.addr), d.name);
+    }
+  }
+  setenv("UROCE_DEVICES", "lo", 1);  // as every test runs
+}
+
+// Opening says which device and why not, in one line.
+TEST(Identity, OpeningNamesTheDeviceOrSaysWhy) {
+  auto none = Device::open("uroce_nosuch");
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().code, ENODEV);
+  EXPECT_NE(none.error().message.find("this host has uroce_lo"), std::string::npos) << none.error().message;
+  DeviceOptions o;
+  o.addr = "127.0.0.5";
+  auto other = Device::open("uroce_nosuch", o);
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, EINVAL);
+  EXPECT_NE(other.error().message.find("127.0.0.5 is the address of uroce_lo"), std::string::npos) << other.error().message;
+  o.addr = "198.51.100.77";  // TEST-NET-2: on no interface
+  auto absent = Device::open("", o);
+  ASSERT_FALSE(absent);
+  EXPECT_EQ(absent.error().code, EADDRNOTAVAIL);
+  o.addr = "bogus";
+  EXPECT_EQ(Device::open("", o).error().code, EINVAL);
 }

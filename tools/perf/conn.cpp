@@ -72,7 +72,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   d.rx_loss = o.loss;
   d.rx_loss_seed = serving ? 2 : 1;
   d.reliability = o.reliability;
-  c.dev = must(Device::open("uroce0", d), "open device");
+  c.dev = must(Device::open("", d), "open device");
   tool::set_device(c.dev.get());
   c.pd = must(c.dev->alloc_pd(), "alloc_pd");
   c.scq = must(c.dev->create_cq(kMaxOutstanding + 64), "create_cq");

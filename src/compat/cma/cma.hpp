@@ -41,9 +41,9 @@ struct Channel {
   bool closed = false;          // destroyed while threads waited: they stay blocked, as in read()
 };
 
-// uroce0 as rdma_cm uses it: one per process, opened by the first id that needs a device and
-// kept while the process lives (as librdmacm keeps its devices), because programs may use PDs
-// and CQs of id->verbs after their ids are gone.
+// A device as rdma_cm uses it: one per device per process, opened by the first id that needs it
+// and kept while the process lives (as librdmacm keeps its devices), because programs may use
+// PDs and CQs of id->verbs after their ids are gone.
 struct CmDevice {
   ibv_context* verbs = nullptr;
   ibv_pd* pd = nullptr;  // for QPs created without one
@@ -94,7 +94,7 @@ struct Id {
 struct Registry {
   std::mutex mu;
   std::set<Id*> ids;
-  std::map<uint32_t, Id*> by_comm;
+  std::map<std::pair<const CmDevice*, uint32_t>, Id*> by_comm;  // each device's CM numbers its own
   std::map<std::pair<int, uint16_t>, Id*> ports;  // (port space, port) -> the id bound there
   std::set<Channel*> channels;                    // live event channels
   std::condition_variable acked;                  // some id's events_out went down
@@ -103,20 +103,20 @@ struct Registry {
   // ID, which may be one of this process's own (a client of the same NIC): that one stays.
   void forget_comm(const Id* id) {
     if (!id->comm) return;
-    auto it = by_comm.find(*id->comm);
+    auto it = by_comm.find({id->dev, *id->comm});
     if (it != by_comm.end() && it->second == id) by_comm.erase(it);
   }
 };
 Registry& registry();
 
-// device.cpp: the process's CmDevice, opened at `addr` ("" for the default address) by the first
-// caller; errno set and nullptr on failure.
-CmDevice* device(const std::string& addr);
-CmDevice* opened_device();  // nullptr until some id opened it
+// device.cpp: the process's CmDevice of the device `name` ("" for the first listed), opened at
+// `addr` ("" where the device opens by default) by the first caller; errno set and nullptr on
+// failure. all_devices: every listed device, opened.
+CmDevice* device(std::string name, const std::string& addr);
+std::vector<CmDevice*> all_devices();
 // The address a device should take to reach dst (an IPv4 or IPv6 sockaddr), as the routing table
-// says; "" where the default address serves.
+// says (127.0.0.1 or ::1 for a loopback destination); "" if there is no route.
 std::string local_address_for(const sockaddr* dst);
-bool address_from_env();  // UROCE_ADDR is set: the device sits there, whatever ids name
 bool device_has(const CmDevice& d, const Gid& gid);
 std::string ip_string(const Gid& gid);  // dotted quad for IPv4-mapped GIDs
 

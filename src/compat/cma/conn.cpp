@@ -151,7 +151,7 @@ int rdma_connect(rdma_cm_id* cid, rdma_conn_param* p) {
     int e = cid->qp_type == IBV_QPT_UD ? connect_ud(id, p) : connect_rc(id, p);
     if (e) return fail(e);
     id->state = State::Connecting;
-    r.by_comm[*id->comm] = id;
+    r.by_comm[{id->dev, *id->comm}] = id;
   }
   return id->sync ? complete(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
 }

@@ -13,7 +13,7 @@
 #include "compat/cma/cma.hpp"
 #include "compat/objects.hpp"
 
-extern "C" ibv_context* uroce_open_context_at(const char* addr);
+extern "C" ibv_context* uroce_open_context(const char* name, const char* addr);
 
 namespace uroce::compat::cma {
 
@@ -24,17 +24,18 @@ Registry& registry() {
 
 namespace {
 std::mutex g_dev_mu;
-CmDevice* g_dev = nullptr;
+std::map<std::string, CmDevice*> g_devs;  // by device name; never freed (see CmDevice)
 pid_t g_dev_pid = 0;
 
 // A process that exits with connections up disconnects them, as the kernel does for the ids of
 // a process that is gone: the peers hear a DREQ instead of waiting out their timeouts.
 void disconnect_all() {
   std::lock_guard g(registry().mu);
-  if (!g_dev || g_dev_pid != getpid()) return;
+  std::lock_guard d(g_dev_mu);
+  if (g_dev_pid != getpid()) return;
   for (Id* id : registry().ids)
-    if (id->comm && id->dev == g_dev && (id->state == State::Connected || id->state == State::Accepted)) {
-      (void)g_dev->cm->disconnect(*id->comm);
+    if (id->comm && id->dev && (id->state == State::Connected || id->state == State::Accepted)) {
+      (void)id->dev->cm->disconnect(*id->comm);
       id->state = State::Disconnecting;
     }
 }
@@ -49,24 +50,30 @@ void route(CmDevice* d) {
     if (auto now = std::chrono::steady_clock::now(); now - lookups_taken >= std::chrono::milliseconds(100)) {
       lookups_taken = now;
       for (Id* id : registry().ids)
-        if (id->announce_fd >= 0) take_lookups(id->announce_fd);
+        if (id->announce_fd >= 0 && id->dev == d) take_lookups(id->announce_fd);
     }
     if (e) dispatch(*d, *e);
   }
 }
 }  // namespace
 
-CmDevice* opened_device() {
+CmDevice* device(std::string name, const std::string& addr) {
   std::lock_guard g(g_dev_mu);
-  return g_dev_pid == getpid() ? g_dev : nullptr;
-}
-
-CmDevice* device(const std::string& addr) {
-  std::lock_guard g(g_dev_mu);
-  if (g_dev && g_dev_pid == getpid()) return g_dev;
-  // First use, or a forked child: the parent's threads did not come along, so it opens its own.
+  if (g_dev_pid != getpid()) {  // a forked child: the parent's threads did not come along, so it opens its own
+    g_devs.clear();
+    g_dev_pid = getpid();
+  }
+  if (name.empty()) {
+    const auto all = Device::list();
+    if (all.empty()) {
+      errno = ENODEV;
+      return nullptr;
+    }
+    name = all.front().name;
+  }
+  if (auto it = g_devs.find(name); it != g_devs.end()) return it->second;
   auto* d = new CmDevice;
-  d->verbs = uroce_open_context_at(addr.c_str());
+  d->verbs = uroce_open_context(name.c_str(), addr.c_str());
   if (!d->verbs) {
     delete d;
     return nullptr;
@@ -84,11 +91,17 @@ CmDevice* device(const std::string& addr) {
   d->cm = std::move(*cm);
   d->router = std::thread(route, d);
   d->router.detach();
-  g_dev = d;
-  g_dev_pid = getpid();
+  g_devs[name] = d;
   static bool at_exit = std::atexit(disconnect_all) == 0;  // runs before libibverbs' flush
   (void)at_exit;
   return d;
+}
+
+std::vector<CmDevice*> all_devices() {
+  std::vector<CmDevice*> out;
+  for (const auto& info : Device::list())
+    if (CmDevice* d = device(info.name, "")) out.push_back(d);
+  return out;
 }
 
 bool device_has(const CmDevice& d, const Gid& gid) {
@@ -98,15 +111,10 @@ bool device_has(const CmDevice& d, const Gid& gid) {
   return false;
 }
 
-bool address_from_env() {
-  const char* env = std::getenv("UROCE_ADDR");
-  return env && *env;
-}
-
 std::string local_address_for(const sockaddr* dst) {
   auto gid = gid_of(dst);
   if (!gid) return "";
-  if (is_loopback(*gid)) return gid->ipv4() ? "" : "::1";  // 127/8: the first free 127.0.0.x
+  if (is_loopback(*gid)) return gid->ipv4() ? "127.0.0.1" : "::1";
   // Elsewhere, the source address the kernel's routing table picks for dst.
   int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return "";

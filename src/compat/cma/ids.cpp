@@ -1,6 +1,6 @@
 // rdma_cm ids: creation, addresses and ports, route, listening, channels and options. A port is
-// taken per port space within the process; the device (and so the address) is the process's
-// uroce0, opened where the first id needs it.
+// taken per port space within the process; the device (and so the address) is the one of the
+// bound address's interface, or of the route to the peer, opened where the first id needs it.
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -63,16 +63,20 @@ int use_device(Id* id, const sockaddr* dst) {
   const sockaddr* src = &id->id.route.addr.src_addr;
   bool specific = id->state != State::Idle && !is_any(src);
   if (!id->dev) {
-    // UROCE_ADDR places the device. Without it, the bound address does (a network address's
-    // device is the host NIC every process shares, so taking it takes nothing from anyone), or
-    // the route to the first peer.
-    std::string addr = address_from_env() ? ""
-                       : specific         ? ip_string(*gid_of(src))
-                       : dst              ? local_address_for(dst)
-                                          : "";
-    CmDevice* d = device(addr);
+    // The device of the bound address's interface (a network address's device is the host NIC
+    // every process shares, so taking it takes nothing from anyone), else of the route to the
+    // first peer, else the first device.
+    const std::string where = specific ? ip_string(*gid_of(src)) : dst ? local_address_for(dst) : "";
+    const std::string name = where.empty() ? "" : Device::name_for(where);
+    if (!where.empty() && name.empty()) return specific ? EADDRNOTAVAIL : ENETUNREACH;
+    // Opened there, unless UROCE_ADDR places that device, or the loopback device is only on
+    // the way to a peer (it then takes a 127.0.0.x of its own, or ::1).
+    const char* env = std::getenv("UROCE_ADDR");
+    const bool placed = env && *env && Device::name_for(env) == name;
+    const bool passing = !specific && dst && is_loopback(dst) && dst->sa_family == AF_INET;
+    CmDevice* d = device(name, placed || passing ? "" : where);
     // Another process's NIC holds that loopback address: any loopback address names this host.
-    if (!d && errno == EADDRINUSE && specific && is_loopback(src)) d = device("");
+    if (!d && errno == EADDRINUSE && specific && is_loopback(src)) d = device(name, "");
     if (!d) return errno ? errno : ENODEV;
     // A loopback address names whichever device the host has, as the kernel's rdma_cm binds it.
     if (specific && !device_has(*d, *gid_of(src)) && !is_loopback(src)) return EADDRNOTAVAIL;
@@ -313,11 +317,11 @@ int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* optval, size_
 }
 
 ibv_context** rdma_get_devices(int* num) {
-  CmDevice* d = device("");
-  auto** list = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
+  const auto devs = all_devices();
+  auto** list = static_cast<ibv_context**>(calloc(devs.size() + 1, sizeof(ibv_context*)));
   if (!list) return nullptr;
-  if (d) list[0] = d->verbs;
-  if (num) *num = d ? 1 : 0;
+  for (size_t i = 0; i < devs.size(); ++i) list[i] = devs[i]->verbs;
+  if (num) *num = int(devs.size());
   return list;
 }
 

@@ -11,9 +11,9 @@ namespace uroce::compat::cma {
 
 namespace {
 
-Id* find(uint32_t comm) {
+Id* find(const CmDevice& d, uint32_t comm) {
   auto& m = registry().by_comm;
-  auto it = m.find(comm);
+  auto it = m.find({&d, comm});
   return it == m.end() ? nullptr : it->second;
 }
 
@@ -83,7 +83,7 @@ void on_request(CmDevice& d, const CmEvent& e) {
   if (c->sync) c->id.channel = &new_channel(true)->ch;
   set_route(c, hdr->dst, l->port, e.peer, hdr->src_port);
   r.ids.insert(c);
-  if (!ud) r.by_comm[e.id] = c;
+  if (!ud) r.by_comm[{&d, e.id}] = c;
   EventBox* b = post(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, l);
   if (ud) {
     set_conn_data(b, e.private_data, kIpCmHeaderBytes);
@@ -140,7 +140,7 @@ void on_disconnect(Id* id) {
 
 void dispatch(CmDevice& d, const CmEvent& e) {
   if (e.type == CmEventType::ConnectRequest || e.type == CmEventType::SidrRequest) return on_request(d, e);
-  Id* id = find(e.id);
+  Id* id = find(d, e.id);
   if (!id) return;  // its id is gone
   switch (e.type) {
     case CmEventType::ConnectReply: return on_reply(d, id, e);

@@ -1,0 +1,101 @@
+// Which devices the host has and where each opens: one per network interface with an address,
+// as rxe makes one per netdev, so a program's default device is the interface its traffic
+// leaves by, and every process of the host names the same devices.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "api/config.hpp"
+#include "link/iface.hpp"
+#include "uroce/uroce.hpp"
+
+namespace uroce {
+
+namespace {
+
+constexpr const char* kPrefix = "uroce_";
+
+std::string env(const char* name) {
+  const char* e = std::getenv(name);
+  return e ? e : "";
+}
+
+std::string ip_string(const Gid& g) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (auto v4 = g.ipv4()) {
+    in_addr a{htonl(*v4)};
+    return inet_ntop(AF_INET, &a, buf, sizeof buf);
+  }
+  return inet_ntop(AF_INET6, g.raw.data(), buf, sizeof buf);
+}
+
+DeviceInfo info_of(const link::Candidate& c) {
+  DeviceInfo d;
+  d.name = kPrefix + c.name;
+  d.interface = c.name;
+  d.loopback = c.loopback;
+  d.addr = c.loopback ? "" : ip_string(c.addr);
+  d.node_guid = link::node_guid(link::find_interface(c.addr));
+  return d;
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> Device::list() {
+  std::vector<DeviceInfo> out;
+  for (const auto& c : link::device_interfaces(env("UROCE_DEVICES"))) out.push_back(info_of(c));
+  // UROCE_ADDR names the default device and its address, whatever UROCE_DEVICES keeps.
+  if (const std::string at = env("UROCE_ADDR"); !at.empty()) {
+    const std::string name = name_for(at);
+    auto it = std::find_if(out.begin(), out.end(), [&](const DeviceInfo& d) { return d.name == name; });
+    if (it != out.end()) out.erase(it);
+    if (!name.empty()) {
+      for (const auto& c : link::device_interfaces())
+        if (kPrefix + c.name == name) out.insert(out.begin(), info_of(c));
+      if (!out.empty() && out.front().name == name) out.front().addr = at;
+    }
+  }
+  return out;
+}
+
+std::string Device::name_for(const std::string& addr) {
+  auto g = Gid::parse(addr);
+  if (!g) return "";
+  link::Interface itf = link::find_interface(*g);
+  return itf.name.empty() ? "" : kPrefix + itf.name;
+}
+
+namespace detail {
+
+Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
+  std::string at = opts.addr;
+  // UROCE_ADDR places the default device, or the named one where it is on its interface.
+  if (const std::string e = env("UROCE_ADDR"); at.empty() && !e.empty() && (name.empty() || name == Device::name_for(e)))
+    at = e;
+  if (!at.empty()) {
+    if (!Gid::parse(at)) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + at);
+    const std::string holder = Device::name_for(at);
+    if (holder.empty()) return make_error(EADDRNOTAVAIL, "no network interface of this host has the address " + at);
+    if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
+    opts.addr = at;
+    return holder;
+  }
+  const auto all = Device::list();
+  std::string names;
+  for (const auto& d : all) {
+    if (name.empty() || d.name == name) {
+      opts.addr = d.addr;
+      return d.name;
+    }
+    names += (names.empty() ? "" : ", ") + d.name;
+  }
+  if (all.empty())
+    return make_error(ENODEV, "no network interface is up with an address" +
+                                  std::string(env("UROCE_DEVICES").empty() ? "" : " among UROCE_DEVICES=" + env("UROCE_DEVICES")));
+  return make_error(ENODEV, "no device named '" + name + "' (this host has " + names + ")");
+}
+
+}  // namespace detail
+}  // namespace uroce
