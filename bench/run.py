@@ -15,6 +15,9 @@ usage: bench/run.py BUILD_DIR [--rounds N] [--quick]
 """
 import json, os, random, re, shutil, socket, statistics, subprocess, sys, time
 
+# One host's measurements: uroce's loopback devices (the machine's own interfaces get none).
+os.environ.setdefault('UROCE_DEVICES', 'lo')
+
 args = sys.argv[1:]
 build = args[0] if args and not args[0].startswith('-') else 'build'
 rounds = int(args[args.index('--rounds') + 1]) if '--rounds' in args else 3

@@ -8,6 +8,9 @@ usage: bench/study.py BUILD_DIR [--quick]   (--quick: fewer seeds and shorter ru
        bench/study.py --doc-only              (docs/study.md again from docs/study/results.json)"""
 import json, os, shutil, statistics, subprocess, sys, time
 
+# One host's measurements: uroce's loopback devices (the machine's own interfaces get none).
+os.environ.setdefault('UROCE_DEVICES', 'lo')
+
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
 out_dir = os.path.join(root, 'docs', 'study')

@@ -5,7 +5,7 @@
 using namespace uroce;
 
 int main() {
-  auto dev = std::move(*Device::open());            // binds a free 127.0.0.x:4791
+  auto dev = std::move(*Device::open("uroce_lo"));  // loopback: binds a free 127.0.0.x:4791
   auto pd = std::move(*dev->alloc_pd());
   auto cq = std::move(*dev->create_cq(16));
   char buf[2][32] = {"hello, RDMA", ""};

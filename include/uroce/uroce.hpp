@@ -105,7 +105,7 @@ class Device {
   // $UROCE_DEVICES (interface names, comma-separated) keeps those alone; $UROCE_ADDR's
   // interface comes first, at that address.
   static std::vector<DeviceInfo> list();
-  // The device whose interface holds addr (127/8: loopback's); "" if no interface does.
+  // The listed device whose interface holds addr (127/8: loopback's); "" if there is none.
   static std::string name_for(const std::string& addr);
   // Opens a device by name (empty: the first of list()), or the one at opts.addr, on UDP port
   // 4791. ENODEV for a name the host does not have; EINVAL for an address on another device.

@@ -41,6 +41,14 @@ DeviceInfo info_of(const link::Candidate& c) {
   return d;
 }
 
+// The device of the interface holding addr, listed or not; "" if no interface holds it.
+std::string holder_of(const std::string& addr) {
+  auto g = Gid::parse(addr);
+  if (!g) return "";
+  link::Interface itf = link::find_interface(*g);
+  return itf.name.empty() ? "" : kPrefix + itf.name;
+}
+
 }  // namespace
 
 std::vector<DeviceInfo> Device::list() {
@@ -48,7 +56,7 @@ std::vector<DeviceInfo> Device::list() {
   for (const auto& c : link::device_interfaces(env("UROCE_DEVICES"))) out.push_back(info_of(c));
   // UROCE_ADDR names the default device and its address, whatever UROCE_DEVICES keeps.
   if (const std::string at = env("UROCE_ADDR"); !at.empty()) {
-    const std::string name = name_for(at);
+    const std::string name = holder_of(at);
     auto it = std::find_if(out.begin(), out.end(), [&](const DeviceInfo& d) { return d.name == name; });
     if (it != out.end()) out.erase(it);
     if (!name.empty()) {
@@ -61,10 +69,10 @@ std::vector<DeviceInfo> Device::list() {
 }
 
 std::string Device::name_for(const std::string& addr) {
-  auto g = Gid::parse(addr);
-  if (!g) return "";
-  link::Interface itf = link::find_interface(*g);
-  return itf.name.empty() ? "" : kPrefix + itf.name;
+  const std::string name = holder_of(addr);
+  for (const auto& d : list())
+    if (d.name == name) return name;
+  return "";  // no interface holds it, or UROCE_DEVICES leaves its interface out
 }
 
 namespace detail {
@@ -72,12 +80,14 @@ namespace detail {
 Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
   std::string at = opts.addr;
   // UROCE_ADDR places the default device, or the named one where it is on its interface.
-  if (const std::string e = env("UROCE_ADDR"); at.empty() && !e.empty() && (name.empty() || name == Device::name_for(e)))
+  if (const std::string e = env("UROCE_ADDR"); at.empty() && !e.empty() && (name.empty() || name == holder_of(e)))
     at = e;
   if (!at.empty()) {
     if (!Gid::parse(at)) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + at);
     const std::string holder = Device::name_for(at);
-    if (holder.empty()) return make_error(EADDRNOTAVAIL, "no network interface of this host has the address " + at);
+    if (holder.empty())
+      return make_error(EADDRNOTAVAIL, holder_of(at).empty() ? "no network interface of this host has the address " + at
+                                                             : at + " is on " + holder_of(at) + ", which UROCE_DEVICES leaves out");
     if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
     opts.addr = at;
     return holder;

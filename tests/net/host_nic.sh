@@ -6,7 +6,8 @@
 #   talking to the same server host meanwhile;
 # - two rdma_cm (rping) servers on one host, clients from two hosts at once (CM MADs passed
 #   to the process that listens, by service ID, then by communication ID);
-# - perftest (ib_write_bw, verbs through the drop-in) beside a uroce-perf pair;
+# - two perftest pairs at once (ib_write_bw, ib_send_bw through the drop-in) beside a uroce-perf
+#   pair;
 # - the uroce command lists the processes and their QPs;
 # - kill -9 of one of two servers on a host mid-transfer: it leaves uroce's list, the other transfer completes
 #   verified, the killed one's peer fails (retry exceeded) instead of hanging, and a new server
@@ -14,7 +15,8 @@
 # - a process of another user shares the NIC too, its packets passed on by the daemon (it is
 #   given no socket of the steering group);
 # - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next;
-# - ucmatose, udaddy and ucx_perftest across hosts.
+# - ucmatose, udaddy, ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
+#   each of 3 hosts) across hosts.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -44,13 +46,14 @@ for h in 1 2 3; do
   ip netns add "$(ns $h)"
   ip link add "uh$h-$tag" type veth peer name "us$h-$tag" || skip "cannot create a veth pair"
   ip link set "uh$h-$tag" netns "$(ns $h)"
+  ip -n "$(ns $h)" link set "uh$h-$tag" name eth0  # each host's interface is its eth0, as in a cluster
   ip link set "us$h-$tag" netns "$SW"
   ip -n "$SW" link set "us$h-$tag" master br0 up
   ip -n "$(ns $h)" link set lo up
   # The link-local address is a GID: usable at once, without duplicate address detection.
-  ip netns exec "$(ns $h)" sysctl -qw "net.ipv6.conf.uh$h-$tag.accept_dad=0"
-  ip -n "$(ns $h)" addr add "$net.$h/24" dev "uh$h-$tag"
-  ip -n "$(ns $h)" link set "uh$h-$tag" mtu 1500 up
+  ip netns exec "$(ns $h)" sysctl -qw "net.ipv6.conf.eth0.accept_dad=0"
+  ip -n "$(ns $h)" addr add "$net.$h/24" dev eth0
+  ip -n "$(ns $h)" link set eth0 mtu 1500 up
 done
 # A command on host h, with no uroce setting at all: each host's device is its interface's.
 on() { h=$1; shift; ip netns exec "$(ns $h)" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
@@ -89,7 +92,7 @@ small_pair() {
 # honest limits (max_ah).
 guids=""
 for h in 1 2; do
-  mac=$(ip -n "$(ns $h)" link show "uh$h-$tag" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+  mac=$(ip -n "$(ns $h)" link show eth0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
   set -- $(echo "$mac" | tr : ' ')
   want=$(printf '%02x%s:%sff:fe%s:%s%s' $((0x$1 ^ 2)) "$2" "$3" "$4" "$5" "$6")
   # The first device (ibv_devinfo's and every program's default) is the interface's.
@@ -98,10 +101,10 @@ for h in 1 2; do
   first=$(echo "$info" | sed -n 's/^hca_id:[[:space:]]*//p' | head -1)
   devices=$(on $h "$BIN/uroce-run" -- ibv_devices 2>&1 | awk 'NR > 2 {printf "%s/%s ", $1, $2}')
   max_ah=$(echo "$info" | sed -n 's/.*max_ah:[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
-  if [ "$got" = "$want" ] && [ "$first" = "uroce_uh$h-$tag" ] && [ "${max_ah:-0}" -gt 0 ] &&
-     [ "${devices%% *}" = "uroce_uh$h-$tag/$(echo "$want" | tr -d :)" ] && [ "$(echo $devices | awk '{print $NF}' | cut -d/ -f1)" = uroce_lo ]; then
+  if [ "$got" = "$want" ] && [ "$first" = "uroce_eth0" ] && [ "${max_ah:-0}" -gt 0 ] &&
+     [ "${devices%% *}" = "uroce_eth0/$(echo "$want" | tr -d :)" ] && [ "$(echo $devices | awk '{print $NF}' | cut -d/ -f1)" = uroce_lo ]; then
     ok "host $h: devices $devices(its interface's first, loopback last); node GUID $got from MAC $mac in both tools, max_ah $max_ah"
-  else bad "host $h: devices '$devices', first '$first', node GUID '$got', want uroce_uh$h-$tag with $want from MAC $mac; max_ah '$max_ah'"; fi
+  else bad "host $h: devices '$devices', first '$first', node GUID '$got', want uroce_eth0 with $want from MAC $mac; max_ah '$max_ah'"; fi
   guids="$guids $got"
 done
 set -- $guids
@@ -163,23 +166,34 @@ case "$out" in
 esac
 kill "$(proc_pid 1 "rping -s -a $net.1 -p $q1 -C 1 *")" 2>/dev/null; wait $rs3 2>/dev/null
 
-# 3. perftest through the drop-in beside a uroce-perf pair, host 2 to host 1.
-next_port; pp=$port; next_port; pt=$port
+# 3. Two perftest pairs at once between hosts 1 and 2 (WRITE and SEND, -F; no -d: each host's
+# first device), beside a uroce-perf pair between the same hosts.
+next_port; pp=$port; next_port; pw=$port; next_port; pv=$port
 perf_server 1 $pp "$tmp/ps.log"; ps=$!
-on 1 timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $pt -s 65536 -n 500 > "$tmp/pts.log" 2>&1 &
-pts=$!
-ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $pt"
-on 2 timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $pt -s 65536 -n 500 "$net.1" > "$tmp/ptc.log" 2>&1 &
-ptc=$!
+on 1 timeout 60 "$BIN/uroce-run" -- ib_write_bw -F -p $pw -s 65536 -n 500 > "$tmp/pws.log" 2>&1 &
+pws=$!
+on 1 timeout 60 "$BIN/uroce-run" -- ib_send_bw -F -p $pv -s 65536 -n 500 > "$tmp/pvs.log" 2>&1 &
+pvs=$!
+ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $pw; listen_wait $pv"
+on 2 timeout 60 "$BIN/uroce-run" -- ib_write_bw -F -p $pw -s 65536 -n 500 "$net.1" > "$tmp/pwc.log" 2>&1 &
+pwc=$!
+on 2 timeout 60 "$BIN/uroce-run" -- ib_send_bw -F -p $pv -s 65536 -n 500 "$net.1" > "$tmp/pvc.log" 2>&1 &
+pvc=$!
 on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $pp --op write --mode bw --size 4096 --iters 2000 --json > "$tmp/pc.log" 2>&1
 e=$?
-wait $ptc; t1=$?
-wait $pts; t2=$?
+for t in pwc pvc pws pvs; do eval "wait \$$t; r_$t=\$?"; done
 wait $ps
-if [ $t1 = 0 ] && [ $t2 = 0 ] && grep -q "^ 65536 *500" "$tmp/ptc.log"; then ok "ib_write_bw host 2 -> host 1 beside another pair"
-else bad "ib_write_bw (client $t1, server $t2): $(cat "$tmp/ptc.log" "$tmp/pts.log")"; fi
-if [ $e = 0 ] && verified "$tmp/pc.log"; then ok "uroce-perf beside ib_write_bw: verified"
-else bad "uroce-perf beside ib_write_bw: $(cat "$tmp/pc.log")"; fi
+# A result line: 65536 B, 500 iterations, a bandwidth above zero (perftest checks no data).
+result() { awk '$1 == 65536 && $2 == 500 && $4 > 0 {found = 1} END {exit !found}' "$1"; }
+for t in write:pw send:pv; do
+  n=${t%%:*} f=${t##*:}
+  eval "c=\$r_${f}c s=\$r_${f}s"
+  if [ $c = 0 ] && [ $s = 0 ] && result "$tmp/${f}c.log" && result "$tmp/${f}s.log"; then
+    ok "ib_${n}_bw host 2 -> host 1 at the same time as the other perftest pair: $(awk '$1 == 65536 {print $4 " MB/s"}' "$tmp/${f}c.log")"
+  else bad "ib_${n}_bw (client $c, server $s): $(cat "$tmp/${f}c.log" "$tmp/${f}s.log")"; fi
+done
+if [ $e = 0 ] && verified "$tmp/pc.log"; then ok "uroce-perf beside both perftest pairs: verified"
+else bad "uroce-perf beside the perftest pairs: $(cat "$tmp/pc.log")"; fi
 
 # 4. kill -9 of one of two servers on host 1 while both transfer.
 next_port; k1=$port; next_port; k2=$port
@@ -284,6 +298,64 @@ for tls in ud_verbs,self rc_verbs,ud_verbs,self; do
     ok "ucx_perftest tag_lat UCX_TLS=$tls host 2 -> host 1: $(awk '/^Final:/ {print "p50", $3, "us"}' "$tmp/ucx-c.log")"
   else bad "ucx_perftest UCX_TLS=$tls across hosts (client $e, server $f): $(tail -3 "$tmp/ucx-c.log" "$tmp/ucx-s.log")"; fi
 done
+
+# 8. ibv_rc_pingpong across hosts with its defaults but for the GID index RoCE needs (-g 1:
+# the IPv4 GID), every byte checked (-c); without -g, the one line that says why RTR fails.
+next_port
+on 1 timeout 60 "$BIN/uroce-run" -- ibv_rc_pingpong -g 1 -c -p $port > "$tmp/rcp-s.log" 2>&1 &
+rs_=$!
+ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+on 2 timeout 60 "$BIN/uroce-run" -- ibv_rc_pingpong -g 1 -c -p $port "$net.1" > "$tmp/rcp-c.log" 2>&1
+e=$?
+wait $rs_; f=$?
+if [ $e = 0 ] && [ $f = 0 ] && grep -q "1000 iters" "$tmp/rcp-c.log"; then ok "ibv_rc_pingpong -g 1 -c host 2 -> host 1: $(grep iters "$tmp/rcp-c.log")"
+else bad "ibv_rc_pingpong across hosts (client $e, server $f): $(cat "$tmp/rcp-c.log" "$tmp/rcp-s.log")"; fi
+next_port
+on 1 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -p $port > "$tmp/rcp0-s.log" 2>&1 &
+rs_=$!
+ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+on 2 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -p $port "$net.1" > "$tmp/rcp0-c.log" 2>&1
+wait $rs_
+# (The server reaches RTR first: it says so and closes, the client's exchange then fails.)
+if grep -q "uroce: ibv_modify_qp: RoCE needs the peer's GID" "$tmp/rcp0-s.log"; then ok "ibv_rc_pingpong without -g is told why: $(grep -o "RoCE needs[^;]*" "$tmp/rcp0-s.log")"
+else bad "ibv_rc_pingpong without -g: $(cat "$tmp/rcp0-s.log" "$tmp/rcp0-c.log")"; fi
+
+# 9. libfabric's verbs provider across hosts: fi_pingpong -e rdm (RxD over UD), every size,
+# data checked (-c). (-e msg is not run: Debian's fi_pingpong binds its MSG server to
+# localhost, which no other host can reach.)
+if command -v fi_pingpong >/dev/null; then
+  next_port
+  on 1 timeout 90 "$BIN/uroce-run" -- fi_pingpong -p verbs -e rdm -B $port -I 20 -S all -c > "$tmp/fi-s.log" 2>&1 &
+  fs_=$!
+  ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+  on 2 timeout 90 "$BIN/uroce-run" -- fi_pingpong -p verbs -e rdm -P $port -I 20 -S all -c "$net.1" > "$tmp/fi-c.log" 2>&1
+  e=$?
+  wait $fs_; f=$?
+  if [ $e = 0 ] && [ $f = 0 ] && grep -q "^6m " "$tmp/fi-c.log"; then ok "fi_pingpong -p verbs -e rdm -c host 2 -> host 1, 1 B .. 6 MiB"
+  else bad "fi_pingpong -e rdm across hosts (client $e, server $f): $(tail -3 "$tmp/fi-c.log" "$tmp/fi-s.log")"; fi
+else echo "## fi_pingpong is not installed (Debian: libfabric-bin): not run"; fi
+
+# 10. Open MPI with pml ucx across hosts: 2 ranks on each of hosts 1, 2 and 3, launched into
+# their namespaces by mpirun's rsh agent; point to point and collectives checked byte for byte.
+# UCX stripes over every device it is given and a loopback device reaches its own host only,
+# so the job names the interface's device, as on hosts with several RDMA NICs.
+MPI_PROG="$BIN/mpi_hosts"
+if command -v mpirun >/dev/null && [ -x "$MPI_PROG" ]; then
+  cat > "$tmp/agent" <<'AGENT'
+#!/bin/sh
+# mpirun's rsh agent: [options] HOST COMMAND... runs COMMAND in the namespace HOST
+while [ "${1#-}" != "$1" ]; do shift; done
+h=$1; shift
+exec ip netns exec "$h" env -u UROCE_DEVICES -u UROCE_ADDR sh -c "$*"
+AGENT
+  chmod +x "$tmp/agent"
+  on 1 timeout 240 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$tmp/agent" \
+    --host "$(ns 1):2,$(ns 2):2,$(ns 3):2" -np 6 --map-by node --mca pml ucx --mca btl ^openib,uct \
+    -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce_eth0:1 "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
+  e=$?
+  if [ $e = 0 ] && grep -q "mpi_hosts: 6 ranks on 3 hosts, all verified" "$tmp/mpi.log"; then ok "Open MPI (pml ucx): $(grep -o "6 ranks on 3 hosts.*" "$tmp/mpi.log")"
+  else bad "Open MPI across hosts (exit $e): $(grep -v '^\[' "$tmp/mpi.log" | tail -5)"; fi
+else echo "## mpirun or $MPI_PROG is missing (Debian: openmpi-bin, libopenmpi-dev): not run"; fi
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]

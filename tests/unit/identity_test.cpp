@@ -70,7 +70,19 @@ TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
       EXPECT_EQ(Device::name_for(d.addr), d.name);
     }
   }
+  // UROCE_DEVICES=lo: the host's other interfaces have no device, whatever names their address
+  // (nothing is opened there: placing fails first).
   setenv("UROCE_DEVICES", "lo", 1);  // as every test runs
+  for (const auto& d : all) {
+    if (d.loopback) continue;
+    EXPECT_EQ(Device::name_for(d.addr), "");
+    DeviceOptions o;
+    o.addr = d.addr;
+    auto dev = Device::open("", o);
+    ASSERT_FALSE(dev);
+    EXPECT_EQ(dev.error().code, EADDRNOTAVAIL);
+    EXPECT_NE(dev.error().message.find("UROCE_DEVICES leaves out"), std::string::npos) << dev.error().message;
+  }
 }
 
 // Opening says which device and why not, in one line.

@@ -72,7 +72,10 @@ void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   d.rx_loss = o.loss;
   d.rx_loss_seed = serving ? 2 : 1;
   d.reliability = o.reliability;
-  c.dev = must(Device::open("", d), "open device");
+  // Both sides here (neither --server nor --connect): two processes on loopback, as the usage
+  // says; otherwise the host's first device, the one its traffic leaves by.
+  const bool here = !o.server && o.connect.empty();
+  c.dev = must(Device::open(here ? "uroce_lo" : "", d), "open device");
   tool::set_device(c.dev.get());
   c.pd = must(c.dev->alloc_pd(), "alloc_pd");
   c.scq = must(c.dev->create_cq(kMaxOutstanding + 64), "create_cq");
