@@ -142,6 +142,12 @@ void print_text(const std::vector<Record>& recs) {
       std::printf("    qp %s %s %s -> %s qp %s, sq_psn %s epsn %s\n", r.get("qpn").c_str(), r.get("type").c_str(),
                   r.get("state").c_str(), r.get("dgid").c_str(), r.get("dest_qpn").c_str(), r.get("sq_psn").c_str(),
                   r.get("epsn").c_str());
+      std::printf("      packets tx %s rx %s, bytes tx %s rx %s, retransmitted %s (timeouts %s), NAKs tx %s rx %s, "
+                  "RNR NAKs tx %s rx %s, CNPs tx %s rx %s\n",
+                  r.get("tx_packets").c_str(), r.get("rx_packets").c_str(), r.get("tx_bytes").c_str(),
+                  r.get("rx_bytes").c_str(), r.get("retransmitted_packets").c_str(), r.get("retransmit_timeouts").c_str(),
+                  r.get("tx_naks").c_str(), r.get("rx_naks").c_str(), r.get("tx_rnr_naks").c_str(),
+                  r.get("rx_rnr_naks").c_str(), r.get("tx_cnps").c_str(), r.get("rx_cnps").c_str());
     } else if (r.kind == "counter") {
       counters += " " + r.get("name") + "=" + r.get("value");
     }

@@ -1,5 +1,5 @@
 // What a process tells the host NIC daemon of its device when the uroce command asks: each QP
-// (number, type, state, peer, next PSNs) and the device's counters, as status records
+// (number, type, state, peer, next PSNs, its counters) and the device's counters, as status records
 // (link/host_nic_proto.hpp). Runs in the engine's pass, the engine lock held.
 #include <cstdio>
 #include <string>
@@ -12,18 +12,26 @@ namespace uroce::detail {
 namespace {
 
 const char* type_name(QpType t) { return t == QpType::RC ? "RC" : t == QpType::UC ? "UC" : "UD"; }
+unsigned long long ull(uint64_t v) { return v; }
 
 }  // namespace
 
 std::string status_records(const DeviceStack& stack) {
   std::string out;
-  char line[256];
+  char line[512];
   stack.pc->for_each_qp([&](const transport::Qp& q) {
     const QpAttr& a = q.attr();
     if (q.qpn().value() <= 1) return;  // QP1 is the CM's, the daemon's business
-    std::snprintf(line, sizeof line, "qp qpn=0x%06x type=%s state=%s dest_qpn=0x%06x dgid=%s sq_psn=%u epsn=%u\n",
+    const transport::QpCounters& c = q.stats;
+    std::snprintf(line, sizeof line,
+                  "qp qpn=0x%06x type=%s state=%s dest_qpn=0x%06x dgid=%s sq_psn=%u epsn=%u tx_packets=%llu "
+                  "tx_bytes=%llu rx_packets=%llu rx_bytes=%llu retransmitted_packets=%llu retransmit_timeouts=%llu "
+                  "tx_naks=%llu rx_naks=%llu tx_rnr_naks=%llu rx_rnr_naks=%llu tx_cnps=%llu rx_cnps=%llu\n",
                   q.qpn().value(), type_name(q.type()), to_string(a.qp_state), a.dest_qp_num,
-                  a.dgid.to_string().c_str(), q.req.psn.value(), q.resp.epsn.value());
+                  a.dgid.to_string().c_str(), q.req.psn.value(), q.resp.epsn.value(), ull(c.tx_packets),
+                  ull(c.tx_bytes), ull(c.rx_packets), ull(c.rx_bytes), ull(c.retransmitted_packets),
+                  ull(c.retransmit_timeouts), ull(c.tx_naks), ull(c.rx_naks), ull(c.tx_rnr_naks), ull(c.rx_rnr_naks),
+                  ull(c.tx_cnps), ull(c.rx_cnps));
     out += line;
   });
   stack.pc->counters().for_each([&](const char* name, uint64_t v) {

@@ -222,6 +222,7 @@ Verdict on_rnr_nak(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now, boo
   auto& c = qp.comp;
   const Psn psn = p.bth.psn;
   ++cx.ctr().rx_rnr_naks;
+  ++qp.stats.rx_rnr_naks;
   if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   if (qp.attr().rnr_retry != 7) {
     if (c.rnr_left == 0) {
@@ -249,6 +250,7 @@ Verdict on_nak(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   const Psn psn = p.bth.psn;
   auto code = NakCode(p.aeth.value());
   bool seq = code == NakCode::PsnSequenceError;
+  ++qp.stats.rx_naks;
   if (!retire_acked(cx, qp, psn - 1, progress, seq)) {
     if (seq) return Verdict::GapRetry;
     if (!c.fatal) c.fatal = PendingFatal{psn, nak_status(code)};  // remote, once what precedes it completed

@@ -25,11 +25,13 @@ void congestion_on_marked_request(Context& cx, Qp& qp, const wire::Packet& req, 
   p.bth.becn = true;
   p.payload = kReserved;
   ++cx.ctr().tx_cnps;
+  ++qp.stats.tx_cnps;
   send_packet(cx, tx, p);
 }
 
 void congestion_on_cnp(Context& cx, Qp& qp, uint64_t now) {
   ++cx.ctr().rx_cnps;
+  ++qp.stats.rx_cnps;
   if (qp.rate) qp.rate->on_cnp(now);
 }
 

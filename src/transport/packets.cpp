@@ -7,6 +7,14 @@
 
 namespace uroce::transport {
 
+namespace {
+
+void count_rx(Qp& q, size_t bytes) {
+  ++q.stats.rx_packets;
+  q.stats.rx_bytes += bytes;
+}
+
+}  // namespace
 
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
@@ -56,6 +64,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_bad_source;
     } else {
       Context cx(*this);
+      count_rx(*q, buf.size());
       congestion_on_cnp(cx, *q, now);
     }
     return;
@@ -76,6 +85,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       return;
     }
     Context cx(*this);
+    count_rx(*q, buf.size());
     responder_on_datagram(cx, *q, p, from, ip);
     return;
   }
@@ -90,6 +100,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
+    count_rx(*q, buf.size());
     if (wire::ce_marked(ip.tos)) congestion_on_marked_request(cx, *q, p, now);
     responder_on_request(cx, *q, p, now);
   } else {
@@ -97,6 +108,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
+    count_rx(*q, buf.size());
     completer_on_response(cx, *q, p, now);
   }
 }
@@ -116,6 +128,10 @@ void ProtocolCore::emit(PacketBuf* p, size_t ib_len) {
   p->len = uint32_t(ib_len + wire::kIcrcLen);
   ++ctr_.tx_packets;
   ctr_.tx_bytes += p->len;
+  if (Qp* q = qp(Qpn(p->src_qpn))) {
+    ++q->stats.tx_packets;
+    q->stats.tx_bytes += p->len;
+  }
   tx_.push_back(p);
 }
 

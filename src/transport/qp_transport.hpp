@@ -151,6 +151,15 @@ struct ResponderState {
   uint32_t resource_next = 0;
 };
 
+// What one QP sent and received, as `rdma statistic` shows per QP: for the uroce command. A
+// packet counts toward its QP once it passed the checks that make it the QP's (ICRC, P_Key,
+// opcode, source, state).
+struct QpCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t retransmitted_packets = 0, retransmit_timeouts = 0;
+  uint64_t tx_naks = 0, rx_naks = 0, tx_rnr_naks = 0, rx_rnr_naks = 0, tx_cnps = 0, rx_cnps = 0;
+};
+
 struct Qp : verbs::Qp {
   using verbs::Qp::Qp;
 
@@ -173,6 +182,7 @@ struct Qp : verbs::Qp {
   // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
   std::unique_ptr<cc::RateControl> rate;
   cc::Pacer pacer;
+  QpCounters stats;
   std::optional<bool> sr_choice;  // selective repeat chosen for this QP; unset: the device's default
   std::optional<cc::Algo> cc_choice;  // congestion control chosen for this QP; unset: the device's
   SrSendState sr_send;

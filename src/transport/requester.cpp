@@ -147,7 +147,10 @@ void position_at(Qp& qp, Psn psn) {
 
 PacketBuf* start_packet(Context& cx, const Qp& qp) {
   PacketBuf* tx = cx.alloc_tx();
-  if (tx) tx->flow = qp.flow;
+  if (tx) {
+    tx->flow = qp.flow;
+    tx->src_qpn = qp.qpn().value();
+  }
   return tx;
 }
 
@@ -220,6 +223,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     --budget;
     if (psn < req.high) {
       ++cx.ctr().retransmitted_packets;
+      ++qp.stats.retransmitted_packets;
     } else {
       req.high = psn + 1;
       // Only a packet that asks for its ACK is timed: the others' ACKs wait for a later one.

@@ -108,6 +108,7 @@ Verdict held_unfit(Context& cx, Qp& qp) {
 Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.resp.on_trial) return held_unfit(cx, qp);
   ++cx.ctr().tx_naks_fatal;
+  ++qp.stats.tx_naks;
   answer(cx, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
   return nak_verdict(code);
 }
@@ -159,6 +160,7 @@ Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
   if (qp.type() == QpType::UC)  // no receive WQE: the message is lost (class D, IBA 9.8.3)
     return reject(cx, qp, psn, NakCode::InvalidRequest);
   ++cx.ctr().tx_rnr_naks;  // class B
+  ++qp.stats.tx_rnr_naks;
   answer(cx, qp, psn, Aeth::rnr_nak(qp.resp.msn.value(), qp.attr().min_rnr_timer));
   return Verdict::Rnr;
 }
@@ -426,6 +428,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
                      verbs::KeyCheck::Ok) {
         cx.release(tx);  // deregistered while its READ was answered: class C, NAK now, before anything else
         ++cx.ctr().tx_naks_fatal;
+        ++qp.stats.tx_naks;
         r.jobs.clear();
         send_aeth(cx, qp, p.bth.psn, Aeth::nak(r.msn.value(), NakCode::RemoteAccessError));
         cx.qp_to_error(qp);
@@ -489,6 +492,7 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     if (r.seq == RespSeq::NakSent) return Verdict::OutOfSequence;
     r.seq = RespSeq::NakSent;
     ++cx.ctr().tx_naks_seq;
+    ++qp.stats.tx_naks;
     answer(cx, qp, r.epsn, Aeth::nak(r.msn.value(), NakCode::PsnSequenceError));
     return Verdict::NakSequence;
   }

@@ -49,6 +49,7 @@ void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
     return;
   }
   ++cx.ctr().retransmit_timeouts;
+  ++qp.stats.retransmit_timeouts;
   if (c.retry_left == 0) {
     completer_fatal(cx, qp, WcStatus::RetryExcErr);
     return;

@@ -29,6 +29,7 @@ inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + IC
 struct PacketBuf {
   FlowAddr flow;
   uint32_t len = 0;
+  uint32_t src_qpn = 0;  // the QP that sends it (its counters)
   // The ICRC field holds 0: the packet was built for a link that carries packets intact (same-host
   // memory). A link that sends it anywhere else computes the ICRC first (wire/icrc.hpp).
   bool icrc_skipped = false;

@@ -214,6 +214,12 @@ rts() {  # PID: the number of RC QPs in RTS the status lists for the process
 if [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts $other)" -ge 1 ]; then
   ok "uroce --json lists both servers (pids $victim, $other) with their RC QPs in RTS"
 else bad "uroce --json for pids '$victim' '$other': $status"; fi
+# Per-QP counters: the other server's QP has received the WRITEs and sent their ACKs.
+counted=$(echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%d/%d/%d" % (q["rx_packets"], q["tx_packets"], q["rx_bytes"]) for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"${other:-0}"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))' 2>&1)
+case "$counted" in
+  [1-9]*/[1-9]*/[1-9]*) ok "its QP's counters (rx/tx packets, rx bytes): $counted" ;;
+  *) bad "per-QP counters of pid '$other': '$counted'" ;;
+esac
 # Another user is told of its own processes only (next PSNs are what a forger needs).
 theirs=$(on 1 setpriv --reuid 65534 --regid 65534 --clear-groups "$BIN/uroce" --json)
 n=$(echo "$theirs" | $PY -c 'import json,sys; print(sum(len(d["processes"]) for d in json.load(sys.stdin)["devices"]))')

@@ -235,6 +235,24 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     // that announces it: a loss before that costs one PSN-sequence NAK, as go-back-N has it.
     EXPECT_LE(t.b.pc->counters().tx_naks_seq, 1u);
   }
+  // Each side has one QP: its counters are the device's, less what the device dropped before
+  // a packet was the QP's (the uroce command's per-QP view).
+  for (const auto* side : {&t.a, &t.b}) {
+    const auto& d = side->pc->counters();
+    const auto& q = side->qp->stats;
+    EXPECT_EQ(q.tx_packets, d.tx_packets);
+    EXPECT_EQ(q.tx_bytes, d.tx_bytes);
+    EXPECT_EQ(q.retransmitted_packets, d.retransmitted_packets);
+    EXPECT_EQ(q.retransmit_timeouts, d.retransmit_timeouts);
+    EXPECT_EQ(q.tx_naks, d.tx_naks_seq + d.tx_naks_fatal);
+    EXPECT_EQ(q.tx_rnr_naks, d.tx_rnr_naks);
+    EXPECT_EQ(q.rx_rnr_naks, d.rx_rnr_naks);
+    EXPECT_GE(q.rx_naks, d.rx_naks_seq);
+    const uint64_t dropped = d.rx_runt + d.rx_bad_dest + d.rx_bad_icrc + d.rx_malformed + d.rx_unknown_qp +
+                             d.rx_bad_pkey + d.rx_bad_opcode + d.rx_bad_source + d.rx_wrong_state;
+    EXPECT_EQ(q.rx_packets, d.rx_packets - dropped);
+    EXPECT_GT(q.rx_packets, 0u);
+  }
   // The peer's own requests never conflict with each other, nor fail to fit where held.
   EXPECT_EQ(t.b.pc->counters().rx_sr_conflicts, 0u);
   EXPECT_EQ(t.b.pc->counters().rx_sr_unfit, 0u);

@@ -66,6 +66,7 @@ void reask(Context& cx, Qp& qp, const verbs::SendWqe& w, Psn from, Psn to) {
   p.reth = {w.remote_addr + off, w.rkey, uint32_t(end - off)};
   ++cx.ctr().sr_read_reasks;
   ++cx.ctr().retransmitted_packets;
+  ++qp.stats.retransmitted_packets;
   send_packet(cx, tx, p);
 }
 
