@@ -54,13 +54,12 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
   cfg.link_gathers = true;  // both links send payloads from where they lie
   cfg.qpn_high = slot;
   cfg.qpn_high_bits = slot ? link::steering::kSlotBits : 0;
-  // Same-host rings are named by address, which a shared device's processes have in common:
-  // they reach each other over UDP.
-  if (d.same_host_shm && !d.shared) {
-    stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap());
+  // Same-host rings: between the processes sharing a host NIC too, named by address and slot.
+  if (d.same_host_shm) {
+    stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap(), slot);
     if (!stack->shm->status()) return stack->shm->status().error();
     link::SameHostLink* h = stack->shm.get();
-    cfg.carried_intact = [h](const Gid& dst) { return h->carries(dst); };
+    cfg.carried_intact = [h](const Gid& dst, uint32_t dest_qpn) { return h->carries(dst, dest_qpn); };
   }
   stack->pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));
   if (link::HostNicLease* lease = stack->link->lease())  // asked in the engine's pass, under its lock
@@ -348,12 +347,13 @@ static void note_peer(detail::DeviceStack& c, transport::Qp& qp, std::unique_loc
   bool shm = false;
   if (c.shm && qp.type() != QpType::UD) {
     const Gid dst = qp.attr().dgid;
-    shm = c.shm->attach_peer(dst, engine::monotonic_ns());
+    const uint32_t dqp = qp.attr().dest_qp_num;
+    shm = c.shm->attach_peer(dst, engine::monotonic_ns(), dqp);
     if (!shm) {  // a handshake may be under way: the peer has a second to answer
       g.unlock();
-      c.shm->wait_handshake(dst, 2000);
+      c.shm->wait_handshake(dst, 2000, dqp);
       g = c.lock();
-      shm = c.shm->attach_peer(dst, engine::monotonic_ns());
+      shm = c.shm->attach_peer(dst, engine::monotonic_ns(), dqp);
     }
   }
   qp.same_host.store(shm, std::memory_order_relaxed);

@@ -2,6 +2,8 @@
 
 #include "link/fd_passing.hpp"
 #include "link/shm_backlog.hpp"
+#include "link/shm_registry.hpp"
+#include "link/steering.hpp"
 #include "wire/headers.hpp"
 #include "wire/icrc.hpp"
 
@@ -26,38 +28,13 @@
 
 namespace uroce::link {
 
+using shm::close_all;
+using shm::kAnswerTime;
+using shm::registry_name;
+
 namespace {
 
 constexpr uint64_t kRetryNs = 1'000'000'000;  // a refused address is asked again after this
-// How long a peer has to answer a handshake (a stopped process never does).
-constexpr auto kAnswerTime = std::chrono::seconds(1);
-
-socklen_t registry_name(const Gid& addr, sockaddr_un& a) {
-  std::memset(&a, 0, sizeof a);
-  a.sun_family = AF_UNIX;
-  std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + addr.to_string();
-  std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));
-  return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + std::min(name.size(), sizeof a.sun_path - 2));
-}
-
-// Channels are offered to and taken from the same user only (or root, who may read our memory
-// anyway): anyone may bind a name in the abstract namespace, so who answers is checked.
-bool trusted(int sock) {
-  ucred c{};
-  socklen_t len = sizeof c;
-  return getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &c, &len) == 0 && (c.uid == getuid() || c.uid == 0);
-}
-
-void set_timeout(int sock) {
-  timeval tv{1, 0};
-  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-void close_all(std::initializer_list<int> fds) {
-  for (int fd : fds)
-    if (fd >= 0) close(fd);
-}
 
 // Every live link, for the fork handler.
 std::mutex g_links_mu;
@@ -67,6 +44,7 @@ std::vector<SameHostLink*> g_links;
 
 struct SameHostLink::Channel {
   std::vector<Gid> peer;  // the other device's addresses
+  uint32_t peer_slot = 0;  // and its slot on them
   shm::Area* area = nullptr;
   shm::Ring* tx = nullptr;
   shm::Ring* rx = nullptr;
@@ -78,13 +56,6 @@ struct SameHostLink::Channel {
   uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
 };
 
-// A handshake this side started, waiting for the peer's answer (the watcher's).
-struct SameHostLink::Dial {
-  Gid dst;
-  int sock = -1, memfd = -1, e0 = -1, e1 = -1;
-  std::chrono::steady_clock::time_point deadline;
-};
-
 // A step of construction that failed (EMFILE: out of descriptors) leaves the link unusable
 // and says what it was; status() reports the first.
 int SameHostLink::made(int fd, const char* what) {
@@ -92,7 +63,8 @@ int SameHostLink::made(int fd, const char* what) {
   return fd;
 }
 
-SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pcap), own_(wire.gids()) {
+SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap, uint32_t slot)
+    : wire_(wire), pcap_(pcap), own_(wire.gids()), slot_(slot) {
   epoll_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   skips_fd_ = made(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
   stop_fd_ = made(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), "eventfd");
@@ -104,7 +76,7 @@ SameHostLink::SameHostLink(Link& wire, PcapWriter* pcap) : wire_(wire), pcap_(pc
     int s = made(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), "socket");
     if (s < 0) return;
     sockaddr_un a;
-    socklen_t len = registry_name(g, a);
+    socklen_t len = registry_name(g, slot_, a);
     if (bind(s, reinterpret_cast<sockaddr*>(&a), len) == 0 && listen(s, 64) == 0) {
       listen_fds_.push_back(s);
     } else if (errno == EADDRINUSE) {
@@ -130,25 +102,6 @@ void SameHostLink::forked() {
   for (int& fd : listen_fds_) close(std::exchange(fd, -1));
   listen_fds_.clear();
   for (auto& c : all_) close(std::exchange(c->sock, -1));
-}
-
-// Someone holds the name this device would listen on (anyone may take a name first): peers
-// that look the address up reach them, and hand them nothing unless they are us, so the
-// address stays on UDP. Said once, with who holds it if they answer, and counted.
-void SameHostLink::name_taken(const Gid& g) {
-  ++st_.names_taken;
-  sockaddr_un a;
-  socklen_t len = registry_name(g, a);
-  std::string who = "another socket";
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  ucred c{};
-  socklen_t clen = sizeof c;
-  if (s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), len) == 0 &&
-      getsockopt(s, SOL_SOCKET, SO_PEERCRED, &c, &clen) == 0)
-    who = "pid " + std::to_string(c.pid) + " (uid " + std::to_string(c.uid) + ")";
-  close_all({s});
-  std::fprintf(stderr, "uroce: same-host name of %s is held by %s: local peers reach it over UDP only\n",
-               g.to_string().c_str(), who.c_str());
 }
 
 SameHostLink::~SameHostLink() {
@@ -177,7 +130,7 @@ ShmStats SameHostLink::stats() const {
 
 // Maps the area populated: a fault per slot on the first lap costs far more (performance.md).
 SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected,
-                                           std::vector<Gid> peer) {
+                                           std::vector<Gid> peer, uint32_t peer_slot) {
   struct stat st{};
   void* m = MAP_FAILED;
   if (fstat(memfd, &st) == 0 && size_t(st.st_size) == sizeof(shm::Area))
@@ -195,6 +148,7 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
   }
   auto c = std::make_unique<Channel>();
   c->peer = std::move(peer);
+  c->peer_slot = peer_slot;
   c->area = area;
   c->tx = &area->ring[we_connected ? 0 : 1];
   c->rx = &area->ring[we_connected ? 1 : 0];
@@ -228,97 +182,10 @@ void SameHostLink::poke() {
   (void)!write(stop_fd_, &one, sizeof one);
 }
 
-// The first half of a handshake, on the watcher's thread. Nothing here waits for the peer: a
-// UNIX connect either succeeds at once or fails (a full backlog: EAGAIN), and the answer is
-// polled for with the watcher's other sockets until kAnswerTime.
-void SameHostLink::dial(const Gid& dst) {
-  Dial d{dst};
-  d.sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un a;
-  socklen_t len = registry_name(dst, a);
-  if (d.sock < 0 || connect(d.sock, reinterpret_cast<sockaddr*>(&a), len) != 0 || !trusted(d.sock))
-    return dialed(d, false);
-  d.memfd = memfd_create("uroce-shm", MFD_CLOEXEC);
-  d.e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  d.e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  void* m = MAP_FAILED;
-  if (d.memfd >= 0 && ftruncate(d.memfd, sizeof(shm::Area)) == 0)
-    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, d.memfd, 0);
-  if (m == MAP_FAILED || d.e0 < 0 || d.e1 < 0) return dialed(d, false);
-  // A new memfd reads as zeros, which is every ring empty: only the header is written (each
-  // side's adopt() maps the area populated, far cheaper than a fault per page: see
-  // docs/performance.md, the same-host link).
-  auto* area = static_cast<shm::Area*>(m);
-  area->magic = shm::kMagic;
-  area->slots = shm::kSlots;
-  area->slot_bytes = sizeof(shm::Slot);
-  for (auto& r : area->ring) r.consumer_sleeping.store(1);  // wake each side until it polls
-  munmap(m, sizeof(shm::Area));
-
-  shm::Hello h{shm::kMagic, uint32_t(sizeof(shm::Area)), 0, {}};
-  for (const Gid& g : own_)
-    if (h.ngids < shm::kMaxPeerGids) h.gids[h.ngids++] = g;
-  int fds[3] = {d.memfd, d.e0, d.e1};
-  if (!send_with_fds(d.sock, &h, sizeof h, fds, 3)) return dialed(d, false);
-  d.deadline = std::chrono::steady_clock::now() + kAnswerTime;
-  dials_.push_back(d);
-}
-
-// The peer answered (or hung up): 'Y' once it has mapped the memory.
-void SameHostLink::answered(Dial& d) {
-  char ok = 0;
-  if (recv(d.sock, &ok, 1, MSG_DONTWAIT) != 1 || ok != 'Y') return dialed(d, false);
-  Channel* c = adopt(d.sock, d.memfd, d.e0, d.e1, true, {d.dst});
-  d.sock = d.memfd = d.e0 = d.e1 = -1;  // adopt() took them
-  dialed(d, c != nullptr);
-}
-
-// A handshake ended: the engine side learns it in refresh(), a waiting attach in wait_handshake().
-void SameHostLink::dialed(Dial& d, bool ok) {
-  close_all({d.sock, d.memfd, d.e0, d.e1});
-  d.sock = d.memfd = d.e0 = d.e1 = -1;
-  std::lock_guard g(mu_);
-  if (auto it = std::find(dialing_.begin(), dialing_.end(), d.dst); it != dialing_.end()) dialing_.erase(it);
-  dial_ends_.emplace_back(d.dst, ok);
-  gen_.fetch_add(1, std::memory_order_release);
-  dial_ended_.notify_all();
-}
-
-void SameHostLink::wait_handshake(const Gid& dst, int timeout_ms) {
-  std::unique_lock g(mu_);
-  dial_ended_.wait_for(g, std::chrono::milliseconds(timeout_ms),
-                       [&] { return std::find(dialing_.begin(), dialing_.end(), dst) == dialing_.end(); });
-}
-
-// The watcher's side of a connection: the peer's hello and descriptors.
-void SameHostLink::accept_one() {
-  for (int lfd : listen_fds_) {
-    int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (s < 0) continue;
-    if (!trusted(s)) {
-      close(s);
-      continue;
-    }
-    set_timeout(s);
-    shm::Hello h{};
-    int fds[3] = {-1, -1, -1};
-    int got = 0;
-    ssize_t n = recv_with_fds(s, &h, sizeof h, fds, 3, &got);
-    if (n != ssize_t(sizeof h) || got != 3 || h.magic != shm::kMagic || h.area_bytes != sizeof(shm::Area) ||
-        h.ngids == 0 || h.ngids > shm::kMaxPeerGids) {
-      close_all({s, fds[0], fds[1], fds[2]});
-      continue;
-    }
-    // ring[0] is theirs to fill (its eventfd wakes us), ring[1] ours.
-    Channel* c = adopt(s, fds[0], fds[2], fds[1], false, std::vector<Gid>(h.gids, h.gids + h.ngids));
-    if (c) (void)!::send(s, "Y", 1, MSG_NOSIGNAL);
-  }
-}
-
 void SameHostLink::watch() {
   std::vector<pollfd> p;
   std::vector<Channel*> watched;
-  std::vector<Gid> start;
+  std::vector<ShmPeer> start;
   while (!stopping_.load()) {
     watched.clear();
     {
@@ -333,7 +200,7 @@ void SameHostLink::watch() {
         if (!c->dead.load()) watched.push_back(c.get());
       start.swap(to_dial_);
     }
-    for (const Gid& g : start) dial(g);
+    for (const ShmPeer& g : start) dial(g);
     start.clear();
     p.assign(1, pollfd{stop_fd_, POLLIN, 0});
     for (int fd : listen_fds_) p.push_back({fd, POLLIN, 0});
@@ -415,20 +282,27 @@ void SameHostLink::refresh() {
   if (retired) poke();
 }
 
-SameHostLink::Channel* SameHostLink::find(const Gid& dst) const {
+ShmPeer SameHostLink::peer_of(const Gid& dst, uint32_t dest_qpn) const {
+  // A shared device's peers on this host are shared too, as every device off loopback is by
+  // default; a peer that is not listens under no such slot and stays on UDP.
+  return {dst, slot_ ? steering::slot_of_qpn(dest_qpn) : 0};
+}
+
+SameHostLink::Channel* SameHostLink::find(const ShmPeer& dst) const {
   for (Channel* c : live_)
-    if (!c->dead.load(std::memory_order_relaxed))
+    if (!c->dead.load(std::memory_order_relaxed) && c->peer_slot == dst.slot)
       for (const Gid& g : c->peer)
-        if (g == dst) return c;
+        if (g == dst.addr) return c;
   return nullptr;
 }
 
 // Not refresh() itself: a send() holds channels it touched until it returns.
-SameHostLink::Channel* SameHostLink::route(const Gid& dst, uint64_t now) {
+SameHostLink::Channel* SameHostLink::route(const ShmPeer& dst, uint64_t now) {
   if (Channel* c = find(dst)) return c;
   if (listen_fds_.empty()) return nullptr;  // not in the registry ourselves: shared memory is off
+  if (slot_ && dst.slot == 0) return nullptr;  // QP1, the host NIC daemon's
   for (const Gid& g : own_)
-    if (g == dst) return nullptr;  // ourselves: the wire link loops back
+    if (g == dst.addr && dst.slot == slot_) return nullptr;  // ourselves: the wire link loops back
   auto it = asked_.find(dst);
   if (it != asked_.end() && (it->second.dialing || now < it->second.again_at)) return nullptr;
   // The handshake is the watcher's: the peer may be slow or stopped, and the engine lock is
@@ -484,8 +358,6 @@ void SameHostLink::wake_peer(Channel& c) {
   }
 }
 
-bool SameHostLink::carries(const Gid& dst) const { return find(dst) != nullptr; }
-
 // The ICRC a packet built for shared memory lacks, for the wire or a capture.
 static void complete_icrc(wire::PacketBuf& p) {
   if (!p.icrc_skipped) return;
@@ -499,7 +371,7 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   rest_.clear();
   touched_.clear();
   for (wire::PacketBuf* p : pkts) {
-    Channel* c = route(p->flow.dst, now);
+    Channel* c = route(peer_of(p->flow.dst, wire::bth_dest_qp(p->data)), now);
     if (!c) {
       complete_icrc(*p);  // the channel it was built for is gone
       rest_.push_back(p);

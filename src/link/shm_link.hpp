@@ -4,7 +4,9 @@
 // included, so the transport, counters, captures and errors are the same on either path.
 //
 // The registry is the host's abstract UNIX socket namespace: each device listens on
-// "uroce-shm/<uid>/<address>" for each of its addresses. The first packet towards an address
+// "uroce-shm/<uid>/<address>/<slot>" for each of its addresses (slot: the process's steering
+// slot on a shared host NIC, whose processes share the address; 0 on a device of its own; a
+// packet's slot is its destination QPN's top bits, link/steering.hpp). The first packet towards an address
 // with no channel looks that name up; if a device of the same user (or root) answers, the
 // sender makes the memfd and two eventfds and passes them over the socket; the answer comes
 // once the peer has mapped them, so no packet is ever sent on both paths. A peer that is not
@@ -19,6 +21,7 @@
 // let go; it publishes under its own mutex.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -34,6 +37,14 @@
 
 namespace uroce::link {
 
+// Where a channel leads: a device's address and the process's slot on it (0: not shared).
+struct ShmPeer {
+  Gid addr;
+  uint32_t slot = 0;
+  bool operator==(const ShmPeer&) const = default;
+  bool operator<(const ShmPeer& o) const { return addr == o.addr ? slot < o.slot : addr < o.addr; }
+};
+
 struct ShmStats {
   uint64_t channels = 0, tx_packets = 0, rx_packets = 0, tx_full_drops = 0, rx_malformed = 0;
   uint64_t names_taken = 0;  // own addresses whose registry name another socket holds
@@ -42,8 +53,9 @@ struct ShmStats {
 class SameHostLink final : public Link {
  public:
   // `wire` carries what does not go through shared memory; `pcap` (may be null) records the
-  // packets this link carries itself. Listens under every address of wire.gids().
-  SameHostLink(Link& wire, PcapWriter* pcap);
+  // packets this link carries itself. Listens under every address of wire.gids(), as `slot`
+  // (a shared device's steering slot; 0: the device is this process's alone).
+  SameHostLink(Link& wire, PcapWriter* pcap, uint32_t slot = 0);
   ~SameHostLink() override;
   // Whether it was built whole; if not (the process is out of descriptors), what failed. Only a
   // whole link may be used.
@@ -60,27 +72,30 @@ class SameHostLink final : public Link {
   bool prepare_sleep() override;
   void woke() override;
   ShmStats stats() const;  // engine lock held
-  // True if packets to dst go through shared memory now (engine lock held).
-  bool carries(const Gid& dst) const;
+  // True if packets to dst (QP dest_qpn) go through shared memory now (engine lock held).
+  bool carries(const Gid& dst, uint32_t dest_qpn = 0) const { return find(peer_of(dst, dest_qpn)) != nullptr; }
   void forked();  // in a child of fork(): let go of what is the parent's
   // A QP is about to talk to dst: true if a channel to dst exists. Otherwise a handshake with
   // dst may have started, which wait_handshake() waits for.
-  bool attach_peer(const Gid& dst, uint64_t now) {
+  bool attach_peer(const Gid& dst, uint64_t now, uint32_t dest_qpn = 0) {
     refresh();
-    return route(dst, now) != nullptr;
+    return route(peer_of(dst, dest_qpn), now) != nullptr;
   }
   // Without the engine lock: returns once no handshake with dst is under way, or after timeout_ms.
-  void wait_handshake(const Gid& dst, int timeout_ms);
+  void wait_handshake(const Gid& dst, int timeout_ms, uint32_t dest_qpn = 0);
 
  private:
   struct Channel;
   struct Dial;
-  Channel* find(const Gid& dst) const;  // a live channel to dst, or null
-  Channel* route(const Gid& dst, uint64_t now);  // after refresh()
+  // The peer a packet to dst's QP dest_qpn goes to: on a shared device the QPN's slot.
+  ShmPeer peer_of(const Gid& dst, uint32_t dest_qpn) const;
+  Channel* find(const ShmPeer& dst) const;  // a live channel to dst, or null
+  Channel* route(const ShmPeer& dst, uint64_t now);  // after refresh()
   int receive(PacketSink& sink, uint64_t now, int max, bool wire);
-  Channel* adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected, std::vector<Gid> peer);
+  Channel* adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected, std::vector<Gid> peer,
+                 uint32_t peer_slot);
   void accept_one();
-  void dial(const Gid& dst);
+  void dial(const ShmPeer& dst);
   void answered(Dial& d);
   void dialed(Dial& d, bool ok);
   void release(Channel& c);
@@ -98,6 +113,7 @@ class SameHostLink final : public Link {
   Link& wire_;
   PcapWriter* pcap_;
   std::vector<Gid> own_;
+  uint32_t slot_ = 0;
   Status status_;
   int epoll_fd_ = -1;
   int skips_fd_ = -1;  // holds the wire's fd while channels exist (polling threads skip it)
@@ -109,9 +125,9 @@ class SameHostLink final : public Link {
   std::mutex mu_;  // all_, gen_ and the handshakes between the watcher and the engine side
   std::vector<std::unique_ptr<Channel>> all_;
   std::atomic<uint32_t> gen_{0};
-  std::vector<Gid> to_dial_;    // handshakes the engine side asked for, not yet started
-  std::vector<Gid> dialing_;    // handshakes asked for and not yet ended
-  std::vector<std::pair<Gid, bool>> dial_ends_;  // ended (true: a channel), for refresh()
+  std::vector<ShmPeer> to_dial_;  // handshakes the engine side asked for, not yet started
+  std::vector<ShmPeer> dialing_;  // handshakes asked for and not yet ended
+  std::vector<std::pair<ShmPeer, bool>> dial_ends_;  // ended (true: a channel), for refresh()
   std::condition_variable dial_ended_;
   std::vector<Dial> dials_;     // watcher side: waiting for the peer's answer
 
@@ -122,7 +138,7 @@ class SameHostLink final : public Link {
     uint64_t again_at;  // a peer that did not take a channel is asked again from then on
     bool dialing;
   };
-  std::map<Gid, Asked> asked_;  // addresses with no channel that were looked up
+  std::map<ShmPeer, Asked> asked_;  // peers with no channel that were looked up
   std::vector<wire::PacketBuf*> rest_;
   std::vector<Channel*> touched_;
   wire::PacketBuf rx_buf_;
@@ -131,6 +147,13 @@ class SameHostLink final : public Link {
   size_t backlogged_ = 0;  // packets in all backlogs
   uint32_t busy_passes_ = 0;  // receives that found ring packets, for reading the wire less often
   ShmStats st_;
+};
+
+// A handshake this side started, waiting for the peer's answer (the watcher's).
+struct SameHostLink::Dial {
+  ShmPeer dst;
+  int sock = -1, memfd = -1, e0 = -1, e1 = -1;
+  std::chrono::steady_clock::time_point deadline;
 };
 
 }  // namespace uroce::link

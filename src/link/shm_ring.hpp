@@ -22,7 +22,7 @@
 
 namespace uroce::link::shm {
 
-inline constexpr uint32_t kMagic = 0x75726f32;  // "uro2"
+inline constexpr uint32_t kMagic = 0x75726f33;  // "uro3"
 inline constexpr uint32_t kSlots = 1024;         // a power of two
 
 inline constexpr uint32_t kSlotNoIcrc = 1u << 31;  // in Slot::len: the sender left the ICRC out
@@ -135,6 +135,7 @@ struct Hello {
   uint32_t magic;
   uint32_t area_bytes;
   uint32_t ngids;  // the connecting device's addresses
+  uint32_t slot;   // and its steering slot on them (0: a device of one process)
   Gid gids[kMaxPeerGids];
 };
 

@@ -120,7 +120,7 @@ PacketBuf* ProtocolCore::alloc_tx() {
 }
 
 void ProtocolCore::emit(PacketBuf* p, size_t ib_len) {
-  p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst);
+  p->icrc_skipped = cfg_.carried_intact && cfg_.carried_intact(p->flow.dst, wire::bth_dest_qp(p->data));
   if (p->icrc_skipped)
     wire::icrc_store(p->data + ib_len, 0);
   else

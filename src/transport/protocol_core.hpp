@@ -81,9 +81,9 @@ struct CoreConfig {
   uint32_t qpn_high = 0;
   int qpn_high_bits = 0;
   std::function<uint16_t(uint32_t qpn)> src_port_for;  // UDP source port per QP (flow entropy)
-  // True if the link carries packets to this address intact (shared memory): their ICRC is
+  // True if the link carries packets to this address and QP intact (shared memory): their ICRC is
   // left out (ICRC offload, as a NIC's internal loopback). Unset: every packet has one.
-  std::function<bool(const Gid& dst)> carried_intact;
+  std::function<bool(const Gid& dst, uint32_t dest_qpn)> carried_intact;
   // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
   // are not copied into packets. Unset: every packet is whole in its buffer.
   bool link_gathers = false;

@@ -37,6 +37,11 @@ struct Bth {
   bool resent = false;
 };
 
+// The destination QP of an encoded BTH (bytes 5..7), without decoding the rest.
+inline uint32_t bth_dest_qp(const uint8_t* bth) {
+  return uint32_t(bth[5]) << 16 | uint32_t(bth[6]) << 8 | bth[7];
+}
+
 // A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,
 // always clear) on, set for each PSN the responder holds.
 inline constexpr uint32_t kSackPsns = 256;

@@ -73,14 +73,14 @@ inline int mappings(const char* what) {
   return n;
 }
 
-// A socket on the same-host name of a device at addr, as uid's ("uroce-shm/<uid>/<addr>" in
-// the abstract namespace), that listens and never accepts: what a stopped device looks like,
+// A socket on the same-host name of a device at addr with steering slot `slot`, as uid's
+// ("uroce-shm/<uid>/<addr>/<slot>" in the abstract namespace), that listens and never accepts: what a stopped device looks like,
 // or someone who took the name first. -1 if the name is taken.
-inline int hold_registry_name(const std::string& addr, uid_t uid = getuid()) {
+inline int hold_registry_name(const std::string& addr, uid_t uid = getuid(), uint32_t slot = 0) {
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  const std::string name = "uroce-shm/" + std::to_string(uid) + "/" + addr;
+  const std::string name = "uroce-shm/" + std::to_string(uid) + "/" + addr + "/" + std::to_string(slot);
   std::memcpy(a.sun_path + 1, name.data(), name.size());
   const auto len = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   if (s >= 0 && (bind(s, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(s, 64) != 0)) {

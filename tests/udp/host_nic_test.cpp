@@ -1,6 +1,7 @@
 // A host NIC shared by several processes: devices on one address through the host NIC daemon
 // (uroced, started by the first of them), as two processes of a host open it. Each gets its
-// own steering slot, its QPNs carry it, and RC traffic between them is byte-exact; a slot is
+// own steering slot, its QPNs carry it, and RC traffic between them is byte-exact (through
+// shared-memory rings, each process a peer of its own by slot, or UDP without them); a slot is
 // given again once its device closes; what strangers send to the daemon's own slot (forged,
 // short, MADs for nobody), or a local program to the daemon itself, changes nothing for anyone.
 #include <gtest/gtest.h>
@@ -84,6 +85,27 @@ TEST(HostNic, TwoDevicesOnOneAddressEachHaveASlotAndTheirQpsItsNumbers) {
   EXPECT_EQ(a.qp->qp_num() >> kQpnLocalBits, sa);
   EXPECT_EQ(b.qp->qp_num() >> kQpnLocalBits, sb);
   exchange(a, b, 200'000, test::test_seed(11));
+  // Same-host peers keep the shared-memory path: each process sharing the address is a peer
+  // of its own, found by the slot its QPNs carry; the MADs of QP1 stay the daemon's.
+  EXPECT_EQ(a.counter("shm_channels"), 1u);
+  // 200,000 B at MTU 4096: a WRITE and a SEND of 49 packets each, a READ request.
+  EXPECT_EQ(a.counter("shm_tx_packets"), 99u);
+  EXPECT_EQ(b.counter("shm_rx_packets"), 99u);
+  EXPECT_EQ(a.counter("shm_tx_full_drops"), 0u);
+}
+
+// Without the rings (same_host_shm off) the two reach each other through the kernel's UDP
+// and the daemon's steering, byte for byte the same.
+TEST(HostNic, WithoutRingsTheSameTrafficTakesUdp) {
+  const std::string addr = own_address();
+  DeviceOptions o = shared_at(addr);
+  o.same_host_shm = false;
+  ApiSide a(o), b(o);
+  exchange(a, b, 100'000, test::test_seed(12));
+  EXPECT_EQ(a.counter("shm_tx_packets"), 0u);
+  EXPECT_EQ(b.counter("shm_rx_packets"), 0u);
+  // 100,000 B: 25 packets each for the WRITE and the SEND, a READ request; all on UDP.
+  EXPECT_EQ(a.counter("tx_packets") - a.counter("retransmitted_packets"), 51u);
 }
 
 TEST(HostNic, AClosedDevicesSlotIsGivenAgainAndWorks) {

@@ -251,7 +251,7 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + vgid.to_string();
+  std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + vgid.to_string() + "/0";
   std::memcpy(a.sun_path + 1, name.data(), name.size());
   ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
   int memfd = memfd_create("fake", MFD_CLOEXEC);
@@ -263,7 +263,7 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   area->slots = link::shm::kSlots;
   area->slot_bytes = sizeof(link::shm::Slot);
   int e0 = eventfd(0, EFD_CLOEXEC), e1 = eventfd(0, EFD_CLOEXEC);
-  link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, {Gid::from_ipv4(0x7f0000fe)}};
+  link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, 0, {Gid::from_ipv4(0x7f0000fe)}};
   int fds[3] = {memfd, e0, e1};
   ASSERT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
   char ok = 0;
