@@ -220,6 +220,27 @@ int ibv_destroy_srq(ibv_srq* srq) {
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) { return create_qp_common(pd, attr, 0); }
 
+namespace {
+
+bool loopback_gid(const Gid& g) { return (g.ipv4() && *g.ipv4() >> 24 == 127) || g == *Gid::parse("::1"); }
+
+// A loopback device's packets never leave the host: a QP of one aimed at an address no device
+// of this host has will end in retry exceeded, so the program is told why at once (once).
+void warn_if_out_of_reach(ibv_context* ctx, const ibv_gid& dgid) {
+  Gid peer;
+  std::memcpy(peer.raw.data(), dgid.raw, 16);
+  auto own = uctx(ctx)->dev->query_gid(0);
+  if (!own || !loopback_gid(*own) || loopback_gid(peer) || !Device::name_for(peer.to_string()).empty()) return;
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    std::fprintf(stderr, "uroce: a QP of %s, a loopback device, is connected to %s, which it cannot reach: "
+                         "open the device of the interface toward it (ibv_devices lists them)\n",
+                 uctx(ctx)->dev->name().c_str(), peer.to_string().c_str());
+  });
+}
+
+}  // namespace
+
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) {
     // RoCE addresses a peer by GID only, so this fails on every RoCE NIC; said once, because
@@ -234,6 +255,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   Status s = from<UQp>(qp)->qp->modify(to_attr(attr, mask), uint32_t(mask));
   if (!s) return s.error().code;
   if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
+  if (mask & IBV_QP_AV) warn_if_out_of_reach(qp->context, attr->ah_attr.grh.dgid);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 # - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next;
 # - ucmatose, udaddy, ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
 #   each of 3 hosts) across hosts.
+# - a wildcard rdma_cm listener on a host with two networks serves clients on both.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -326,6 +327,17 @@ wait $rs_
 if grep -q "uroce: ibv_modify_qp: RoCE needs the peer's GID" "$tmp/rcp0-s.log"; then ok "ibv_rc_pingpong without -g is told why: $(grep -o "RoCE needs[^;]*" "$tmp/rcp0-s.log")"
 else bad "ibv_rc_pingpong without -g: $(cat "$tmp/rcp0-s.log" "$tmp/rcp0-c.log")"; fi
 
+# A QP of the loopback device aimed at another host is told at once that it cannot get there.
+next_port
+on 1 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -g 1 -p $port > "$tmp/rcl-s.log" 2>&1 &
+rs_=$!
+ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+on 2 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -d uroce_lo -g 0 -p $port "$net.1" > "$tmp/rcl-c.log" 2>&1
+wait $rs_
+if grep -q "uroce: a QP of uroce_lo, a loopback device, is connected to ::ffff:$net.1, which it cannot reach" "$tmp/rcl-c.log"; then
+  ok "a loopback device's QP toward host 1 is told why it fails: $(grep -o "which it cannot reach[^(]*" "$tmp/rcl-c.log")"
+else bad "a loopback device's QP toward another host: $(cat "$tmp/rcl-c.log")"; fi
+
 # 9. libfabric's verbs provider across hosts: fi_pingpong -e rdm (RxD over UD), every size,
 # data checked (-c). (-e msg is not run: Debian's fi_pingpong binds its MSG server to
 # localhost, which no other host can reach.)
@@ -360,8 +372,31 @@ AGENT
     -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce_eth0:1 "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
   e=$?
   if [ $e = 0 ] && grep -q "mpi_hosts: 6 ranks on 3 hosts, all verified" "$tmp/mpi.log"; then ok "Open MPI (pml ucx): $(grep -o "6 ranks on 3 hosts.*" "$tmp/mpi.log")"
-  else bad "Open MPI across hosts (exit $e): $(grep -v '^\[' "$tmp/mpi.log" | tail -5)"; fi
+  else bad "Open MPI across hosts (exit $e): $(head -c 8000 "$tmp/mpi.log")"; fi
 else echo "## mpirun or $MPI_PROG is missing (Debian: openmpi-bin, libopenmpi-dev): not run"; fi
+
+# 11. A wildcard rdma_cm listener listens on every device, as the kernel's: host 1 gets a
+# second network (its eth1, to host 3's eth1); rping -s with no address on host 1 serves a
+# client on the second network, and a client on the first.
+net2="10.80.$((tag % 200 + 20))"
+ip link add "ux1-$tag" type veth peer name "ux3-$tag" &&
+  for h in 1 3; do
+    ip link set "ux$h-$tag" netns "$(ns $h)" && ip -n "$(ns $h)" link set "ux$h-$tag" name eth1 &&
+      ip -n "$(ns $h)" addr add "$net2.$h/24" dev eth1 && ip -n "$(ns $h)" link set eth1 up
+  done
+for client in "3 $net2.1" "2 $net.1"; do
+  set -- $client
+  next_port
+  on 1 timeout 60 "$BIN/uroce-run" -- rping -s -p $port -C 10 -S 1000 -V > "$tmp/rw-s.log" 2>&1 &
+  rw=$!
+  # Listening once its name is in the host's directory of listeners (at most 10 s).
+  ip netns exec "$(ns 1)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+  on $1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$2" -p $port -C 10 -S 1000 -V > "$tmp/rw-c.log" 2>&1
+  e=$?
+  wait $rw; f=$?
+  if [ $e = 0 ] && [ $f = 0 ]; then ok "a wildcard rping server on host 1 serves host $1 at $2, verified"
+  else bad "wildcard rping server, client on host $1 to $2 (client $e, server $f): $(cat "$tmp/rw-c.log" "$tmp/rw-s.log")"; fi
+done
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]

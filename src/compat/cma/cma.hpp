@@ -67,6 +67,7 @@ enum class State : uint8_t {
 struct Id {
   rdma_cm_id id{};              // first: programs hold &id
   CmDevice* dev = nullptr;
+  std::vector<CmDevice*> also;  // a wildcard listener's other devices (it listens on every one)
   State state = State::Idle;
   bool sync = false;            // made without a channel: its calls wait for their events
   bool passive = false;

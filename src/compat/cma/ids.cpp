@@ -158,7 +158,10 @@ int rdma_destroy_id(rdma_cm_id* cid) {
     // As librdmacm's: it returns once the program has acked every event it took for this id.
     r.acked.wait(g, [&] { return id->events_out == 0; });
     ConnectionManager* cm = id->dev ? id->dev->cm.get() : nullptr;
-    if (id->state == State::Listening) cm->unlisten(id->service_id);
+    if (id->state == State::Listening) {
+      cm->unlisten(id->service_id);
+      for (CmDevice* d : id->also) d->cm->unlisten(id->service_id);
+    }
     if (id->announce_fd >= 0) close(id->announce_fd);
     if (id->comm && cm) {
       bool sends = id->state == State::Requested || id->state == State::Connected || id->state == State::Accepted;
@@ -254,6 +257,20 @@ int rdma_listen(rdma_cm_id* cid, int backlog) {
     if (fd >= 0) close(fd);
     return fail(s.error().code);
   }
+  // A wildcard listener listens on every device, as the kernel's does: a host on two networks
+  // hears its clients on both. The port taken on one of them fails the listen, as a bind would.
+  if (is_wildcard(bound))
+    for (CmDevice* d : all_devices()) {
+      if (d == id->dev) continue;
+      if (Status s = d->cm->listen(id->service_id, uint64_t(uintptr_t(id))); s) {
+        id->also.push_back(d);
+      } else if (s.error().code == EADDRINUSE) {
+        id->dev->cm->unlisten(id->service_id);
+        for (CmDevice* o : std::exchange(id->also, {})) o->cm->unlisten(id->service_id);
+        if (fd >= 0) close(fd);
+        return fail(EADDRINUSE);
+      }
+    }
   id->announce_fd = fd;
   // Requests it holds that the program has not taken, at most; as with the kernel's ucma, a
   // backlog of 0 or less, or above the maximum, is the maximum.
