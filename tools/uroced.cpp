@@ -1,6 +1,7 @@
 // uroced: the host NIC daemon (src/nicd/daemon.hpp). Started by the first process that opens
 // a shared device; it detaches itself, and leaves once no process has used it for --idle-s
-// seconds (10). Another daemon already serving this network namespace: exits 0 at once.
+// seconds (10; 0: never, for a daemon root starts at boot so that every user shares it).
+// Another daemon already serving this network namespace: exits 0 at once.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

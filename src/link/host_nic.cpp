@@ -68,7 +68,8 @@ Status check_daemon(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return make_error(errno, "host NIC: SO_PEERCRED failed");
   if (cr.uid != geteuid() && cr.uid != 0)
     return make_error(EACCES, "the host NIC name @" + std::string(kName) + " is held by uid " + std::to_string(cr.uid) +
-                                  " (pid " + std::to_string(cr.pid) + "), neither this user nor root: not trusted");
+                                  " (pid " + std::to_string(cr.pid) + "), neither this user nor root: not trusted "
+                                  "(where several users share a host, root runs uroced --idle-s 0 before them)");
   return {};
 }
 

@@ -79,7 +79,7 @@ int Daemon::run(uint64_t idle_ms) {
   for (;;) {
     epoll_event evs[32];
     int timeout = status_timeout_ms();
-    if (clients_.empty()) {
+    if (clients_.empty() && idle_ms) {  // 0: a service that stays
       uint64_t t = now_ms();
       if (t - idle_since >= idle_ms) return 0;
       timeout = int(idle_ms - (t - idle_since));

@@ -17,7 +17,8 @@
 # - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next;
 # - ucmatose, udaddy, ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
 #   each of 3 hosts) across hosts.
-# - a wildcard rdma_cm listener on a host with two networks serves clients on both.
+# - a wildcard rdma_cm listener on a host with two networks serves clients on both;
+# - a daemon of another user is refused with what to do; root's uroced serves every user.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -34,8 +35,8 @@ SW="uroce-sw-$tag"
 tmp=$(mktemp -d /tmp/uroce-hostnic.XXXXXX)
 ns() { echo "uroce-h$1-$tag"; }
 cleanup() {
-  for h in 1 2 3; do ip netns pids "$(ns $h)" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for h in 1 2 3; do ip netns del "$(ns $h)" 2>/dev/null; done
+  for h in 1 2 3 4; do ip netns pids "$(ns $h)" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for h in 1 2 3 4; do ip netns del "$(ns $h)" 2>/dev/null; done
   ip netns del "$SW" 2>/dev/null
   rm -rf "$tmp"
 }
@@ -43,7 +44,7 @@ trap cleanup EXIT INT TERM
 ip netns add "$SW" || skip "cannot create network namespaces"
 ip -n "$SW" link add br0 type bridge || skip "cannot create a bridge"
 ip -n "$SW" link set br0 up
-for h in 1 2 3; do
+for h in 1 2 3 4; do
   ip netns add "$(ns $h)"
   ip link add "uh$h-$tag" type veth peer name "us$h-$tag" || skip "cannot create a veth pair"
   ip link set "uh$h-$tag" netns "$(ns $h)"
@@ -397,6 +398,39 @@ for client in "3 $net2.1" "2 $net.1"; do
   if [ $e = 0 ] && [ $f = 0 ]; then ok "a wildcard rping server on host 1 serves host $1 at $2, verified"
   else bad "wildcard rping server, client on host $1 to $2 (client $e, server $f): $(cat "$tmp/rw-c.log" "$tmp/rw-s.log")"; fi
 done
+
+# 12. Users and the daemon: the first process of a host starts it as its own user, and a
+# process trusts a daemon of its user or root only. On host 4 uid 65534 comes first: root's
+# program is refused, told why and what to do; with root's uroced --idle-s 0 started first
+# instead, both users' servers share host 4's NIC.
+nobody() { h=$1; shift; on $h setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
+daemon_of() { ip netns pids "$(ns $1)" | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = uroced ] && echo $p; done; }
+nobody 4 timeout 20 "$BIN/uroce-run" -- ibv_devinfo -d uroce_eth0 > "$tmp/u4.log" 2>&1  # its daemon stays 10 s
+[ -n "$(daemon_of 4)" ] || bad "uid 65534's ibv_devinfo left no daemon on host 4: $(cat "$tmp/u4.log")"
+out=$(on 4 timeout 20 "$BIN/uroce-run" -- ibv_devinfo -d uroce_eth0 2>&1)
+case "$out" in
+  *"neither this user nor root: not trusted (where several users share a host, root runs uroced --idle-s 0 before them)"*)
+    ok "root's program beside uid 65534's daemon is refused and told what to do" ;;
+  *) bad "root's program beside uid 65534's daemon: '$out'" ;;
+esac
+kill -9 $(daemon_of 4) 2>/dev/null
+for i in $(seq 1 100); do [ -z "$(daemon_of 4)" ] && break; sleep 0.05; done
+on 4 "$BIN/uroced" --idle-s 0
+next_port; pn=$port; next_port; pr=$port
+nobody 4 timeout 60 "$BIN/uroce-perf" --server --port $pn > "$tmp/u4n-s.log" 2>&1 &
+u4n=$!
+on 4 timeout 60 "$BIN/uroce-perf" --server --port $pr > "$tmp/u4r-s.log" 2>&1 &
+u4r=$!
+on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.4" --port $pn --op write --mode bw --size 65536 --iters 300 --json > "$tmp/u4n-c.log" 2>&1
+e1=$?
+on 2 timeout 60 "$BIN/uroce-perf" --connect "$net.4" --port $pr --op send --mode lat --size 1024 --iters 300 --json > "$tmp/u4r-c.log" 2>&1
+e2=$?
+wait $u4n $u4r
+d4=$(daemon_of 4)
+if [ $e1 = 0 ] && [ $e2 = 0 ] && verified "$tmp/u4n-c.log" && verified "$tmp/u4r-c.log" && [ -n "$d4" ] &&
+   [ "$(awk '/^Uid:/ {print $2}' /proc/$d4/status)" = 0 ]; then
+  ok "root's uroced --idle-s 0 first: uid 65534's and root's servers on host 4 both serve, verified"
+else bad "host 4 with root's daemon (uid 65534 client $e1, root client $e2, daemon '$d4'): $(cat "$tmp"/u4*-c.log)"; fi
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]
