@@ -1,5 +1,6 @@
-// uroce: the host NIC as its users see it, like `rdma resource show qp` and `rdma statistic`
-// for kernel devices. `uroce [status] [--json]` asks the host NIC daemon of this network
+// uroce: the host NIC as its users see it, like `rdma link`, `rdma resource show qp` and
+// `rdma statistic` for kernel devices. `uroce [status] [--json]` lists the host's devices
+// (each with its interface and address), then asks the host NIC daemon of this network
 // namespace (uroced) for every shared device, the processes using it (pid, uid, slot, how
 // their packets reach them, the CM services they listen on), each process's QPs (number,
 // type, state, peer, next PSNs) and its counters that are not zero. Root sees every process;
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "link/host_nic_proto.hpp"
+#include "uroce/uroce.hpp"
 
 using namespace uroce::link::nicproto;
 
@@ -74,8 +76,27 @@ std::string json_object(const Record& r, const std::vector<std::string>& skip = 
   return s;
 }
 
+// The host's devices, as `rdma link` shows them: what a program may open.
+std::string links_json() {
+  std::string out = "\"links\":[";
+  for (const auto& d : uroce::Device::list()) {
+    out += (out.back() == '[' ? "" : ",") + std::string("{\"name\":\"") + d.name + "\",\"netdev\":\"" + d.interface +
+           "\",\"addr\":\"" + (d.loopback ? "127.0.0.x" : d.addr) + "\"}";
+  }
+  return out + "]";
+}
+
+void print_links() {
+  const char* sh = std::getenv("UROCE_SHARED");
+  const bool shared = !sh || std::strcmp(sh, "0") != 0;
+  for (const auto& d : uroce::Device::list())
+    std::printf("link %s netdev %s addr %s%s\n", d.name.c_str(), d.interface.c_str(),
+                d.loopback ? "127.0.0.x" : d.addr.c_str(),
+                d.loopback || !shared ? " (each process its own)" : " (shared by the host's processes)");
+}
+
 void print_json(const std::vector<Record>& recs) {
-  std::string out = "{\"devices\":[";
+  std::string out = "{" + links_json() + ",\"devices\":[";
   bool dev_open = false, proc_open = false, first_dev = true, first_proc = true, first_qp = true;
   std::string counters;
   auto close_proc = [&] {
@@ -173,8 +194,12 @@ int main(int argc, char** argv) {
   std::memcpy(a.sun_path + 1, kName, sizeof kName - 1);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + sizeof kName)) != 0) {
     // No daemon: no process of this host (network namespace) has a shared device open.
-    if (json) std::printf("{\"devices\":[]}\n");
-    else std::printf("no shared device is open on this host (no host NIC daemon runs)\n");
+    if (json) {
+      std::printf("{%s,\"devices\":[]}\n", links_json().c_str());
+    } else {
+      print_links();
+      std::printf("no shared device is open on this host (no host NIC daemon runs)\n");
+    }
     return 0;
   }
   Request q;
@@ -200,7 +225,11 @@ int main(int argc, char** argv) {
   }
   close(fd);
   auto recs = parse(text);
-  if (json) print_json(recs);
-  else print_text(recs);
+  if (json) {
+    print_json(recs);
+  } else {
+    print_links();
+    print_text(recs);
+  }
   return 0;
 }

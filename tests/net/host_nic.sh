@@ -108,6 +108,10 @@ for h in 1 2; do
     ok "host $h: devices $devices(its interface's first, loopback last); node GUID $got from MAC $mac in both tools, max_ah $max_ah"
   else bad "host $h: devices '$devices', first '$first', node GUID '$got', want uroce_eth0 with $want from MAC $mac; max_ah '$max_ah'"; fi
   guids="$guids $got"
+  # The uroce command lists the host's devices as rdma link does: name, interface, address.
+  first_link=$(on $h "$BIN/uroce" --json | $PY -c 'import json,sys; l=json.load(sys.stdin)["links"]; print(l[0]["name"], l[0]["netdev"], l[0]["addr"], l[-1]["name"])')
+  [ "$first_link" = "uroce_eth0 eth0 $net.$h uroce_lo" ] && ok "host $h: uroce lists its links: $first_link" ||
+    bad "host $h: uroce --json links '$first_link'"
 done
 set -- $guids
 [ "$1" != "$2" ] && ok "the two hosts' node GUIDs differ" || bad "both hosts have node GUID $1"
