@@ -372,7 +372,10 @@ h=$1; shift
 exec ip netns exec "$h" env -u UROCE_DEVICES -u UROCE_ADDR sh -c "$*"
 AGENT
   chmod +x "$tmp/agent"
+  # Every host is named as the machine is (one UTS namespace): Open MPI's own TCP wire-up is
+  # kept on the hosts' network, where 127.0.0.1 would be another host's.
   on 1 timeout 240 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$tmp/agent" \
+    --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
     --host "$(ns 1):2,$(ns 2):2,$(ns 3):2" -np 6 --map-by node --mca pml ucx --mca btl ^openib,uct \
     -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce_eth0:1 "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
   e=$?
