@@ -366,15 +366,19 @@ MPI_PROG="$BIN/mpi_hosts"
 if command -v mpirun >/dev/null && [ -x "$MPI_PROG" ]; then
   cat > "$tmp/agent" <<'AGENT'
 #!/bin/sh
-# mpirun's rsh agent: [options] HOST COMMAND... runs COMMAND in the namespace HOST
+# mpirun's rsh agent: [options] HOST COMMAND... runs COMMAND in the namespace HOST, with a /tmp
+# of that host's own (Open MPI's session directories are named by hostname, which the
+# namespaces share: orteds making theirs in one /tmp at once collide)
 while [ "${1#-}" != "$1" ]; do shift; done
 h=$1; shift
-exec ip netns exec "$h" env -u UROCE_DEVICES -u UROCE_ADDR sh -c "$*"
+mkdir -p "$AGENT_TMP/$h"
+exec ip netns exec "$h" env -u UROCE_DEVICES -u UROCE_ADDR TMPDIR="$AGENT_TMP/$h" sh -c "$*"
 AGENT
   chmod +x "$tmp/agent"
   # Every host is named as the machine is (one UTS namespace): Open MPI's own TCP wire-up is
   # kept on the hosts' network, where 127.0.0.1 would be another host's.
-  on 1 timeout 240 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$tmp/agent" \
+  mkdir -p "$tmp/mpirun"
+  on 1 env AGENT_TMP="$tmp" TMPDIR="$tmp/mpirun" timeout 240 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$tmp/agent" \
     --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
     --host "$(ns 1):2,$(ns 2):2,$(ns 3):2" -np 6 --map-by node --mca pml ucx --mca btl ^openib,uct \
     -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce_eth0:1 "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
