@@ -18,7 +18,8 @@
 # - ucmatose, udaddy, ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
 #   each of 3 hosts) across hosts.
 # - a wildcard rdma_cm listener on a host with two networks serves clients on both;
-# - a daemon of another user is refused with what to do; root's uroced serves every user.
+# - a daemon of another user is refused with what to do; root's uroced serves every user;
+# - a user without root alone on two hosts: rping and ib_write_bw across them.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -35,8 +36,8 @@ SW="uroce-sw-$tag"
 tmp=$(mktemp -d /tmp/uroce-hostnic.XXXXXX)
 ns() { echo "uroce-h$1-$tag"; }
 cleanup() {
-  for h in 1 2 3 4; do ip netns pids "$(ns $h)" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for h in 1 2 3 4; do ip netns del "$(ns $h)" 2>/dev/null; done
+  for h in 1 2 3 4 5 6; do ip netns pids "$(ns $h)" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for h in 1 2 3 4 5 6; do ip netns del "$(ns $h)" 2>/dev/null; done
   ip netns del "$SW" 2>/dev/null
   rm -rf "$tmp"
 }
@@ -44,7 +45,7 @@ trap cleanup EXIT INT TERM
 ip netns add "$SW" || skip "cannot create network namespaces"
 ip -n "$SW" link add br0 type bridge || skip "cannot create a bridge"
 ip -n "$SW" link set br0 up
-for h in 1 2 3 4; do
+for h in 1 2 3 4 5 6; do
   ip netns add "$(ns $h)"
   ip link add "uh$h-$tag" type veth peer name "us$h-$tag" || skip "cannot create a veth pair"
   ip link set "uh$h-$tag" netns "$(ns $h)"
@@ -442,6 +443,30 @@ if [ $e1 = 0 ] && [ $e2 = 0 ] && verified "$tmp/u4n-c.log" && verified "$tmp/u4r
    [ "$(awk '/^Uid:/ {print $2}' /proc/$d4/status)" = 0 ]; then
   ok "root's uroced --idle-s 0 first: uid 65534's and root's servers on host 4 both serve, verified"
 else bad "host 4 with root's daemon (uid 65534 client $e1, root client $e2, daemon '$d4'): $(cat "$tmp"/u4*-c.log)"; fi
+
+# 13. Without root at all: on hosts 5 and 6 a user's programs are the first, so each host's
+# daemon is that user's; rping (verified) and ib_write_bw run across them.
+next_port
+nobody 5 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.5" -p $port -C 10 -S 1000 -V > "$tmp/n5-s.log" 2>&1 &
+n5=$!
+ip netns exec "$(ns 5)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+nobody 6 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.5" -p $port -C 10 -S 1000 -V > "$tmp/n6-c.log" 2>&1
+e=$?
+wait $n5; f=$?
+d5=$(daemon_of 5)
+if [ $e = 0 ] && [ $f = 0 ] && [ -n "$d5" ] && [ "$(awk '/^Uid:/ {print $2}' /proc/$d5/status)" = 65534 ]; then
+  ok "uid 65534 alone: rping host 6 -> host 5 verified, host 5's daemon is uid 65534's"
+else bad "uid 65534 alone, rping (client $e, server $f, daemon '$d5'): $(cat "$tmp/n6-c.log" "$tmp/n5-s.log")"; fi
+next_port
+nobody 5 timeout 60 "$BIN/uroce-run" -- ib_write_bw -F -p $port -s 65536 -n 300 > "$tmp/n5w-s.log" 2>&1 &
+n5=$!
+ip netns exec "$(ns 5)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
+nobody 6 timeout 60 "$BIN/uroce-run" -- ib_write_bw -F -p $port -s 65536 -n 300 "$net.5" > "$tmp/n6w-c.log" 2>&1
+e=$?
+wait $n5; f=$?
+if [ $e = 0 ] && [ $f = 0 ] && awk '$1 == 65536 && $2 == 300 && $4 > 0 {found = 1} END {exit !found}' "$tmp/n6w-c.log"; then
+  ok "uid 65534 alone: ib_write_bw host 6 -> host 5: $(awk '$1 == 65536 {print $4 " MB/s"}' "$tmp/n6w-c.log")"
+else bad "uid 65534 alone, ib_write_bw (client $e, server $f): $(cat "$tmp/n6w-c.log" "$tmp/n5w-s.log")"; fi
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]
