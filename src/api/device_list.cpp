@@ -87,7 +87,8 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
     const std::string holder = Device::name_for(at);
     if (holder.empty())
       return make_error(EADDRNOTAVAIL, holder_of(at).empty() ? "no network interface of this host has the address " + at
-                                                             : at + " is on " + holder_of(at) + ", which UROCE_DEVICES leaves out");
+                                                             : at + " is on " + holder_of(at) +
+                                                                   ", which has no device: it is down, or UROCE_DEVICES leaves it out");
     if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
     opts.addr = at;
     return holder;

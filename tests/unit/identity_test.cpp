@@ -81,7 +81,7 @@ TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
     auto dev = Device::open("", o);
     ASSERT_FALSE(dev);
     EXPECT_EQ(dev.error().code, EADDRNOTAVAIL);
-    EXPECT_NE(dev.error().message.find("UROCE_DEVICES leaves out"), std::string::npos) << dev.error().message;
+    EXPECT_NE(dev.error().message.find("UROCE_DEVICES leaves it out"), std::string::npos) << dev.error().message;
   }
 }
 
