@@ -9,23 +9,15 @@ rounds (A B C A B C ...), each row the median of the per-round ratios to private
 
 usage: bench/host_nic_cost.py BUILD_DIR [--pairs N] [--out FILE]
 """
-import json, os, statistics, subprocess, sys
+import os, statistics, subprocess, sys
 
-argv = sys.argv[1:]
-pairs, out, args = 5, None, []
-while argv:
-    a = argv.pop(0)
-    if a == '--pairs':
-        pairs = int(argv.pop(0))
-    elif a == '--out':
-        out = argv.pop(0)
-    else:
-        args.append(a)
-if len(args) != 1 or os.geteuid() != 0:
-    raise SystemExit(__doc__)
-perf = os.path.join(os.path.abspath(args[0]), 'bin', 'uroce-perf')
-tag = os.getpid()
-A, B, net = f'uroce-cost-a-{tag}', f'uroce-cost-b-{tag}', f'10.81.{tag % 200 + 20}'
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netns_hosts import Hosts, bench_args  # noqa: E402
+
+build, pairs, out = bench_args(__doc__, 5)
+perf = os.path.join(os.path.abspath(build), 'bin', 'uroce-perf')
+hosts = Hosts('uroce-cost', '10.81')
+port = 30000 + os.getpid() % 20000
 
 ROWS = [  # (label, op, mode, size, iterations, key, better)
     ('64 B SEND latency p50 (us)', 'send', 'lat', '64', '20000', 'lat_p50_us', 'lower'),
@@ -33,74 +25,22 @@ ROWS = [  # (label, op, mode, size, iterations, key, better)
 ]
 
 
-def sh(*cmd):
-    subprocess.run(cmd, check=True)
-
-
-def setup():
-    sh('ip', 'netns', 'add', A)
-    sh('ip', 'netns', 'add', B)
-    sh('ip', 'link', 'add', f'uca{tag % 10000}', 'type', 'veth', 'peer', 'name', f'ucb{tag % 10000}')
-    for ns, dev, host in ((A, f'uca{tag % 10000}', 1), (B, f'ucb{tag % 10000}', 2)):
-        sh('ip', 'link', 'set', dev, 'netns', ns)
-        sh('ip', 'netns', 'exec', ns, 'sysctl', '-qw', f'net.ipv6.conf.{dev}.accept_dad=0')
-        sh('ip', '-n', ns, 'addr', 'add', f'{net}.{host}/24', 'dev', dev)
-        sh('ip', '-n', ns, 'link', 'set', 'lo', 'up')
-        sh('ip', '-n', ns, 'link', 'set', dev, 'up')
-
-
-def cleanup():
-    for ns in (A, B):
-        pids = subprocess.run(['ip', 'netns', 'pids', ns], capture_output=True, text=True).stdout.split()
-        for p in pids:
-            subprocess.run(['kill', p])
-        subprocess.run(['ip', 'netns', 'del', ns])
-
-
-port = 30000 + tag % 20000
-
-
-def listening(ns, p, tries=200):
-    """Returns once something listens on TCP port p in ns (the out-of-band exchange), at most ~20 s."""
-    want = f':{p:04X} '
-    for _ in range(tries):
-        tcp = subprocess.run(['ip', 'netns', 'exec', ns, 'cat', '/proc/net/tcp', '/proc/net/tcp6'],
-                             capture_output=True, text=True).stdout
-        if any(want in l and l.split()[3] == '0A' for l in tcp.splitlines()[1:]):
-            return
-        subprocess.run(['sleep', '0.1'])
-    raise SystemExit(f'nothing listens on port {p} in {ns}')
-
-
 def run(shared, row, other_user=False):
     global port
     port += 1
     _, op, mode, size, iters, key, _ = row
-    env = lambda h: ['ip', 'netns', 'exec', A if h == 1 else B, 'env', f'UROCE_ADDR={net}.{h}', f'UROCE_SHARED={shared}']
     as_other = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups'] if other_user else []
-    srv = subprocess.Popen(env(1) + ['timeout', '120'] + as_other + [perf, '--server', '--port', str(port)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    listening(A, port)
-    cli = subprocess.run(env(2) + ['timeout', '120', perf, '--connect', f'{net}.1', '--port', str(port), '--op', op,
-                                   '--mode', mode, '--size', size, '--iters', iters, '--json'],
-                         capture_output=True, text=True)
-    srv.wait()
+    # Each host at its own address, its device private (0) or shared through the daemon (1).
+    env = [f'UROCE_SHARED={shared}']
+    r = hosts.perf_pair(perf, port, ['--op', op, '--mode', mode, '--size', size, '--iters', iters, '--json'], env, as_other)
     if shared:  # the daemons hold IP:4791 while they linger; the private runs need it
-        for ns in (A, B):
-            for pid in subprocess.run(['ip', 'netns', 'pids', ns], capture_output=True, text=True).stdout.split():
-                if open(f'/proc/{pid}/comm').read().strip() == 'uroced':
-                    subprocess.run(['kill', pid])
+        hosts.kill('uroced')
         subprocess.run(['sleep', '0.2'])
-    if not cli.stdout.strip():
-        raise SystemExit(f"uroce-perf failed: {cli.stderr}")
-    r = json.loads(cli.stdout.strip().splitlines()[-1])
-    if not r.get('verified'):
-        raise SystemExit(f'not verified: {cli.stdout} {cli.stderr}')
     return r[key]
 
 
 try:
-    setup()
+    hosts.setup()
     lines = ['| across a veth pair, MTU 1500 | private | shared | another user, shared | shared/private | '
              'another user/private |',
              '|---|---:|---:|---:|---:|---:|']
@@ -122,6 +62,6 @@ try:
     print(text)
     if out:
         with open(out, 'w') as f:
-            f.write(f'`bench/host_nic_cost.py {args[0]} --pairs {pairs}`\n\n{text}\n')
+            f.write(f'`bench/host_nic_cost.py {build} --pairs {pairs}`\n\n{text}\n')
 finally:
-    cleanup()
+    hosts.cleanup()

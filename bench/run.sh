@@ -1,4 +1,11 @@
 #!/bin/sh
-# make bench: builds are done by the Makefile; this runs the measurements.
+# make bench: builds are done by the Makefile; this runs the measurements: one host
+# (bench/run.py), then two hosts joined by a veth pair (bench/between_hosts.py, root only).
 set -e
-exec python3 "$(dirname "$0")/run.py" "${1:-build}" ${BENCH_ARGS:-}
+python3 "$(dirname "$0")/run.py" "${1:-build}" ${BENCH_ARGS:-}
+if [ "$(id -u)" = 0 ]; then
+  echo "== between two hosts (network namespaces joined by a veth pair, MTU 1500 and 9000) =="
+  python3 "$(dirname "$0")/between_hosts.py" "${1:-build}" --out "$(dirname "$0")/results/between_hosts.md"
+else
+  echo "## BETWEEN TWO HOSTS NOT MEASURED: needs root for ip netns"
+fi
