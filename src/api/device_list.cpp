@@ -70,9 +70,14 @@ std::vector<DeviceInfo> Device::list() {
 
 std::string Device::name_for(const std::string& addr) {
   const std::string name = holder_of(addr);
-  for (const auto& d : list())
-    if (d.name == name) return name;
-  return "";  // no interface holds it, or UROCE_DEVICES leaves its interface out
+  if (name.empty()) return "";
+  // Listed (as list() has it, without its node GUIDs): an interface that is up, and kept by
+  // UROCE_DEVICES unless UROCE_ADDR is on it.
+  const std::string at = env("UROCE_ADDR");
+  const bool placed = !at.empty() && holder_of(at) == name;
+  for (const auto& c : link::device_interfaces(placed ? "" : env("UROCE_DEVICES")))
+    if (kPrefix + c.name == name) return name;
+  return "";  // UROCE_DEVICES leaves its interface out, or it is down
 }
 
 namespace detail {
