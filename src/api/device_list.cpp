@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 
 #include "api/config.hpp"
 #include "link/iface.hpp"
@@ -49,6 +51,15 @@ std::string holder_of(const std::string& addr) {
   return itf.name.empty() ? "" : kPrefix + itf.name;
 }
 
+// Why the host's interfaces cannot be read right now (out of descriptors), if they cannot:
+// an empty listing then says nothing about the host.
+std::optional<Error> unreadable() {
+  int err = 0;
+  link::device_interfaces("", &err);
+  if (!err) return std::nullopt;
+  return Error{err, std::string("cannot read the host's network interfaces: ") + std::strerror(err)};
+}
+
 }  // namespace
 
 std::vector<DeviceInfo> Device::list() {
@@ -90,10 +101,12 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
   if (!at.empty()) {
     if (!Gid::parse(at)) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + at);
     const std::string holder = Device::name_for(at);
-    if (holder.empty())
+    if (holder.empty()) {
+      if (auto e = unreadable()) return *e;
       return make_error(EADDRNOTAVAIL, holder_of(at).empty() ? "no network interface of this host has the address " + at
                                                              : at + " is on " + holder_of(at) +
                                                                    ", which has no device: it is down, or UROCE_DEVICES leaves it out");
+    }
     if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
     opts.addr = at;
     return holder;
@@ -107,6 +120,7 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
     }
     names += (names.empty() ? "" : ", ") + d.name;
   }
+  if (auto e = all.empty() ? unreadable() : std::nullopt) return *e;
   if (all.empty())
     return make_error(ENODEV, "no network interface is up with an address" +
                                   std::string(env("UROCE_DEVICES").empty() ? "" : " among UROCE_DEVICES=" + env("UROCE_DEVICES")));

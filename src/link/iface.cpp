@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -34,7 +35,10 @@ bool holds(const ifaddrs* i, const Gid& addr) {
 Interface find_interface(const Gid& addr) {
   Interface out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
+  if (getifaddrs(&list) != 0) {
+    out.error = errno;
+    return out;
+  }
   for (ifaddrs* i = list; i && out.name.empty(); i = i->ifa_next)
     if (i->ifa_addr && holds(i, addr)) {
       out.name = i->ifa_name;
@@ -106,10 +110,14 @@ std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t def
   return all;
 }
 
-std::vector<Candidate> device_interfaces(const std::string& only) {
+std::vector<Candidate> device_interfaces(const std::string& only, int* error) {
   std::vector<Candidate> all;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return all;
+  if (error) *error = 0;
+  if (getifaddrs(&list) != 0) {
+    if (error) *error = errno;
+    return all;
+  }
   for (int pass = 0; pass < 2; ++pass)  // IPv4 addresses first: they are the device's address where there is one
     for (ifaddrs* i = list; i; i = i->ifa_next) {
       if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;

@@ -17,6 +17,7 @@ struct Interface {
   bool loopback = false;
   std::array<uint8_t, 6> mac{};  // all zero on loopback
   std::vector<Gid> ipv6;   // link-local first, then the others (rxe's GID order)
+  int error = 0;           // errno if the host's interfaces could not be read (out of descriptors)
 };
 
 // The node GUID of a device on this interface, as rxe makes it: the MAC as an EUI-64 (U/L
@@ -38,8 +39,9 @@ struct Candidate {
 
 // The host's interfaces in the order their devices are listed: the interface of the default
 // route first (IPv4's, else IPv6's; without one, the first by index), loopback last.
-// `only` (comma-separated interface names, empty: all) keeps those alone.
-std::vector<Candidate> device_interfaces(const std::string& only = {});
+// `only` (comma-separated interface names, empty: all) keeps those alone. If the host's
+// interfaces cannot be read, none, with errno in *error.
+std::vector<Candidate> device_interfaces(const std::string& only = {}, int* error = nullptr);
 
 // The ordering alone, for a given interface list and default-route interface (0: none).
 std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t default_route, const std::string& only);

@@ -83,6 +83,12 @@ uint16_t bound_port(int fd) {
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
 }
 
+// Out of descriptors, the interface's MTU and GIDs are unknown: a device opened without them
+// would be wrong, so it is not opened.
+Error unreadable_interfaces(int err) {
+  return make_error(err, std::string("cannot read the host's network interfaces: ") + std::strerror(err));
+}
+
 }  // namespace
 
 // Receive sockets for the IPv6 addresses, and send sockets on the ports the IPv4 ones have (a
@@ -135,6 +141,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open(const Gid& addr, const std::strin
   }
   l->ip_ = ip;
   Interface itf = find_interface(v6_only ? addr : Gid::from_ipv4(ip));
+  if (itf.error) return unreadable_interfaces(itf.error);
   l->ip_mtu_ = itf.mtu;
   l->ifindex_ = itf.index;
   l->node_guid_ = link::node_guid(itf);
@@ -210,6 +217,7 @@ Result<std::unique_ptr<UdpLink>> UdpLink::open_shared(std::unique_ptr<HostNicLea
   }
   l->fwd_fd_ = lease->take_forward_fd();
   Interface itf = find_interface(gids.back());  // its MTU now: it may have changed since the daemon started
+  if (itf.error) return unreadable_interfaces(itf.error);
   l->ip_mtu_ = itf.mtu;
   l->ifindex_ = itf.index;
   l->node_guid_ = link::node_guid(itf);
@@ -467,10 +475,12 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
 int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   // MADs from the daemon are rare and not urgent: their channel is read after every sleep and
   // every 64th busy poll, not at the cost of a system call on every turn of a spinning engine;
-  // on every poll where the daemon passes on every packet.
+  // on every poll where the daemon passes on every packet. A busy CPU makes polls rare (each
+  // yields to other work), so it is read at least every kFwdPollNs as well.
   int n = 0;
-  if (fwd_fd_ >= 0 && (fwd_only_ || fwd_due_ || (++fwd_polls_ & 63) == 0)) {
+  if (fwd_fd_ >= 0 && (fwd_only_ || fwd_due_ || (++fwd_polls_ & 63) == 0 || now - fwd_polled_ns_ >= kFwdPollNs)) {
     fwd_due_ = false;
+    fwd_polled_ns_ = now;
     n = poll_forwarded(sink, now, max);
   }
   if (fwd_only_) return n;

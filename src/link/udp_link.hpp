@@ -95,6 +95,8 @@ class UdpLink final : public Link {
   bool fwd_due_ = true;
   bool fwd_only_ = false;  // another user's process: no receive sockets of its own
   uint32_t fwd_polls_ = 0;
+  uint64_t fwd_polled_ns_ = 0;
+  static constexpr uint64_t kFwdPollNs = 100'000;
   Error error_;      // why finish() failed
 };
 

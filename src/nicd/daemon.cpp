@@ -255,6 +255,7 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
   d->addr = addr;
   d->index = devices_.size();
   link::Interface itf = link::find_interface(addr);
+  if (itf.error) return make_error(itf.error, std::string("uroced: cannot read the interfaces: ") + std::strerror(itf.error));
   if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
   if (wire::is_v4(addr) && !itf.loopback) d->gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
   if (d->gids.size() >= size_t(kMaxGids)) d->gids.resize(kMaxGids - 1);

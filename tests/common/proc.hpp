@@ -3,6 +3,7 @@
 // its descriptors and mappings, and a same-host registry name.
 #pragma once
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,8 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -62,6 +65,23 @@ inline int open_fds() {
   while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
   closedir(d);
   return n - 1;
+}
+
+// RLIMIT_NOFILE bounds descriptor numbers, not their count: fills the gaps below the highest
+// open descriptor (with /dev/null), so that a limit of open_fds() + n leaves exactly n free.
+inline void fill_fd_gaps() {
+  int highest = -1;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    const int own = dirfd(d);
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.' && std::atoi(e->d_name) != own) highest = std::max(highest, std::atoi(e->d_name));
+    closedir(d);
+  }
+  for (int fd = open("/dev/null", O_RDONLY | O_CLOEXEC); fd >= 0; fd = open("/dev/null", O_RDONLY | O_CLOEXEC))
+    if (fd > highest) {
+      close(fd);
+      break;
+    }
 }
 
 // Mappings of this process whose line in /proc/self/maps contains `what` (a same-host ring is

@@ -387,6 +387,7 @@ TEST(Api, OpeningShortOfDescriptorsFailsCleanly) {
   pid_t child = test::spawn([] {
     rlimit old{};
     if (getrlimit(RLIMIT_NOFILE, &old) != 0) return 10;
+    test::fill_fd_gaps();
     int failed = 0, opened = 0;
     for (int spare = 0; spare <= 40; ++spare) {
       const int before = test::open_fds();
