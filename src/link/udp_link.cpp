@@ -174,15 +174,19 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
     if (!pcap_->open(pcap_path)) return fail(errno, "cannot write capture file " + pcap_path);
   }
   rx_buf_.resize(size_t(kRxBatch) * kRxBufBytes);
-  if (ip_ && !fwd_only_ && (rx == Rx::Raw || (rx == Rx::Auto && (ip_ >> 24) != 127))) {
+  // Raw receive sees the real IP ID (an exact ICRC check of any sender) but costs segmentation
+  // and receive offload, and a second copy of every packet: only when asked for.
+  if (ip_ && !fwd_only_ && rx == Rx::Raw) {
     raw_fd_ = open_raw(ip_, slot, &err);
     if (raw_fd_ < 0 && rx == Rx::Raw)
       return fail(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
   gso_ = gso && raw_fd_ < 0;
-  if (gso_ && rx_fd_ >= 0) {
-    int one = 1;  // receive coalesced datagrams from loopback peers in one buffer
-    setsockopt(rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
+  if (gso_) {
+    int one = 1;  // receive a run of datagrams of one flow in one buffer
+    if (rx_fd_ >= 0) setsockopt(rx_fd_, SOL_UDP, UDP_GRO, &one, sizeof one);
+    for (const auto& v : v6_)
+      if (v.fd >= 0) setsockopt(v.fd, SOL_UDP, UDP_GRO, &one, sizeof one);
   }
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return fail(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
@@ -259,128 +263,6 @@ uint16_t UdpLink::src_port_for(uint32_t qpn) const {
   return tx_port_[(h >> 16) % kTxSockets];
 }
 
-namespace {
-
-// Segmentation offload (UDP GSO): one send carries a run of equal-size RoCE packets, each its
-// own datagram on the wire. GSO numbers the IP ID of each segment, and the ICRC covers the IP
-// ID, so it is used only towards loopback peers, which are other uroce devices; real RoCE
-// peers get one datagram per send with ID 0.
-bool gso_allowed(uint32_t dst_ip) { return (dst_ip >> 24) == 127; }
-
-constexpr unsigned kMaxGsoSegs = 64;
-constexpr size_t kMaxGsoBytes = 65000;
-
-}  // namespace
-
-void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
-  constexpr unsigned kMsgs = kBatch;
-  mmsghdr msgs[kMsgs];
-  iovec iov[kMsgs * kMaxGsoSegs * 3];  // a packet whose payload is by reference takes three
-  sockaddr_in dst[kMsgs];
-  alignas(cmsghdr) char ctrl[kMsgs][CMSG_SPACE(sizeof(uint16_t))];
-  size_t i = 0;
-  while (i < q.size()) {
-    if (!q[i]->flow.v4()) {
-      q[i]->materialize();  // one packet a send: whole
-      send_v6(*q[i++], now);
-      continue;
-    }
-    // One sendmmsg per run of IPv4 packets leaving from the same source port.
-    uint16_t port = q[i]->flow.src_port;
-    int fd = tx_fd_[0];
-    for (int k = 0; k < kTxSockets; ++k)
-      if (tx_port_[k] == port) fd = tx_fd_[k];
-    unsigned n = 0, nio = 0;
-    while (i < q.size() && n < kMsgs && q[i]->flow.src_port == port && q[i]->flow.v4()) {
-      wire::PacketBuf* p = q[i];
-      // A GSO run: same destination, same size (the last may be shorter).
-      unsigned segs = 1;
-      if (gso_ && gso_allowed(wire::v4_of(p->flow.dst))) {
-        while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
-          const wire::PacketBuf* nx = q[i + segs];
-          if (nx->flow.src_port != port || nx->flow.dst != p->flow.dst || nx->flow.dst_port != p->flow.dst_port ||
-              nx->len > p->len)
-            break;
-          ++segs;
-          if (nx->len < p->len) break;
-        }
-      }
-      const unsigned first_io = nio;
-      for (unsigned k = 0; k < segs; ++k) {
-        wire::PacketBuf* s = q[i + k];
-        if (pcap_) {  // the capture needs the packet whole
-          s->materialize();
-          pcap_->write(s->flow, {s->data, s->len}, now);
-        }
-        // Headers, the payload straight from registered memory, pad and ICRC: no staging copy.
-        for (std::span<const uint8_t> piece : s->pieces(s->len))
-          if (!piece.empty()) iov[nio++] = {const_cast<uint8_t*>(piece.data()), piece.size()};
-      }
-      dst[n] = {};
-      dst[n].sin_family = AF_INET;
-      dst[n].sin_addr.s_addr = htonl(wire::v4_of(p->flow.dst));
-      dst[n].sin_port = htons(p->flow.dst_port);
-      msgs[n] = {};
-      msgs[n].msg_hdr.msg_iov = &iov[first_io];
-      msgs[n].msg_hdr.msg_iovlen = nio - first_io;
-      msgs[n].msg_hdr.msg_name = &dst[n];
-      msgs[n].msg_hdr.msg_namelen = sizeof dst[n];
-      if (segs > 1) {
-        std::memset(ctrl[n], 0, sizeof ctrl[n]);  // the kernel copies the alignment padding too
-        msgs[n].msg_hdr.msg_control = ctrl[n];
-        msgs[n].msg_hdr.msg_controllen = sizeof ctrl[n];
-        cmsghdr* cm = CMSG_FIRSTHDR(&msgs[n].msg_hdr);
-        cm->cmsg_level = SOL_UDP;
-        cm->cmsg_type = UDP_SEGMENT;
-        cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        uint16_t gso_size = uint16_t(p->len);
-        std::memcpy(CMSG_DATA(cm), &gso_size, sizeof gso_size);
-      }
-      i += segs;
-      ++n;
-    }
-    unsigned sent = 0;
-    while (sent < n) {
-      int r = sendmmsg(fd, msgs + sent, n - sent, 0);
-      if (r <= 0) break;  // a full socket buffer is a lost packet: retransmission recovers
-      sent += unsigned(r);
-    }
-  }
-}
-
-// IPv6: one packet a send, from the flow's source address (IPV6_PKTINFO: the send sockets are
-// bound to :: so that one socket serves every address of the port).
-void UdpLink::send_v6(const wire::PacketBuf& p, uint64_t now) {
-  int fd = tx6_fd_[0];
-  for (int k = 0; k < kTxSockets; ++k)
-    if (tx_port_[k] == p.flow.src_port) fd = tx6_fd_[k];
-  if (fd < 0) return;  // no IPv6 here: as lost
-  sockaddr_in6 dst{};
-  dst.sin6_family = AF_INET6;
-  dst.sin6_port = htons(p.flow.dst_port);
-  std::memcpy(&dst.sin6_addr, p.flow.dst.raw.data(), 16);
-  if (is_link_local(p.flow.dst)) dst.sin6_scope_id = ifindex_;
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(in6_pktinfo))] = {};
-  iovec iov{const_cast<uint8_t*>(p.data), p.len};
-  msghdr m{};
-  m.msg_name = &dst;
-  m.msg_namelen = sizeof dst;
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctrl;
-  m.msg_controllen = sizeof ctrl;
-  cmsghdr* cm = CMSG_FIRSTHDR(&m);
-  cm->cmsg_level = IPPROTO_IPV6;
-  cm->cmsg_type = IPV6_PKTINFO;
-  cm->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
-  in6_pktinfo info{};
-  std::memcpy(&info.ipi6_addr, p.flow.src.raw.data(), 16);
-  info.ipi6_ifindex = is_link_local(p.flow.src) ? ifindex_ : 0;
-  std::memcpy(CMSG_DATA(cm), &info, sizeof info);
-  if (pcap_) pcap_->write(p.flow, {p.data, p.len}, now);
-  (void)sendmsg(fd, &m, 0);  // a full socket buffer is a lost packet: retransmission recovers
-}
-
 int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
   int total = 0;
   for (const V6Addr& v : v6_) {
@@ -388,7 +270,7 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
       mmsghdr msgs[kRxBatch];
       iovec iov[kRxBatch];
       sockaddr_in6 src[kRxBatch];
-      alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int))];  // the traffic class
+      alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) * 2];  // GRO, the traffic class
       prepare_rx(msgs, iov, src, sizeof src[0]);
       for (int k = 0; k < kRxBatch; ++k) {
         msgs[k].msg_hdr.msg_control = ctrl[k];
@@ -401,18 +283,25 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
         std::memcpy(f.src.raw.data(), &src[k].sin6_addr, 16);
         f.dst = v.addr;
         f.src_port = ntohs(src[k].sin6_port);
-        std::span<const uint8_t> pkt(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
+        const size_t len = msgs[k].msg_len;
+        size_t seg = len;
         wire::Ipv4Fields seen;  // IPv6 hides nothing the ICRC covers; the ECN bits come aside
-        for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm))
-          if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) {
-            int tc;
-            std::memcpy(&tc, CMSG_DATA(cm), sizeof tc);
-            seen.tos = uint8_t(tc);
-          }
-        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
-        if (pcap_) pcap_->write(f, pkt, now, ip);
-        ++total;
-        wire::expire(static_cast<uint8_t*>(iov[k].iov_base), msgs[k].msg_len);
+        for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm)) {
+          int v;
+          std::memcpy(&v, CMSG_DATA(cm), sizeof v);
+          if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) seen.tos = uint8_t(v);
+          else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && v > 0) seg = size_t(v);
+        }
+        const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
+        size_t off = 0;
+        do {  // with UDP GRO one buffer may hold several datagrams of `seg` bytes each
+          std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
+          wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
+          if (pcap_) pcap_->write(f, pkt, now, ip);
+          ++total;
+          off += seg;
+        } while (off < len);
+        wire::expire(static_cast<uint8_t*>(iov[k].iov_base), len);
       }
       if (r < kRxBatch) break;
     }
@@ -528,6 +417,7 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
         std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
         wire::Ipv4Fields ip = sink.deliver(pkt, f, now, hidden);
         if (pcap_) pcap_->write(f, pkt, now, ip);
+        hidden.id = uint16_t((ip.seen ? ip.id : hidden.id) + 1);  // segmentation numbers them one by one
         ++total;
         off += seg;
       } while (off < len);

@@ -24,8 +24,9 @@ class UdpLink final : public Link {
   // How packets are received. Raw: through an AF_PACKET socket (needs CAP_NET_RAW), which
   // shows the IPv4 header, so the ICRC is checked exactly over the sender's real IP ID (peers
   // other than uroce, such as rxe and RoCE NICs, vary it). Udp: the UDP socket, which hides
-  // the header; the core then solves for the ID. Auto: raw where allowed, except on loopback,
-  // whose peers are uroce devices writing ID 0 (and where raw would cost segmentation offload).
+  // the header; the core then solves for the ID, trying first the one uroce senders write (0,
+  // then 1, 2, ... along a segmented run). Auto: the UDP socket, with segmentation and receive
+  // offload, which raw receive would cost.
   enum class Rx : uint8_t { Auto, Udp, Raw };
 
   // addr: an IPv4-mapped or IPv6 GID; all zero: the first free 127.0.0.x (x = 1..254). A
@@ -64,7 +65,6 @@ class UdpLink final : public Link {
   int poll_raw(PacketSink& sink, uint64_t now, int max);
   int poll_v4(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);
-  void send_v6(const wire::PacketBuf& p, uint64_t now);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
   void prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len);

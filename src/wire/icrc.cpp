@@ -118,6 +118,22 @@ uint32_t back_over_bytes(uint32_t v, uint64_t n) {
   return v;
 }
 
+// x^(8 * 2^k) mod P: carrying a CRC difference forward over 2^k bytes.
+constexpr std::array<uint32_t, 32> forward_shifts() {
+  std::array<uint32_t, 32> t{};
+  t[0] = kOne >> 8;  // x^8
+  for (size_t k = 1; k < t.size(); ++k) t[k] = mulmod(t[k - 1], t[k - 1]);
+  return t;
+}
+constexpr auto kForward = forward_shifts();
+static_assert(mulmod(kForward[0], kBack[0]) == kOne, "x^8 * x^-8 == 1");
+
+uint32_t forward_over_bytes(uint32_t v, uint64_t n) {
+  for (size_t k = 0; n; ++k, n >>= 1)
+    if (n & 1) v = mulmod(v, kForward[k]);
+  return v;
+}
+
 // The CRC's linear part over 4 bytes at the start of a message: L(d) = crc(d) ^ crc(0000).
 // Over 32 bits it is a bijection; its inverse is built once by Gaussian elimination.
 class Linear4 {
@@ -161,7 +177,7 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields
   auto body = pkt.first(pkt.size() - kIcrcLen);
   Ipv4Fields guess = ip;
   if (!f.v4()) guess.seen = true;  // IPv6 has no header field a UDP socket hides from the ICRC
-  if (!guess.seen) guess.id = 0, guess.flags_frag = 0x4000;
+  if (!guess.seen) guess.flags_frag = 0x4000;  // ip.id: the ID expected (0, or the one after a GRO run's last)
   uint32_t got = icrc_load(pkt.data() + body.size());
   uint32_t diff = icrc_for_flow(f, body, guess) ^ got;
   if (diff == 0) {
@@ -176,10 +192,18 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields
   static const Linear4 linear;
   uint32_t d = linear.solve(back_over_bytes(diff, 20 + uint64_t(body.size())));
   if (d >> 16) return IcrcMatch::Bad;  // RoCE packets are never fragmented and carry DF: only the ID varies
-  ip.id = uint16_t((d & 0xff) << 8 | ((d >> 8) & 0xff));
+  ip.id = uint16_t(guess.id ^ ((d & 0xff) << 8 | ((d >> 8) & 0xff)));  // d: how the ID differs from the guess
   ip.flags_frag = 0x4000;
   ip.seen = true;
   return IcrcMatch::Solved;
+}
+
+uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len) {
+  // The CRC's difference is linear in the ID's: the two ID bytes' own difference, carried over
+  // the 2 flag bytes, the 12 IP header bytes after them, the UDP header and the IB bytes.
+  const uint16_t x = id_was ^ id;
+  const uint8_t d[2] = {uint8_t(x >> 8), uint8_t(x)}, zero[2] = {};
+  return icrc ^ forward_over_bytes(crc32_update(0, d, 2) ^ crc32_update(0, zero, 2), 2 + 20 + uint64_t(ib_len));
 }
 
 }  // namespace uroce::wire

@@ -35,11 +35,17 @@ bool icrc_ok(const FlowAddr& f, std::span<const uint8_t> udp_payload, const Ipv4
 enum class IcrcMatch : uint8_t { Bad, Seen, Assumed, Solved };
 
 // Checks the ICRC. With ip.seen the header fields are known and the check is exact (Seen).
-// Without, the sender's IPv4 ID is unknown (DF is set on every RoCE packet); ID 0, what uroce
-// and Linux's unconnected UDP sockets write, is tried first (Assumed), then the ID is solved
+// Without, the sender's IPv4 ID is unknown (DF is set on every RoCE packet); ip.id is tried
+// first (Assumed): 0, what Linux's unconnected UDP sockets write, or for a segment of a GRO
+// buffer the ID after the previous segment's, as segmentation numbers them. Then it is solved
 // for: CRC-32 is affine in its 16 bits, so the one ID that makes the ICRC right, if any,
 // follows from the CRC's difference by linear algebra (Solved; ip.id then holds it). A random
 // corruption passes that with probability 2^-16, where the exact check lets 2^-32 through.
 IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> udp_payload, Ipv4Fields& ip);
+
+// The ICRC of an IPv4 packet (ib_len bytes from the BTH on, without the ICRC) had its IP ID been
+// `id` where `icrc` was computed with `id_was`: what segmentation offload, which numbers the
+// segments of a send one by one, needs for each segment. One multiplication, no pass over the bytes.
+uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len);
 
 }  // namespace uroce::wire

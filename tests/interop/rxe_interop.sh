@@ -1,9 +1,10 @@
 #!/bin/bash
 # uroce <-> Linux Soft-RoCE (rxe) in a qemu guest, on a private link inside a network namespace
 # (../shared/rxe-peer). uroce runs on the host side at 10.99.0.1 with default settings, and every
-# case runs twice: as root, where uroce receives through a raw socket and checks the ICRC of
-# rxe's packets over their real IP ID, and with CAP_NET_RAW dropped, where it solves for the ID
-# the UDP socket hides. rxe runs unmodified rdma-core tools. Every case checks the data on both
+# case runs twice: by default (UDP socket with segmentation and receive offload; uroce solves for
+# the IP ID the socket hides, and rxe checks the ID each segment got), and with UROCE_RAW_RX=1,
+# where uroce receives through a raw socket and checks the ICRC of rxe's packets over their real
+# IP ID. rxe runs unmodified rdma-core tools. Every case checks the data on both
 # sides and every captured packet (ICRC over the captured IP header, decoding, tshark).
 # Usage: tests/interop/rxe_interop.sh [BUILD_DIR]      (root; ends with "N passed, M failed")
 #        ONLY=rdmacm tests/interop/rxe_interop.sh ...   (the rdma_cm cases alone, as root)
@@ -80,7 +81,7 @@ guarded() {  # case function and its arguments; each case records one result
 section() {  # start of a section: the guest must answer
   guest_runs || restart_guest "before the section [$MODE]"
 }
-# HOST_PREFIX is empty (root: raw receive) or drops CAP_NET_RAW (UDP receive, IP ID solved).
+# HOST_PREFIX is empty (the default: UDP receive, IP ID solved) or forces raw receive.
 # GID indices: 0 is the IPv6 link-local GID on both sides, 1 the IPv4 one (rxe's order, and
 # uroce's: its device at 10.99.0.1 also takes the bridge's link-local address).
 UGID=1
@@ -88,7 +89,7 @@ GGID=1
 HOST_PREFIX=()
 MODE=""
 host() { ip netns exec "$NS" "${HOST_PREFIX[@]}" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }  # the interface's device, by default
-NO_RAW=(setpriv --inh-caps=-net_raw --bounding-set=-net_raw)
+RAW=(env UROCE_RAW_RX=1)
 
 record() {  # name ok detail
   local name="$1${MODE:+ [$MODE]}"
@@ -371,12 +372,12 @@ all_cases() {
 }
 
 if [ "${ONLY:-}" = lossy ]; then
-  MODE="root: raw receive"
+  MODE="default: UDP, GSO/GRO"
   SUFFIX=""
   lossy_cases
-  HOST_PREFIX=("${NO_RAW[@]}")
-  SUFFIX="-noraw"
-  MODE="no CAP_NET_RAW: IP ID solved"
+  HOST_PREFIX=("${RAW[@]}")
+  SUFFIX="-raw"
+  MODE="raw receive: IP ID seen"
   lossy_cases
   printf '%s\n' "${results[@]}"
   echo "interop: $passed passed, $failed failed"
@@ -385,7 +386,7 @@ if [ "${ONLY:-}" = lossy ]; then
 fi
 
 if [ "${ONLY:-}" = rdmacm ]; then
-  MODE="root: raw receive"
+  MODE="default: UDP, GSO/GRO"
   SUFFIX=""
   rdmacm_cases client
   rdmacm_cases server
@@ -398,20 +399,15 @@ fi
 uploaded=no
 upload_rdma_check && uploaded=yes || record "rdma-check upload to the guest" 1 "see $OUT"
 SUFFIX=""
-MODE="root: raw receive"
+MODE="default: UDP, GSO/GRO"
 section
 all_cases
-# The same without the privilege: UDP receive, the ICRC checked by solving for the IP ID.
-capeff=$(ip netns exec "$NS" "${NO_RAW[@]}" awk '/^CapEff/ {print $2}' /proc/self/status)
-if [ -n "$capeff" ] && (( (16#$capeff & (1 << 13)) == 0 )); then  # bit 13: CAP_NET_RAW
-  HOST_PREFIX=("${NO_RAW[@]}")
-  SUFFIX="-noraw"
-  MODE="no CAP_NET_RAW: IP ID solved"
-  section
-  all_cases
-else
-  record "dropping CAP_NET_RAW with setpriv" 1 "setpriv did not drop it"
-fi
+# The same through a raw socket, which shows the IP header: the ICRC checked over the real ID.
+HOST_PREFIX=("${RAW[@]}")
+SUFFIX="-raw"
+MODE="raw receive: IP ID seen"
+section
+all_cases
 
 # IPv6: both sides on their link-local GID 0, what rdma-core tools use by default.
 HOST_PREFIX=()

@@ -302,6 +302,15 @@ TEST(Icrc, SolvesTheHiddenIpv4IdOfRxePackets) {
       // Seen fields are checked exactly: a wrong ID fails.
       Ipv4Fields seen{uint16_t(read_be16(ip + 4) ^ 1), read_be16(ip + 6), ip[1], ip[8]};
       EXPECT_EQ(icrc_check(f, ib, seen), IcrcMatch::Bad);
+      // The ID expected of a GRO segment: the right one matches exactly, a wrong one is solved.
+      Ipv4Fields expected;
+      expected.seen = false;
+      expected.id = read_be16(ip + 4);
+      EXPECT_EQ(icrc_check(f, ib, expected), IcrcMatch::Assumed) << name;
+      expected.seen = false;
+      expected.id = uint16_t(read_be16(ip + 4) + 1);
+      EXPECT_EQ(icrc_check(f, ib, expected), IcrcMatch::Solved) << name;
+      EXPECT_EQ(expected.id, read_be16(ip + 4)) << name;
     }
   }
   closedir(d);
@@ -333,6 +342,45 @@ TEST(Icrc, SolvedCheckCatchesCorruption) {
   }
   std::printf("%d of %d corrupted packets passed\n", passed, kTrials);
   EXPECT_LE(passed, 15);  // expectation 200000 * 2^-16 = 3.1
+}
+
+// Segmentation offload numbers the IP IDs of a run's segments: the ICRC carried to another ID
+// by one multiplication equals the ICRC computed over the whole packet with that ID.
+TEST(Icrc, CarriedToAnotherIpv4IdEqualsComputedWithIt) {
+  std::mt19937_64 rng(77);
+  std::vector<uint8_t> pkt(12 + 4096 + 4);
+  for (int t = 0; t < 2000; ++t) {
+    auto f = FlowAddr::ipv4(uint32_t(rng()), uint32_t(rng()), uint16_t(rng()));
+    size_t len = 12 + 4 * (rng() % 1025);
+    for (size_t i = 0; i < len; ++i) pkt[i] = uint8_t(rng());
+    auto body = std::span<const uint8_t>(pkt.data(), len);
+    Ipv4Fields was{uint16_t(t % 3 ? 0 : rng()), 0x4000, uint8_t(rng()), uint8_t(rng())}, now = was;
+    now.id = uint16_t(t < 64 ? t : rng());
+    ASSERT_EQ(icrc_with_ipv4_id(icrc_for_flow(f, body, was), was.id, now.id, len), icrc_for_flow(f, body, now))
+        << "trial " << t << ", " << len << " bytes, ID " << was.id << " -> " << now.id;
+  }
+}
+
+// The ID a GRO buffer's segment is expected to carry (the one after the previous segment's) is
+// tried first and checked exactly; where it is wrong (another sender's numbering), the ID is
+// still solved.
+TEST(Icrc, TheExpectedIdOfASegmentIsCheckedFirst) {
+  std::mt19937_64 rng(78);
+  auto f = FlowAddr::ipv4(0x0a000002, 0x0a000001, 0xc0de);
+  std::vector<uint8_t> pkt(12 + 1024 + 4);
+  for (size_t i = 0; i < pkt.size(); ++i) pkt[i] = uint8_t(rng());
+  const size_t len = 12 + 1024;
+  icrc_store(pkt.data() + len, icrc_for_flow(f, std::span<const uint8_t>(pkt.data(), len), Ipv4Fields{7, 0x4000}));
+  Ipv4Fields expect;
+  expect.seen = false;
+  expect.id = 7;
+  EXPECT_EQ(icrc_check(f, pkt, expect), IcrcMatch::Assumed);
+  EXPECT_EQ(expect.id, 7);
+  Ipv4Fields other;
+  other.seen = false;
+  other.id = 8;
+  EXPECT_EQ(icrc_check(f, pkt, other), IcrcMatch::Solved);
+  EXPECT_EQ(other.id, 7);
 }
 
 // A payload by reference: the bytes around the hole are the buffer's, the hole's are the
