@@ -7,15 +7,18 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "link/host_nic.hpp"
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
 #include "uroce/result.hpp"
+#include "wire/icrc.hpp"
 
 namespace uroce::link {
 
@@ -95,6 +98,9 @@ class UdpLink final : public Link {
   bool fwd_due_ = true;
   bool fwd_only_ = false;  // another user's process: no receive sockets of its own
   uint32_t fwd_polls_ = 0;
+  const wire::Ipv4IdShift& id_shift(uint32_t ib_len);
+  std::array<std::pair<uint32_t, wire::Ipv4IdShift>, 2> id_shifts_{{{0, wire::Ipv4IdShift(0)}, {0, wire::Ipv4IdShift(0)}}};
+  uint32_t id_shift_next_ = 0;
   uint64_t fwd_polled_ns_ = 0;
   static constexpr uint64_t kFwdPollNs = 100'000;
   Error error_;      // why finish() failed

@@ -78,6 +78,15 @@ bool same_sender(const wire::FlowAddr& a, const wire::FlowAddr& b) {
 
 }  // namespace
 
+// Runs are mostly of the path MTU's packets, with a shorter last: two lengths kept.
+const wire::Ipv4IdShift& UdpLink::id_shift(uint32_t ib_len) {
+  for (const auto& [len, shift] : id_shifts_)
+    if (len == ib_len) return shift;
+  auto& slot = id_shifts_[id_shift_next_++ % id_shifts_.size()];
+  slot = {ib_len, wire::Ipv4IdShift(ib_len)};
+  return slot.second;
+}
+
 void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
   constexpr unsigned kMsgs = kBatch;
   constexpr size_t kCtrl = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t));
@@ -116,8 +125,9 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
         wire::Ipv4Fields ip;
         if (k > 0 && v4) {
           ip.id = uint16_t(k);
-          uint8_t* icrc = s->data + s->len - wire::kIcrcLen;
-          wire::icrc_store(icrc, wire::icrc_with_ipv4_id(wire::icrc_load(icrc), 0, ip.id, s->len - wire::kIcrcLen));
+          const uint32_t ib_len = s->len - wire::kIcrcLen;
+          uint8_t* icrc = s->data + ib_len;
+          wire::icrc_store(icrc, id_shift(ib_len)(wire::icrc_load(icrc), 0, ip.id));
         }
         if (pcap_) {  // the capture needs the packet whole
           s->materialize();

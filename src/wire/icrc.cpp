@@ -1,5 +1,6 @@
 #include "wire/icrc.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -11,10 +12,12 @@ namespace uroce::wire {
 
 namespace {
 
-// The CRC of the masked pseudo-header and the start of the IB packet (first; up to the BTH's
-// end), and how many bytes of `first` it took.
-uint32_t icrc_start(const uint8_t* ip_udp, std::span<const uint8_t> first, size_t& took) {
-  uint8_t pre[8 + kIpv6Len + kUdpLen + kBthLen];
+// The CRC of the masked pseudo-header, then of the IB packet in pieces. Its first bytes join the
+// pseudo-header in one 64-byte block, which carry-less multiplication folds where the
+// table-driven CRC would take them byte by byte.
+constexpr size_t kFoldBlock = 64;
+uint32_t icrc_over(const uint8_t* ip_udp, std::span<const std::span<const uint8_t>> ib) {
+  uint8_t pre[8 + kIpv6Len + kUdpLen + kBthLen + kFoldBlock];
   std::memset(pre, 0xff, 8);  // the masked LRH of InfiniBand
   const bool v6 = (ip_udp[0] >> 4) == 6;
   const size_t ip_len = v6 ? kIpv6Len : kIpv4Len, hdr = 8 + ip_len + kUdpLen;
@@ -30,20 +33,26 @@ uint32_t icrc_start(const uint8_t* ip_udp, std::span<const uint8_t> first, size_
     ip[10] = ip[11] = 0xff;     // header checksum
   }
   ip[ip_len + 6] = ip[ip_len + 7] = 0xff;  // UDP checksum
-  size_t bth = first.size() < kBthLen ? first.size() : kBthLen;
-  std::memcpy(pre + hdr, first.data(), bth);
-  if (bth > 4) pre[hdr + 4] = 0xff;  // BTH resv8a
-  took = bth;
-  return crc32_update(0, pre, hdr + bth);
+  // Gather the BTH at least, and up to the block's end.
+  const size_t want = std::max(hdr + kBthLen, kFoldBlock);
+  size_t n = hdr, piece = 0, off = 0;
+  while (n < want && piece < ib.size()) {
+    const size_t take = std::min(ib[piece].size() - off, want - n);
+    std::memcpy(pre + n, ib[piece].data() + off, take);
+    n += take;
+    off += take;
+    if (off == ib[piece].size()) ++piece, off = 0;
+  }
+  if (n > hdr + 4) pre[hdr + 4] = 0xff;  // BTH resv8a
+  uint32_t crc = crc32_update(0, pre, n);
+  for (; piece < ib.size(); ++piece, off = 0) crc = crc32_update(crc, ib[piece].data() + off, ib[piece].size() - off);
+  return crc;
 }
 
 }  // namespace
 
 uint32_t icrc_compute(const uint8_t* ip_udp, std::span<const uint8_t> ib) {
-  size_t bth = 0;
-  uint32_t crc = icrc_start(ip_udp, ib, bth);
-  if (ib.size() > bth) crc = crc32_update(crc, ib.data() + bth, ib.size() - bth);
-  return crc;
+  return icrc_over(ip_udp, std::span<const std::span<const uint8_t>>(&ib, 1));
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const std::span<const uint8_t>> ib, const Ipv4Fields& ip) {
@@ -51,11 +60,7 @@ uint32_t icrc_for_flow(const FlowAddr& f, std::span<const std::span<const uint8_
   for (std::span<const uint8_t> piece : ib) len += piece.size();
   uint8_t hdr[kIpv6Len + kUdpLen];
   write_ip_udp(hdr, f, len + kIcrcLen, ip, /*with_checksum=*/false);
-  size_t bth = 0;
-  uint32_t crc = icrc_start(hdr, ib[0], bth);
-  crc = crc32_update(crc, ib[0].data() + bth, ib[0].size() - bth);
-  for (std::span<const uint8_t> piece : ib.subspan(1)) crc = crc32_update(crc, piece.data(), piece.size());
-  return crc;
+  return icrc_over(hdr, ib);
 }
 
 uint32_t icrc_for_flow(const FlowAddr& f, std::span<const uint8_t> ib, const Ipv4Fields& ip) {
@@ -198,12 +203,30 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> pkt, Ipv4Fields
   return IcrcMatch::Solved;
 }
 
+Ipv4IdShift::Ipv4IdShift(size_t ib_len) {
+  // The CRC's difference is linear in the ID's: each ID bit's own difference over the 2 ID
+  // bytes, carried over the 2 flag bytes, the 12 IP header bytes after them, the UDP header and
+  // the IB bytes: a multiplication by x^(8n).
+  static const std::array<uint32_t, 16> bit_diff = [] {
+    std::array<uint32_t, 16> t{};
+    const uint8_t zero[2] = {};
+    for (int b = 0; b < 16; ++b) {
+      const uint8_t d[2] = {uint8_t((1u << b) >> 8), uint8_t(1u << b)};
+      t[size_t(b)] = crc32_update(0, d, 2) ^ crc32_update(0, zero, 2);
+    }
+    return t;
+  }();
+  const uint32_t shift = forward_over_bytes(kOne, 2 + 20 + uint64_t(ib_len));
+  for (size_t b = 0; b < unit_.size(); ++b) unit_[b] = mulmod(bit_diff[b], shift);
+}
+
+uint32_t Ipv4IdShift::operator()(uint32_t icrc, uint16_t id_was, uint16_t id) const {
+  for (uint32_t x = uint16_t(id_was ^ id); x; x &= x - 1) icrc ^= unit_[size_t(__builtin_ctz(x))];
+  return icrc;
+}
+
 uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len) {
-  // The CRC's difference is linear in the ID's: the two ID bytes' own difference, carried over
-  // the 2 flag bytes, the 12 IP header bytes after them, the UDP header and the IB bytes.
-  const uint16_t x = id_was ^ id;
-  const uint8_t d[2] = {uint8_t(x >> 8), uint8_t(x)}, zero[2] = {};
-  return icrc ^ forward_over_bytes(crc32_update(0, d, 2) ^ crc32_update(0, zero, 2), 2 + 20 + uint64_t(ib_len));
+  return Ipv4IdShift(ib_len)(icrc, id_was, id);
 }
 
 }  // namespace uroce::wire

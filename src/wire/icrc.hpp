@@ -3,6 +3,7 @@
 // checksum; IPv6: traffic class, flow label, hop limit; UDP checksum), and the packet from the
 // BTH on, with the BTH's reserved byte masked. Stored little-endian after the payload.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <span>
 
@@ -47,5 +48,15 @@ IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> udp_payload, Ip
 // `id` where `icrc` was computed with `id_was`: what segmentation offload, which numbers the
 // segments of a send one by one, needs for each segment. One multiplication, no pass over the bytes.
 uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len);
+
+// The same for many packets of one length (a segmented run): made once, then a few XORs each.
+class Ipv4IdShift {
+ public:
+  explicit Ipv4IdShift(size_t ib_len);
+  uint32_t operator()(uint32_t icrc, uint16_t id_was, uint16_t id) const;
+
+ private:
+  std::array<uint32_t, 16> unit_{};  // the ICRC's difference for each bit of the ID's
+};
 
 }  // namespace uroce::wire
