@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/clock.hpp"
 
@@ -25,7 +28,38 @@ constexpr uint64_t kPollWindowNs = 200'000;
 constexpr uint32_t kLockTriesBeforeWait = 64;
 // The engine whose post is being made on this thread: its doorbell need not wake the engine.
 thread_local Engine* t_posting = nullptr;
+
+// The running engines, so that a program that exits without closing its devices still sends
+// what a pass left for the next (deferred ACKs: the peer would retry them in vain).
+struct Running {
+  std::mutex mu;
+  std::vector<Engine*> all;
+};
+Running& running() {
+  static Running* r = [] {
+    auto* x = new Running;  // never destroyed: exit handlers may run after static destructors
+    std::atexit([] {
+      std::lock_guard g(running().mu);
+      for (Engine* e : running().all) e->send_deferred();
+    });
+    return x;
+  }();
+  return *r;
+}
 }  // namespace
+
+void Engine::send_deferred() {
+  for (int tries = 0; tries < 1000; ++tries) {  // a thread stopped inside a pass holds it for good
+    std::unique_lock g(mu_, std::try_to_lock);
+    if (!g.owns_lock()) {
+      sched_yield();
+      continue;
+    }
+    if (tx_deferred_) transmit(pc_, link_, monotonic_ns());
+    tx_deferred_ = false;
+    return;
+  }
+}
 
 // A step of construction that failed (EMFILE: out of descriptors): an engine that could not be
 // woken could not be stopped either, so it is never started; status() says what failed.
@@ -78,10 +112,16 @@ void Engine::start(bool thread) {
   if (running_.exchange(true)) return;
   threaded_ = thread;
   if (thread) thread_ = std::thread([this] { run(); });
+  std::lock_guard g(running().mu);
+  running().all.push_back(this);
 }
 
 void Engine::stop() {
   if (!running_.exchange(false)) return;
+  {
+    std::lock_guard g(running().mu);
+    std::erase(running().all, this);
+  }
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
   if (threaded_) thread_.join();
@@ -108,6 +148,10 @@ std::unique_lock<transport::CoreMutex> Engine::control_lock() {
   control_waiting_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<transport::CoreMutex> g(mu_);
   control_waiting_.fetch_sub(1, std::memory_order_release);
+  if (tx_deferred_) {  // before a QP goes (its packets with it) or anything else changes
+    transmit(pc_, link_, monotonic_ns());
+    tx_deferred_ = false;
+  }
   return g;
 }
 
@@ -171,6 +215,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   // watches it); with no engine thread, the application's polls take it every 128th time
   // (and the link itself then reads the wire on every 16th of those while its rings are busy).
   const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
+  const uint64_t wcs_before = pc_.wcs_made();
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
   did |= pc_.progress(now);
   // Wake waiting applications before sending: their next request is on the critical
@@ -184,8 +229,16 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
     uint64_t one = 1;
     (void)!write(async_fd_, &one, sizeof one);
   }
-  transmit(pc_, link_, now);
-  bool more = pc_.has_work();
+  // A polling application's thread that made completions returns them first: what it sends
+  // in answer leaves with our ACKs in one send at its next post or poll, instead of the ACKs
+  // alone (a system call) ahead of the completion it waits for. Its next poll comes within
+  // the polling window, else the engine thread sends them: it is awake, or asleep no longer
+  // than that window (may_defer).
+  const bool defer = on_app_thread && threaded_ && pc_.wcs_made() != wcs_before && !pc_.tx_queue().empty() &&
+                     !tx_deferred_ && may_defer(now);
+  tx_deferred_ = defer;
+  if (!defer) transmit(pc_, link_, now);
+  bool more = pc_.has_work() || defer;
   more_.store(more, std::memory_order_relaxed);
   passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // only under mu_
   return did || more;

@@ -40,6 +40,7 @@ class Engine {
   void stop();
   bool threaded() const { return threaded_; }
   std::unique_lock<transport::CoreMutex> control_lock();
+  void send_deferred();  // what the last pass left for the next, now (at exit)
   // Arriving packets lost at random (ProtocolSink::set_loss); set before start().
   void set_rx_loss(double p, uint64_t seed) { sink_.set_loss(p, seed); }
   uint64_t rx_lost() const { return sink_.lost(); }  // under control_lock()
@@ -97,6 +98,7 @@ class Engine {
   std::atomic<uint32_t> empty_polls_{0};     // by applications, in a row since the last post
   std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends
   std::atomic<bool> more_{false};         // the last pass left work for the next
+  bool tx_deferred_ = false;              // the last pass left its packets for the next (under mu_)
   int wake_fd_ = -1;
   int async_fd_ = -1;
   int epoll_fd_ = -1;       // wake-up eventfd and the link

@@ -20,6 +20,7 @@ void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
     }
     return;
   }
+  ++wcs_made_;
   if (cq->take_event_for(wc)) cq_events_.push_back(cq);
 }
 

@@ -210,6 +210,7 @@ class ProtocolCore {
     tx_.clear();
   }
   std::vector<verbs::Cq*>& cq_events() { return cq_events_; }
+  uint64_t wcs_made() const { return wcs_made_; }  // completions ever pushed to a CQ
   // True once after new async events were queued: the engine then signals the async fd.
   bool take_async_signal() { return std::exchange(async_signal_, false); }
 
@@ -282,6 +283,7 @@ class ProtocolCore {
   wire::BufferPool pool_;
   std::vector<PacketBuf*> tx_;
   std::vector<verbs::Cq*> cq_events_;
+  uint64_t wcs_made_ = 0;
 };
 
 }  // namespace uroce::transport

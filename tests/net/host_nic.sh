@@ -208,16 +208,20 @@ perf_server 1 $k1 "$tmp/k1.log"; ks1=$!
 perf_server 1 $k2 "$tmp/k2.log"; ks2=$!
 on 2 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k1 --op write --mode bw --size 65536 --iters 200000 --json > "$tmp/kc1.log" 2>&1 &
 kc1=$!
-on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k2 --op write --mode bw --size 65536 --iters 3000 --json > "$tmp/kc2.log" 2>&1 &
+# Long enough to outlast the kill below at any speed this machine has (6.5 GB).
+on 3 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $k2 --op write --mode bw --size 65536 --iters 100000 --json > "$tmp/kc2.log" 2>&1 &
 kc2=$!
-sleep 2
-victim=$(server_pid 1 $k1)
-other=$(server_pid 1 $k2)
-# The uroce command lists both servers, each with an RC QP in RTS.
-status=$(on 1 "$BIN/uroce" --json)
 rts() {  # PID: the number of RC QPs in RTS the status lists for the process
-  echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"$1"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))'
+  echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"${1:-0}"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))'
 }
+# The uroce command lists both servers, each with an RC QP in RTS, once both transfer.
+for i in $(seq 1 100); do  # at most 10 s
+  victim=$(server_pid 1 $k1)
+  other=$(server_pid 1 $k2)
+  status=$(on 1 "$BIN/uroce" --json)
+  [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts $other)" -ge 1 ] && break
+  sleep 0.1
+done
 if [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts $other)" -ge 1 ]; then
   ok "uroce --json lists both servers (pids $victim, $other) with their RC QPs in RTS"
 else bad "uroce --json for pids '$victim' '$other': $status"; fi
