@@ -49,7 +49,11 @@ Running& running() {
 }  // namespace
 
 void Engine::send_deferred() {
-  for (int tries = 0; tries < 1000; ++tries) {  // a thread stopped inside a pass holds it for good
+  // The engine thread may be inside a pass (it sends what it made before it lets go), perhaps
+  // waiting for a core; a thread stopped inside a pass (exit called from within one) never
+  // lets go: wait for the lock a bounded while.
+  const uint64_t end = monotonic_ns() + 200'000'000;
+  while (monotonic_ns() < end) {
     std::unique_lock g(mu_, std::try_to_lock);
     if (!g.owns_lock()) {
       sched_yield();

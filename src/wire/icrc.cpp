@@ -38,7 +38,7 @@ uint32_t icrc_over(const uint8_t* ip_udp, std::span<const std::span<const uint8_
   size_t n = hdr, piece = 0, off = 0;
   while (n < want && piece < ib.size()) {
     const size_t take = std::min(ib[piece].size() - off, want - n);
-    std::memcpy(pre + n, ib[piece].data() + off, take);
+    if (take) std::memcpy(pre + n, ib[piece].data() + off, take);  // an empty piece may have no address
     n += take;
     off += take;
     if (off == ib[piece].size()) ++piece, off = 0;
