@@ -62,7 +62,9 @@ using verbs::Rkey;
 struct CoreConfig {
   std::vector<Gid> gids = {Gid::from_ipv4(0x7f000001)};  // the port's GID table: our addresses
   uint64_t seed = 0;                    // 0: from std::random_device
-  uint32_t max_inflight_pkts = 256;     // requester window per QP (a 1 MiB message in flight at MTU 4096)
+  // Requester window per QP in packets of MTU 4096 (1 MiB in flight); go-back-N scales it to the
+  // QP's path MTU, so that a QP at 1024 keeps 1024 packets, the same bytes, in flight.
+  uint32_t max_inflight_pkts = 256;
   // Selective repeat's window (IRN's BDP-FC): packets in flight at most, the fabric's
   // bandwidth-delay product; 0: max_inflight_pkts. Go-back-N keeps max_inflight_pkts.
   uint32_t sr_window_pkts = 0;
@@ -70,7 +72,7 @@ struct CoreConfig {
     return sr && sr_window_pkts ? std::min(max_inflight_pkts, sr_window_pkts) : max_inflight_pkts;
   }
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
-  uint32_t budget_per_qp = 32;          // packets one QP may send per progress pass
+  uint32_t budget_per_qp = 32;          // packets of MTU 4096 one QP may send per pass (scaled alike)
   // Packets all QPs together may send per pass: a pass stays short however many QPs have work
   // (the rest wait, in order, for the next one), so the time it stamps on its packets is true.
   uint32_t budget_per_pass = 1024;

@@ -113,7 +113,8 @@ bool ProtocolCore::progress(uint64_t now) {
         flush(*q);
         continue;
       }
-      uint32_t budget = cfg_.budget_per_qp;
+      // budget_per_qp is in packets of MTU 4096: as many bytes at a smaller path MTU.
+      uint32_t budget = cfg_.budget_per_qp * (4096 / std::max<uint32_t>(q->mtu(), 256));
       bool more = responder_run(cx, *q, budget);
       more |= requester_run(cx, *q, now, budget);
       if (more) schedule(*q);

@@ -134,10 +134,10 @@ TEST(RcOps, RdmaReadMultiPacket) {
 }
 
 // The responder streams a READ's response packets in one progress pass, up to the per-QP budget
-// (32), rather than one packet per pass.
+// (32 packets of MTU 4096: 128 at MTU 1024), rather than one packet per pass.
 TEST(RcOps, ReadResponsesGoOutInOnePass) {
   CorePair t;  // MTU 1024
-  auto remote = pattern(64 * 1024, 3);
+  auto remote = pattern(256 * 1024, 3);
   std::vector<uint8_t> local(remote.size(), 0);
   auto rmr = t.reg(t.b, remote.data(), remote.size(), kAccessRemoteRead);
   auto lmr = t.reg(t.a, local.data(), local.size());
@@ -147,10 +147,10 @@ TEST(RcOps, ReadResponsesGoOutInOnePass) {
   w.rkey = rmr.rkey;
   ASSERT_TRUE(t.send(t.a, w));
   ASSERT_TRUE(t.sim.run_until([&] { return t.b.pc->counters().tx_packets > 0; }, 1'000'000'000));
-  EXPECT_EQ(t.b.pc->counters().tx_packets, 32u);  // 64 response packets: the first pass sends 32
+  EXPECT_EQ(t.b.pc->counters().tx_packets, 128u);  // 256 response packets: the first pass sends 128
   Wc c = t.one_wc(t.a.scq);
   EXPECT_EQ(c.status, WcStatus::Success);
-  EXPECT_EQ(t.b.pc->counters().tx_packets, 64u);
+  EXPECT_EQ(t.b.pc->counters().tx_packets, 256u);
   EXPECT_EQ(local, remote);
 }
 
@@ -263,10 +263,11 @@ TEST(RcOps, LargeMessage64MiB) {
 
 TEST(RcOps, SqdFinishesTheCurrentMessageThenHolds) {
   CorePair t;
-  std::vector<uint8_t> src(100000, 7), dst(100000, 0);
+  constexpr uint32_t kLen = 300000;  // 293 packets at MTU 1024: more than a pass sends (128)
+  std::vector<uint8_t> src(kLen, 7), dst(kLen, 0);
   auto smr = t.reg(t.a, src.data(), src.size());
   auto dmr = t.reg(t.b, dst.data(), dst.size());
-  Sge s{uint64_t(src.data()), 100000, smr.lkey};
+  Sge s{uint64_t(src.data()), kLen, smr.lkey};
   SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
   w.remote_addr = uint64_t(dst.data());
   w.rkey = dmr.rkey;

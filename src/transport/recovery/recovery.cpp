@@ -43,7 +43,7 @@ bool acks_selectively(const Qp& qp) { return sr(qp) && sr_holding(qp); }
 void send_sack(Context& cx, Qp& qp, wire::Psn acked) { sr_send_sack(cx, qp, acked); }
 
 // ---- requester ----
-uint32_t window(const Context& cx, const Qp& qp) { return sr(qp) ? sr_window(cx) : go_back_n::window(cx); }
+uint32_t window(const Context& cx, const Qp& qp) { return sr(qp) ? sr_window(cx) : go_back_n::window(cx, qp); }
 bool window_full(const Qp& qp, wire::Psn psn, uint32_t window) {
   return sr(qp) ? sr_window_full(qp, psn, window) : go_back_n::window_full(qp, psn, window);
 }
