@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -247,27 +248,51 @@ void Daemon::drop_client(int fd) {
 }
 
 // The device of an address: made on first use, with a steering group for each of its GIDs.
+// A device no process uses is made again when its interface's addresses changed since (an
+// IPv6 address that came after the daemon, as a link-local one does after its duplicate
+// address detection): rxe follows its netdev's addresses the same way.
 Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
-  for (auto& d : devices_)
-    if (d->addr == addr) return d.get();
+  link::Interface itf = link::find_interface(addr);
+  if (itf.error) return make_error(itf.error, std::string("uroced: cannot read the interfaces: ") + std::strerror(itf.error));
+  if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
+  std::vector<Gid> gids;
+  if (wire::is_v4(addr) && !itf.loopback) gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
+  if (gids.size() >= size_t(kMaxGids)) gids.resize(kMaxGids - 1);
+  gids.push_back(addr);
+  for (auto& d : devices_) {
+    if (d->addr != addr) continue;
+    const bool used = std::any_of(d->owner.begin(), d->owner.end(), [](const Client* c) { return c; });
+    if (used || d->wanted == gids) return d.get();
+    for (uint32_t s = 0; s < kSlots; ++s) watch_slot(*d, s, false);
+    close_sockets(*d);
+    if (Status st = open_sockets(*d, itf, gids); !st) return st.error();
+    return d.get();
+  }
   if (devices_.size() >= 255) return make_error(ENOSPC, "uroced: too many devices");
   auto d = std::make_unique<Device>();
   d->addr = addr;
   d->index = devices_.size();
-  link::Interface itf = link::find_interface(addr);
-  if (itf.error) return make_error(itf.error, std::string("uroced: cannot read the interfaces: ") + std::strerror(itf.error));
-  if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
-  if (wire::is_v4(addr) && !itf.loopback) d->gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
-  if (d->gids.size() >= size_t(kMaxGids)) d->gids.resize(kMaxGids - 1);
-  d->gids.push_back(addr);
-  auto close_all = [&] {
-    for (auto& row : d->socks)
-      for (int fd : row)
-        if (fd >= 0) close(fd);
-  };
+  if (Status st = open_sockets(*d, itf, gids); !st) return st.error();
+  devices_.push_back(std::move(d));
+  return devices_.back().get();
+}
+
+void Daemon::close_sockets(Device& d) {
+  for (auto& row : d.socks)
+    for (int fd : row)
+      if (fd >= 0) close(fd);
+  d.socks.clear();
+  d.gids.clear();
+}
+
+// A steering group for each GID that binds; an IPv6 address that does not is left out.
+Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::vector<Gid>& gids) {
+  d.wanted = gids;
+  d.gids = gids;
+  const Gid& addr = d.addr;
   const auto prog = link::steering::reuseport_program();
-  for (size_t g = 0; g < d->gids.size();) {
-    const Gid& gid = d->gids[g];
+  for (size_t g = 0; g < d.gids.size();) {
+    const Gid& gid = d.gids[g];
     std::array<int, kSlots> row;
     row.fill(-1);
     int err = 0;
@@ -287,10 +312,10 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
       for (int fd : row)
         if (fd >= 0) close(fd);
       if (gid != addr && err != EMFILE && err != ENFILE) {  // an IPv6 address of the interface: left out
-        d->gids.erase(d->gids.begin() + long(g));
+        d.gids.erase(d.gids.begin() + long(g));
         continue;
       }
-      close_all();
+      close_sockets(d);
       if (stale)
         return make_error(EADDRINUSE, "the sockets of an earlier host NIC daemon still hold " + str(gid) +
                                           ":4791 (its processes fail and exit; try again then)");
@@ -299,13 +324,11 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
                                                       "or the kernel's rxe)"
                                                     : ""));
     }
-    d->socks.push_back(row);
+    d.socks.push_back(row);
     ++g;
   }
-  devices_.push_back(std::move(d));
-  Device& dev = *devices_.back();
-  for (uint32_t s = 0; s < kSlots; ++s) watch_slot(dev, s, true);
-  return &dev;
+  for (uint32_t s = 0; s < kSlots; ++s) watch_slot(d, s, true);
+  return {};
 }
 
 // Our sockets are the whole group only if a datagram to the last slot's QPN reaches the last

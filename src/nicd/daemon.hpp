@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "link/iface.hpp"
 #include "link/steering.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
@@ -43,7 +44,8 @@ class Daemon {
   struct Device {
     Gid addr;
     size_t index = 0;  // in devices_, as epoll events name it
-    std::vector<Gid> gids;
+    std::vector<Gid> gids;    // those that bound
+    std::vector<Gid> wanted;  // the interface's addresses when the sockets were made
     std::vector<std::array<int, link::steering::kSlots>> socks;  // [GID index][slot]
     std::array<Client*, link::steering::kSlots> owner{};
     std::map<uint64_t, Client*> listeners;                    // service ID -> process
@@ -77,6 +79,8 @@ class Daemon {
   void reply(Client& c, int err, const std::string& text, uint32_t slot = 0, const Device* dev = nullptr,
              const std::vector<int>& fds = {});
   Result<Device*> device_for(const Gid& addr);
+  Status open_sockets(Device& d, const link::Interface& itf, const std::vector<Gid>& gids);
+  void close_sockets(Device& d);
   void watch_slot(Device& d, uint32_t slot, bool on);
   static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);

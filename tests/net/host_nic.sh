@@ -448,6 +448,19 @@ if [ $e1 = 0 ] && [ $e2 = 0 ] && verified "$tmp/u4n-c.log" && verified "$tmp/u4r
   ok "root's uroced --idle-s 0 first: uid 65534's and root's servers on host 4 both serve, verified"
 else bad "host 4 with root's daemon (uid 65534 client $e1, root client $e2, daemon '$d4'): $(cat "$tmp"/u4*-c.log)"; fi
 
+# 12b. The daemon follows its interface's addresses: an IPv6 address added to host 4's eth0
+# after its daemon made the device (as a link-local one comes after duplicate address
+# detection) is in the GID table of the next process, from the same daemon.
+gids4() { on 4 timeout 20 "$BIN/uroce-run" -- ibv_devinfo -d uroce_eth0 -v 2>&1 | grep -c 'GID\['; }
+before=$(gids4)
+ip -n "$(ns 4)" addr add fd79:4::1/64 dev eth0 nodad
+after=$(gids4)
+listed=$(on 4 timeout 20 "$BIN/uroce-run" -- ibv_devinfo -d uroce_eth0 -v 2>&1 | grep -c 'fd79:4::1')
+if [ -n "$d4" ] && [ "$(daemon_of 4)" = "$d4" ] && [ "$after" = $((before + 1)) ] && [ "$listed" = 1 ]; then
+  ok "an address added after host 4's daemon started is a GID of the next process ($before GIDs, then $after)"
+else bad "GIDs on host 4 before and after adding fd79:4::1: $before, $after (listed $listed; daemon '$d4', now '$(daemon_of 4)')"; fi
+ip -n "$(ns 4)" addr del fd79:4::1/64 dev eth0
+
 # 13. Without root at all: on hosts 5 and 6 a user's programs are the first, so each host's
 # daemon is that user's; rping (verified) and ib_write_bw run across them.
 next_port
