@@ -17,22 +17,16 @@ usage: bench/between_hosts.py BUILD_DIR [--pairs N] [--out FILE]
 import json, os, re, resource, shutil, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netns_hosts import Hosts, bench_args  # noqa: E402
+from netns_hosts import Hosts, bench_args, uroce_perf  # noqa: E402
 
 build, pairs, out = bench_args(__doc__, 3)
-perf = os.path.join(os.path.abspath(build), 'bin', 'uroce-perf')
+perf = uroce_perf(build)
 hosts = Hosts('uroce-bh', '10.82')
-port = 30000 + os.getpid() % 20000
 
 
 def ucx_env(host):
     return ('UCX_TLS=tcp,self', 'UCX_NET_DEVICES=' + hosts.devs[host - 1], 'UCX_WARN_UNUSED_ENV_VARS=n')
 
-
-def next_port():
-    global port
-    port += 1
-    return port
 
 
 def children_cpu():
@@ -43,14 +37,14 @@ def children_cpu():
 def uroce(op, mode, size, iters, key):
     args = ['--op', op, '--mode', mode, '--size', size, '--iters', iters, '--json']
     t0 = children_cpu()
-    r = hosts.perf_pair(perf, next_port(), args)
+    r = hosts.perf_pair(perf, hosts.next_port(), args)
     if key == 'cpu':  # core-seconds per Gbit, both processes from start to end
         return (children_cpu() - t0) / (int(size) * int(iters) * 8 / 1e9)
     return r[key] * (1e3 if key == 'msg_rate_mps' else 1)  # messages per second in thousands
 
 
 def sockperf(mode, tcp):
-    p = next_port()
+    p = hosts.next_port()
     proto = ['--tcp'] if tcp else []
     srv = subprocess.Popen(hosts.on(1) + ['timeout', '60', 'sockperf', 'sr', *proto, '-i', hosts.addr(1), '-p', str(p)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -71,7 +65,7 @@ def sockperf(mode, tcp):
 
 def ucx_perftest(test, size, iters):
     """ucx_perftest over UCX's tcp transport: tag_lat's p50 (us) or tag_bw's MB/s as Gb/s."""
-    p = next_port()
+    p = hosts.next_port()
     srv = subprocess.Popen(hosts.on(1, *ucx_env(1)) + ['timeout', '60', 'ucx_perftest', '-p', str(p)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     hosts.listening(1, p)
@@ -86,7 +80,7 @@ def ucx_perftest(test, size, iters):
 
 
 def iperf3(key):
-    p = next_port()
+    p = hosts.next_port()
     srv = subprocess.Popen(hosts.on(1) + ['timeout', '60', 'iperf3', '-s', '-1', '-B', hosts.addr(1), '-p', str(p)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     hosts.listening(1, p)

@@ -12,12 +12,11 @@ usage: bench/host_nic_cost.py BUILD_DIR [--pairs N] [--out FILE]
 import os, statistics, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netns_hosts import Hosts, bench_args  # noqa: E402
+from netns_hosts import Hosts, bench_args, uroce_perf  # noqa: E402
 
 build, pairs, out = bench_args(__doc__, 5)
-perf = os.path.join(os.path.abspath(build), 'bin', 'uroce-perf')
+perf = uroce_perf(build)
 hosts = Hosts('uroce-cost', '10.81')
-port = 30000 + os.getpid() % 20000
 
 ROWS = [  # (label, op, mode, size, iterations, key, better)
     ('64 B SEND latency p50 (us)', 'send', 'lat', '64', '20000', 'lat_p50_us', 'lower'),
@@ -26,13 +25,11 @@ ROWS = [  # (label, op, mode, size, iterations, key, better)
 
 
 def run(shared, row, other_user=False):
-    global port
-    port += 1
     _, op, mode, size, iters, key, _ = row
     as_other = ['setpriv', '--reuid', '65534', '--regid', '65534', '--clear-groups'] if other_user else []
     # Each host at its own address, its device private (0) or shared through the daemon (1).
     env = [f'UROCE_SHARED={shared}']
-    r = hosts.perf_pair(perf, port, ['--op', op, '--mode', mode, '--size', size, '--iters', iters, '--json'], env, as_other)
+    r = hosts.perf_pair(perf, hosts.next_port(), ['--op', op, '--mode', mode, '--size', size, '--iters', iters, '--json'], env, as_other)
     if shared:  # the daemons hold IP:4791 while they linger; the private runs need it
         hosts.kill('uroced')
         subprocess.run(['sleep', '0.2'])

@@ -16,6 +16,12 @@ class Hosts:
         self.ns = (f'{name}-a-{tag}', f'{name}-b-{tag}')
         self.devs = (f'{name[:4]}a{tag % 10000}', f'{name[:4]}b{tag % 10000}')
         self.net = f'{subnet}.{tag % 200 + 20}'
+        self.port = 30000 + tag % 20000
+
+    def next_port(self):
+        """A TCP port for the next pair's out-of-band exchange, new each time."""
+        self.port += 1
+        return self.port
 
     def addr(self, host):
         """host 1 (A) or 2 (B)."""
@@ -81,6 +87,10 @@ class Hosts:
         if not r.get('verified'):
             raise SystemExit(f'uroce-perf failed or unverified: {cli.stdout} {cli.stderr}')
         return r
+
+
+def uroce_perf(build):
+    return os.path.join(os.path.abspath(build), 'bin', 'uroce-perf')
 
 
 def bench_args(doc, pairs):

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 
 #include "api/config.hpp"
@@ -57,7 +56,7 @@ std::optional<Error> unreadable() {
   int err = 0;
   link::device_interfaces("", &err);
   if (!err) return std::nullopt;
-  return Error{err, std::string("cannot read the host's network interfaces: ") + std::strerror(err)};
+  return link::unreadable_interfaces(err);
 }
 
 }  // namespace

@@ -59,10 +59,14 @@ void Engine::send_deferred() {
       sched_yield();
       continue;
     }
-    if (tx_deferred_) transmit(pc_, link_, monotonic_ns());
-    tx_deferred_ = false;
+    send_held();
     return;
   }
+}
+
+void Engine::send_held() {
+  if (!std::exchange(tx_deferred_, false)) return;
+  transmit(pc_, link_, monotonic_ns());
 }
 
 // A step of construction that failed (EMFILE: out of descriptors): an engine that could not be
@@ -152,10 +156,7 @@ std::unique_lock<transport::CoreMutex> Engine::control_lock() {
   control_waiting_.fetch_add(1, std::memory_order_seq_cst);
   std::unique_lock<transport::CoreMutex> g(mu_);
   control_waiting_.fetch_sub(1, std::memory_order_release);
-  if (tx_deferred_) {  // before a QP goes (its packets with it) or anything else changes
-    transmit(pc_, link_, monotonic_ns());
-    tx_deferred_ = false;
-  }
+  send_held();  // before a QP goes (its packets with it) or anything else changes
   return g;
 }
 

@@ -99,6 +99,7 @@ class Engine {
   std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends
   std::atomic<bool> more_{false};         // the last pass left work for the next
   bool tx_deferred_ = false;              // the last pass left its packets for the next (under mu_)
+  void send_held();                       // sends them now (under mu_)
   int wake_fd_ = -1;
   int async_fd_ = -1;
   int epoll_fd_ = -1;       // wake-up eventfd and the link

@@ -65,6 +65,10 @@ Interface find_interface(const Gid& addr) {
   return out;
 }
 
+Error unreadable_interfaces(int err) {
+  return make_error(err, std::string("cannot read the host's network interfaces: ") + std::strerror(err));
+}
+
 namespace {
 
 // The interface index of a default route in /proc/net/route (IPv4) or /proc/net/ipv6_route;

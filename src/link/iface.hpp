@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "uroce/result.hpp"
 #include "uroce/types.hpp"
 
 namespace uroce::link {
@@ -27,6 +28,10 @@ uint64_t node_guid(const Interface& itf);
 
 // The interface holding addr (for 127/8, loopback).
 Interface find_interface(const Gid& addr);
+
+// What a device says when the host's interfaces could not be read (err: getifaddrs's errno,
+// EMFILE when out of descriptors): opened without them, its MTU and GIDs would be wrong.
+Error unreadable_interfaces(int err);
 
 // A network interface a device can sit on: up, with an address a UDP socket can bind without a
 // scope (IPv4, or IPv6 that is not link-local).

@@ -83,12 +83,6 @@ uint16_t bound_port(int fd) {
                                   : ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
 }
 
-// Out of descriptors, the interface's MTU and GIDs are unknown: a device opened without them
-// would be wrong, so it is not opened.
-Error unreadable_interfaces(int err) {
-  return make_error(err, std::string("cannot read the host's network interfaces: ") + std::strerror(err));
-}
-
 }  // namespace
 
 // Receive sockets for the IPv6 addresses, and send sockets on the ports the IPv4 ones have (a

@@ -253,7 +253,7 @@ void Daemon::drop_client(int fd) {
 // address detection): rxe follows its netdev's addresses the same way.
 Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
   link::Interface itf = link::find_interface(addr);
-  if (itf.error) return make_error(itf.error, std::string("uroced: cannot read the interfaces: ") + std::strerror(itf.error));
+  if (itf.error) return link::unreadable_interfaces(itf.error);
   if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
   std::vector<Gid> gids;
   if (wire::is_v4(addr) && !itf.loopback) gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "transport/roles.hpp"
+#include "wire/mtu.hpp"
 
 namespace uroce::transport {
 
@@ -113,8 +114,7 @@ bool ProtocolCore::progress(uint64_t now) {
         flush(*q);
         continue;
       }
-      // budget_per_qp is in packets of MTU 4096: as many bytes at a smaller path MTU.
-      uint32_t budget = cfg_.budget_per_qp * (4096 / std::max<uint32_t>(q->mtu(), 256));
+      uint32_t budget = wire::packets_at_mtu(cfg_.budget_per_qp, q->mtu());
       bool more = responder_run(cx, *q, budget);
       more |= requester_run(cx, *q, now, budget);
       if (more) schedule(*q);

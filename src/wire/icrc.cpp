@@ -225,8 +225,4 @@ uint32_t Ipv4IdShift::operator()(uint32_t icrc, uint16_t id_was, uint16_t id) co
   return icrc;
 }
 
-uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len) {
-  return Ipv4IdShift(ib_len)(icrc, id_was, id);
-}
-
 }  // namespace uroce::wire

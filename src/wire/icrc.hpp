@@ -44,12 +44,10 @@ enum class IcrcMatch : uint8_t { Bad, Seen, Assumed, Solved };
 // corruption passes that with probability 2^-16, where the exact check lets 2^-32 through.
 IcrcMatch icrc_check(const FlowAddr& f, std::span<const uint8_t> udp_payload, Ipv4Fields& ip);
 
-// The ICRC of an IPv4 packet (ib_len bytes from the BTH on, without the ICRC) had its IP ID been
-// `id` where `icrc` was computed with `id_was`: what segmentation offload, which numbers the
-// segments of a send one by one, needs for each segment. One multiplication, no pass over the bytes.
-uint32_t icrc_with_ipv4_id(uint32_t icrc, uint16_t id_was, uint16_t id, size_t ib_len);
-
-// The same for many packets of one length (a segmented run): made once, then a few XORs each.
+// Carries ICRCs of IPv4 packets of one length (ib_len bytes from the BTH on, without the ICRC)
+// from the IP ID they were computed with to another: what segmentation offload, which numbers
+// the segments of a send one by one, needs for each segment. Made once for a length (a few
+// multiplications), then a few XORs a packet, no pass over its bytes.
 class Ipv4IdShift {
  public:
   explicit Ipv4IdShift(size_t ib_len);

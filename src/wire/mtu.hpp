@@ -21,6 +21,12 @@ constexpr Mtu active_mtu_for(uint32_t ip_mtu, bool ipv6 = false) {
   return Mtu::Mtu256;  // the least IB allows, whatever the link
 }
 
+// As many packets of a path MTU of `mtu` bytes as carry what n packets of MTU 4096 do: the
+// requester's window and a pass's budget count those, so that a QP at a smaller path MTU keeps
+// as many bytes in flight and sends as many a pass.
+constexpr uint32_t packets_at_mtu(uint32_t n, uint32_t mtu) { return n * (4096 / (mtu < 256 ? 256 : mtu)); }
+static_assert(packets_at_mtu(256, 1024) == 1024 && packets_at_mtu(32, 4096) == 32);
+
 static_assert(active_mtu_for(1500) == Mtu::Mtu1024);
 static_assert(active_mtu_for(9000) == Mtu::Mtu4096);
 static_assert(active_mtu_for(65536) == Mtu::Mtu4096);

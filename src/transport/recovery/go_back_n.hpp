@@ -3,16 +3,14 @@
 // requester resends everything from the first loss, on a sequence NAK, a gap in the responses
 // or its transport timer. Nothing is held, marked or placed.
 #pragma once
-#include <algorithm>
-
 #include "transport/recovery/recovery.hpp"
+#include "wire/mtu.hpp"
 
 namespace uroce::transport::recovery::go_back_n {
 
-// max_inflight_pkts counts packets of the largest MTU (4096): at a smaller path MTU the window
-// holds as many bytes in more packets, so a 1500-byte link keeps as much data in flight.
+// max_inflight_pkts counts packets of MTU 4096: the same bytes in more packets at a smaller path MTU.
 inline uint32_t window(const Context& cx, const Qp& qp) {
-  return cx.config().window_pkts(false) * (4096 / std::max<uint32_t>(qp.mtu(), 256));
+  return wire::packets_at_mtu(cx.config().window_pkts(false), qp.mtu());
 }
 inline bool window_full(const Qp& qp, wire::Psn psn, uint32_t window) {
   return wire::Psn::distance(qp.comp.una, psn) >= window;
