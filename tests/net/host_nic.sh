@@ -226,7 +226,16 @@ if [ -n "$victim" ] && [ -n "$other" ] && [ "$(rts $victim)" -ge 1 ] && [ "$(rts
   ok "uroce --json lists both servers (pids $victim, $other) with their RC QPs in RTS"
 else bad "uroce --json for pids '$victim' '$other': $status"; fi
 # Per-QP counters: the other server's QP has received the WRITEs and sent their ACKs.
-counted=$(echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%d/%d/%d" % (q["rx_packets"], q["tx_packets"], q["rx_bytes"]) for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"${other:-0}"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))' 2>&1)
+# RTS comes with the client's RTU, before its first WRITE: wait for traffic, at most 10 s.
+counters() {
+  echo "$status" | $PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%d/%d/%d" % (q["rx_packets"], q["tx_packets"], q["rx_bytes"]) for dev in d["devices"] for p in dev["processes"] if p["pid"]=='"${other:-0}"' for q in p["qps"] if q["type"]=="RC" and q["state"]=="RTS"))' 2>&1
+}
+for i in $(seq 1 100); do
+  counted=$(counters)
+  case "$counted" in [1-9]*/[1-9]*/[1-9]*) break ;; esac
+  sleep 0.1
+  status=$(on 1 "$BIN/uroce" --json)
+done
 case "$counted" in
   [1-9]*/[1-9]*/[1-9]*) ok "its QP's counters (rx/tx packets, rx bytes): $counted" ;;
   *) bad "per-QP counters of pid '$other': '$counted'" ;;
