@@ -48,6 +48,12 @@ Result<DeviceSettings> device_settings(const DeviceOptions& o) {
   const std::string raw = env("UROCE_RAW_RX");
   using Rx = link::UdpLink::Rx;
   d.rx = o.raw_rx || raw == "1" ? Rx::Raw : raw == "0" ? Rx::Udp : Rx::Auto;
+  // UROCE_LINK=xdp: kernel bypass (AF_XDP) where the process may; udp: the kernel's sockets.
+  const std::string lk = env("UROCE_LINK");
+  if (!lk.empty() && lk != "udp" && lk != "xdp") return make_error(EINVAL, "UROCE_LINK: udp or xdp, not '" + lk + "'");
+  if (lk == "xdp" && d.rx == Rx::Raw) return make_error(EINVAL, "UROCE_LINK=xdp and raw receive exclude each other");
+  if (lk == "xdp") d.rx = Rx::Xdp;
+  else if (lk == "udp" && d.rx == Rx::Auto) d.rx = Rx::Udp;
   d.gso = !env_off("UROCE_GSO");
   d.same_host_shm = o.same_host_shm && !env_off("UROCE_SHM");
   d.progress_thread = o.progress_thread && !env_off("UROCE_PROGRESS_THREAD");

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -175,6 +176,7 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
     if (raw_fd_ < 0 && rx == Rx::Raw)
       return fail(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
+  if (ip_ && !fwd_only_ && rx == Rx::Xdp) open_xdp(slot);
   gso_ = gso && raw_fd_ < 0;
   if (gso_) {
     int one = 1;  // receive a run of datagrams of one flow in one buffer
@@ -186,6 +188,7 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
   if (epoll_fd_ < 0) return fail(errno, std::string("UDP link: epoll_create1: ") + std::strerror(errno));
   std::vector<int> fds;
   if (ip_ && !fwd_only_) fds.push_back(raw_fd_ >= 0 ? raw_fd_ : rx_fd_);
+  if (xdp_) fds.push_back(xdp_->fd());
   for (const auto& v : v6_)
     if (v.fd >= 0) fds.push_back(v.fd);
   if (fwd_fd_ >= 0) fds.push_back(fwd_fd_);
@@ -328,6 +331,30 @@ void UdpLink::drain_udp() {
   }
 }
 
+// The device's IPv4 frames by AF_XDP, if the process may and the interface can; else one line
+// and the sockets.
+void UdpLink::open_xdp(uint32_t slot) {
+  XdpPort::Config c;
+  c.ifindex = ifindex_;
+  c.ip = ip_;
+  c.slot = slot;
+  c.any_slot = !lease_;
+  c.ip_mtu = ip_mtu_;
+  auto port = XdpPort::open(c);
+  if (!port) {
+    std::fprintf(stderr, "uroce: AF_XDP is not available (%s): using UDP sockets\n", port.error().message.c_str());
+    return;
+  }
+  xdp_ = std::move(*port);
+}
+
+int UdpLink::poll_xdp(PacketSink& sink, uint64_t now, int max) {
+  return xdp_->poll(max, [&](const XdpPort::Frame& f) {
+    wire::Ipv4Fields ip = sink.deliver(f.pkt, f.flow, now, f.ip);
+    if (pcap_) pcap_->write(f.flow, f.pkt, now, ip);
+  });
+}
+
 int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
   drain_udp();
   int total = 0;
@@ -367,7 +394,14 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
     n = poll_forwarded(sink, now, max);
   }
   if (fwd_only_) return n;
-  if (ip_ && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
+  // With AF_XDP the IPv4 socket gets only what the program leaves to the kernel (a frame on
+  // another queue, a fragment): read after every sleep and every 16th busy poll.
+  bool v4 = ip_ != 0;
+  if (xdp_) {
+    if (n < max) n += poll_xdp(sink, now, max - n);
+    v4 = std::exchange(sock_due_, false) || (++sock_polls_ & 15) == 0;
+  }
+  if (v4 && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
   if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;
 }

@@ -17,6 +17,7 @@
 #include "link/host_nic.hpp"
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
+#include "link/xdp_port.hpp"
 #include "uroce/result.hpp"
 #include "wire/icrc.hpp"
 
@@ -29,8 +30,10 @@ class UdpLink final : public Link {
   // other than uroce, such as rxe and RoCE NICs, vary it). Udp: the UDP socket, which hides
   // the header; the core then solves for the ID, trying first the one uroce senders write (0,
   // then 1, 2, ... along a segmented run). Auto: the UDP socket, with segmentation and receive
-  // offload, which raw receive would cost.
-  enum class Rx : uint8_t { Auto, Udp, Raw };
+  // offload, which raw receive would cost. Xdp: IPv4 frames of the device through an AF_XDP
+  // socket both ways (link/xdp_port.hpp), the sockets for the rest; where the process or the
+  // interface cannot, the sockets alone, with one line saying why.
+  enum class Rx : uint8_t { Auto, Udp, Raw, Xdp };
 
   // addr: an IPv4-mapped or IPv6 GID; all zero: the first free 127.0.0.x (x = 1..254). A
   // device on an IPv4 address other than loopback also receives on the IPv6 addresses of its
@@ -45,6 +48,7 @@ class UdpLink final : public Link {
                                                       const std::string& pcap_path, Rx rx = Rx::Auto, bool gso = true);
   HostNicLease* lease() const { return lease_.get(); }  // null on a device of this process alone
   bool raw() const { return raw_fd_ >= 0; }
+  const XdpPort* xdp() const { return xdp_.get(); }  // null: kernel sockets only
   PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();
 
@@ -57,7 +61,7 @@ class UdpLink final : public Link {
   uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
   int poll_rx(PacketSink& sink, uint64_t now, int max) override;
-  void woke() override { fwd_due_ = true; }
+  void woke() override { fwd_due_ = sock_due_ = true; }
 
  private:
   UdpLink() = default;
@@ -66,6 +70,9 @@ class UdpLink final : public Link {
   int poll_forwarded(PacketSink& sink, uint64_t now, int max);
   void answer_status();
   int poll_raw(PacketSink& sink, uint64_t now, int max);
+  int poll_xdp(PacketSink& sink, uint64_t now, int max);
+  void send_sockets(std::span<wire::PacketBuf* const> pkts, uint64_t now);
+  void open_xdp(uint32_t slot);
   int poll_v4(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
@@ -92,6 +99,10 @@ class UdpLink final : public Link {
   uint64_t node_guid_ = 0;
   int epoll_fd_ = -1;
   std::unique_ptr<PcapWriter> pcap_;
+  std::unique_ptr<XdpPort> xdp_;
+  std::vector<wire::PacketBuf*> rest_;  // what the XDP port leaves to the sockets
+  bool sock_due_ = true;  // with XDP: read the IPv4 socket on the next poll
+  uint32_t sock_polls_ = 0;
   std::vector<uint8_t> rx_buf_;
   std::unique_ptr<HostNicLease> lease_;
   int fwd_fd_ = -1;  // MADs the host NIC daemon passes on

@@ -87,7 +87,25 @@ const wire::Ipv4IdShift& UdpLink::id_shift(uint32_t ib_len) {
   return slot.second;
 }
 
+// IPv4 packets to a resolved neighbour by the XDP port, the rest by the sockets.
 void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
+  if (!xdp_) return send_sockets(q, now);
+  rest_.clear();
+  for (wire::PacketBuf* p : q) {
+    if (!xdp_->queue(*p, now)) {
+      rest_.push_back(p);
+      continue;
+    }
+    if (pcap_) {
+      p->materialize();
+      pcap_->write(p->flow, {p->data, p->len}, now, {});
+    }
+  }
+  xdp_->flush();
+  if (!rest_.empty()) send_sockets(rest_, now);
+}
+
+void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
   constexpr unsigned kMsgs = kBatch;
   constexpr size_t kCtrl = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t));
   mmsghdr msgs[kMsgs];

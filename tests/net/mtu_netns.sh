@@ -3,7 +3,9 @@
 # 1500, then at 9000. Every uroce-perf operation at every size over IPv4, a subset over the
 # IPv6 link-local GID (index 0, as rxe orders its GIDs), rdma-check (byte-exact, through the
 # libibverbs drop-in) and perftest run across it with default settings, and every packet
-# captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000.
+# captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. The IPv4 matrix runs again
+# with UROCE_LINK=xdp: through AF_XDP at 1500, declined in one line at 9000 (and without
+# capabilities).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -81,18 +83,37 @@ perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 l
   fam=IPv4
   [ "$gid" = 0 ] && fam=IPv6
   cap="$tmp/perf-$1-$2-$3-$4-$gid.pcap"
-  inA env UROCE_PCAP="$cap" timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
+  inA env UROCE_PCAP="$cap" $link_env timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
   srv=$!
-  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid "$gid" --op "$2" --mode "$3" \
-        --size "$4" --iters "$5" --json 2>&1)
+  out=$(inB env $link_env timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid "$gid" --op "$2" \
+        --mode "$3" --size "$4" --iters "$5" --json 2>&1)
   c=$?
   wait $srv
   s=$?
-  if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true'; then
-    ok "MTU $1: uroce-perf over $fam $2 $3 $4 B x $5, verified"
+  if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true' && link_used "$out" "$(cat "$tmp/srv.log")"; then
+    ok "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5, verified"
   else
-    bad "MTU $1: uroce-perf over $fam $2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
+    bad "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
   fi
+}
+link_env="" link_name=""
+link_used() { :; }  # the sockets: nothing more to check
+# With UROCE_LINK=xdp both ends send and receive through AF_XDP: their counters say so.
+xdp_used() {
+  for log in "$1" "$2"; do
+    echo "$log" | grep -q "AF_XDP is not available" && return 1
+    echo "$log" | grep -q "xdp_tx_packets=[1-9]" || return 1
+    echo "$log" | grep -q "xdp_rx_packets=[1-9]" || return 1
+  done
+}
+# Where AF_XDP cannot run (frames of 4096 bytes hold no 9000-byte packet) each end says why
+# in one line, once, and the sockets carry everything.
+xdp_declined() {
+  for log in "$1" "$2"; do
+    [ "$(echo "$log" | grep -c "AF_XDP is not available")" = 1 ] || return 1
+    echo "$log" | grep -q "xdp_" && return 1
+  done
+  return 0
 }
 
 pair() {  # NAME SERVER-CMD... -- CLIENT-CMD...: runs a drop-in program pair across the link
@@ -120,6 +141,22 @@ pair() {  # NAME SERVER-CMD... -- CLIENT-CMD...: runs a drop-in program pair acr
   fi
 }
 
+op_matrix() {  # MTU: every operation at every size over IPv4, latency and bandwidth
+for op in send send_imm write write_imm read; do
+  for size in 1 1023 1024 65536 1048576; do
+    it=100
+    [ $size = 1048576 ] && it=10
+    perf_case $1 $op lat $size $it
+    [ $size = 1048576 ] && it=30 || it=300
+    perf_case $1 $op bw $size $it
+  done
+done
+for op in atomic cas; do
+  perf_case $1 $op lat 8 100
+  perf_case $1 $op bw 8 300
+done
+}
+
 for mtu in 1500 9000; do
   ip -n "$A" link set "uma$tag" mtu $mtu
   ip -n "$B" link set "umb$tag" mtu $mtu
@@ -133,19 +170,7 @@ for mtu in 1500 9000; do
     "0=fe80:"*" 1=::ffff:$net.1 ") ok "MTU $mtu: GID 0 is the IPv6 link-local address, GID 1 the IPv4 one ($gids)" ;;
     *) bad "MTU $mtu: GID table '$gids'" ;;
   esac
-  for op in send send_imm write write_imm read; do
-    for size in 1 1023 1024 65536 1048576; do
-      it=100
-      [ $size = 1048576 ] && it=10
-      perf_case $mtu $op lat $size $it
-      [ $size = 1048576 ] && it=30 || it=300
-      perf_case $mtu $op bw $size $it
-    done
-  done
-  for op in atomic cas; do
-    perf_case $mtu $op lat 8 100
-    perf_case $mtu $op bw 8 300
-  done
+  op_matrix $mtu
   for op in send write read; do
     for size in 1024 65536 1048576; do
       perf_case $mtu $op bw $size 30 0
@@ -159,6 +184,31 @@ for mtu in 1500 9000; do
   done
   t="ib_write_bw -s 65536 -n 200"
   pair "${t%% *} over IPv6" $t -x 0 --use_old_post_send -p PORT -- $t -x 0 --use_old_post_send -p PORT SERVER
+  # The op matrix again over IPv4 with kernel bypass forced (UROCE_LINK=xdp): through AF_XDP
+  # at 1500; at 9000 declined with one line each, over the sockets.
+  link_env="UROCE_LINK=xdp UROCE_PERF_COUNTERS=1" link_name="AF_XDP "
+  if [ $mtu = 1500 ]; then link_used() { xdp_used "$@"; }; else link_used() { xdp_declined "$@"; }; fi
+  op_matrix $mtu
+  link_env="" link_name=""
+  link_used() { :; }
+  if [ $mtu = 1500 ]; then  # root without capabilities: one line, then the sockets
+    port=$((port + 1))
+    nocap="setpriv --bounding-set=-all --inh-caps=-all"
+    inA env UROCE_LINK=xdp UROCE_PERF_COUNTERS=1 $nocap timeout 120 "$BIN/uroce-perf" --server --port $port --gid 1 \
+      > "$tmp/srv.log" 2>&1 &
+    srv=$!
+    out=$(inB env UROCE_LINK=xdp UROCE_PERF_COUNTERS=1 $nocap timeout 120 "$BIN/uroce-perf" --connect "$net.1" \
+          --port $port --gid 1 --op write --mode bw --size 65536 --iters 300 --json 2>&1)
+    c=$?
+    wait $srv
+    s=$?
+    if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true' && xdp_declined "$out" "$(cat "$tmp/srv.log")" &&
+       echo "$out" | grep -q "AF_XDP is not available (cannot load the XDP program (needs CAP_NET_ADMIN and CAP_BPF)"; then
+      ok "MTU $mtu: without CAP_NET_ADMIN/CAP_BPF, UROCE_LINK=xdp says so in one line and WRITEs go by UDP, verified"
+    else
+      bad "MTU $mtu: without capabilities (client $c, server $s): $out $(cat "$tmp/srv.log")"
+    fi
+  fi
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"

@@ -1,0 +1,319 @@
+#include "link/xdp_port.hpp"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "link/steering.hpp"
+#include "wire/bytes.hpp"
+
+#if UROCE_HAVE_XDP
+#include <cstdarg>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <xdp/xsk.h>
+
+// The XDP program, compiled at build time (xdp/roce_steer.bpf.c).
+extern const unsigned char uroce_roce_steer_obj[];
+extern const unsigned long uroce_roce_steer_obj_len;
+#endif
+
+namespace uroce::link {
+
+#if UROCE_HAVE_XDP
+
+namespace {
+
+constexpr uint32_t kFrameSize = 4096;
+constexpr uint32_t kRxFrames = 2048, kTxFrames = 2048;
+constexpr uint32_t kRingSize = 2048;
+constexpr uint64_t kNeighbourRecheckNs = 1'000'000'000;  // a peer that moved is found within 1 s
+constexpr uint16_t kEthIpv4 = 0x0800;
+
+// The Ethernet address of `ip` on the interface as the kernel's neighbour table has it
+// (reachable or stale), or false.
+bool arp_lookup(uint32_t ifindex, uint32_t ip, std::array<uint8_t, 6>& mac) {
+  char name[IF_NAMESIZE];
+  if (!if_indextoname(ifindex, name)) return false;
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  arpreq r{};
+  auto* pa = reinterpret_cast<sockaddr_in*>(&r.arp_pa);
+  pa->sin_family = AF_INET;
+  pa->sin_addr.s_addr = htonl(ip);
+  std::memcpy(r.arp_dev, name, std::min(sizeof r.arp_dev - 1, std::strlen(name)));
+  const bool ok = ioctl(fd, SIOCGARP, &r) == 0 && (r.arp_flags & ATF_COM);
+  close(fd);
+  if (ok) std::memcpy(mac.data(), r.arp_ha.sa_data, 6);
+  return ok;
+}
+
+bool own_mac(uint32_t ifindex, std::array<uint8_t, 6>& mac) {
+  char name[IF_NAMESIZE];
+  if (!if_indextoname(ifindex, name)) return false;
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  ifreq r{};
+  std::memcpy(r.ifr_name, name, std::min(sizeof r.ifr_name - 1, std::strlen(name)));
+  const bool ok = ioctl(fd, SIOCGIFHWADDR, &r) == 0 && r.ifr_hwaddr.sa_family == ARPHRD_ETHER;
+  close(fd);
+  if (ok) std::memcpy(mac.data(), r.ifr_hwaddr.sa_data, 6);
+  return ok;
+}
+
+}  // namespace
+
+struct XdpPort::State {
+  bpf_object* obj = nullptr;
+  int link_fd = -1;  // the program's attachment
+  void* area = nullptr;
+  size_t area_len = 0;
+  xsk_umem* umem = nullptr;
+  xsk_socket* xsk = nullptr;
+  xsk_ring_prod fill{};
+  xsk_ring_cons comp{};
+  xsk_ring_cons rx{};
+  xsk_ring_prod tx{};
+  std::vector<uint64_t> free_tx;  // UMEM addresses of transmit frames not in flight
+  uint32_t rx_idx = 0;            // the first descriptor peek() returned
+  ~State() {
+    if (xsk) xsk_socket__delete(xsk);
+    if (umem) xsk_umem__delete(umem);
+    if (link_fd >= 0) close(link_fd);  // the program leaves the interface with it
+    if (obj) bpf_object__close(obj);
+    if (area) munmap(area, area_len);
+  }
+};
+
+XdpPort::XdpPort() : s_(std::make_unique<State>()) {}
+XdpPort::~XdpPort() = default;
+
+int XdpPort::fd() const { return xsk_socket__fd(s_->xsk); }
+
+namespace {
+
+int quiet(enum libbpf_print_level, const char*, va_list) { return 0; }
+
+struct SteerConfig {  // as in xdp/roce_steer.bpf.c
+  uint32_t ip, slot, any_slot, qpn_shift;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
+  libbpf_set_print(quiet);  // failures come back as errors, said once by the caller
+  std::unique_ptr<XdpPort> p(new XdpPort);
+  State& s = *p->s_;
+  p->ip_ = c.ip;
+  p->ifindex_ = c.ifindex;
+  char name[IF_NAMESIZE];
+  if (!if_indextoname(c.ifindex, name)) return make_error(ENODEV, "no interface for AF_XDP");
+  if (!own_mac(c.ifindex, p->mac_)) return make_error(EOPNOTSUPP, std::string(name) + " is not an Ethernet interface");
+  if (c.ip_mtu + wire::kEthLen + XDP_PACKET_HEADROOM > kFrameSize)
+    return make_error(EOPNOTSUPP, "MTU " + std::to_string(c.ip_mtu) + " does not fit an AF_XDP frame of " +
+                                      std::to_string(kFrameSize) + " bytes");
+  s.obj = bpf_object__open_mem(uroce_roce_steer_obj, uroce_roce_steer_obj_len, nullptr);
+  if (!s.obj) return make_error(errno, "cannot open the XDP program");
+  if (int r = bpf_object__load(s.obj); r != 0)
+    return make_error(-r, std::string("cannot load the XDP program (needs CAP_NET_ADMIN and CAP_BPF): ") +
+                              std::strerror(-r));
+  bpf_program* prog = bpf_object__find_program_by_name(s.obj, "roce_steer");
+  const int cfg_fd = bpf_object__find_map_fd_by_name(s.obj, "config");
+  const int xsks_fd = bpf_object__find_map_fd_by_name(s.obj, "xsks");
+  if (!prog || cfg_fd < 0 || xsks_fd < 0) return make_error(EINVAL, "the XDP program lacks its maps");
+  const SteerConfig sc{htonl(c.ip), c.slot, c.any_slot ? 1u : 0u, uint32_t(steering::kQpnLocalBits)};
+  const uint32_t zero = 0;
+  if (bpf_map_update_elem(cfg_fd, &zero, &sc, 0) != 0) return make_error(errno, "cannot configure the XDP program");
+
+  // A link attachment: the program leaves the interface when this process closes it or dies.
+  // The driver's hook first; the generic one where the driver has none.
+  for (uint32_t mode : {uint32_t(XDP_FLAGS_DRV_MODE), uint32_t(XDP_FLAGS_SKB_MODE)}) {
+    bpf_link_create_opts lo{};
+    lo.sz = sizeof lo;
+    lo.flags = mode;
+    s.link_fd = bpf_link_create(bpf_program__fd(prog), int(c.ifindex), BPF_XDP, &lo);
+    if (s.link_fd >= 0) {
+      p->native_ = mode == XDP_FLAGS_DRV_MODE;
+      break;
+    }
+    if (errno == EBUSY || errno == EEXIST)
+      return make_error(EBUSY, std::string("another XDP program is on ") + name);
+  }
+  if (s.link_fd < 0)
+    return make_error(errno, std::string("cannot attach the XDP program to ") + name + ": " + std::strerror(errno));
+
+  s.area_len = size_t(kRxFrames + kTxFrames) * kFrameSize;
+  s.area = mmap(nullptr, s.area_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (s.area == MAP_FAILED) {
+    s.area = nullptr;
+    return make_error(errno, "cannot map the AF_XDP frames");
+  }
+  xsk_umem_config uc{kRingSize * 2, kRingSize, kFrameSize, 0, 0};
+  if (int r = xsk_umem__create(&s.umem, s.area, s.area_len, &s.fill, &s.comp, &uc); r != 0)
+    return make_error(-r, std::string("cannot register the AF_XDP frames: ") + std::strerror(-r));
+  xsk_socket_config xc{};
+  xc.rx_size = kRingSize;
+  xc.tx_size = kRingSize;
+  xc.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
+  int r = -EOPNOTSUPP;
+  for (uint16_t bind : {uint16_t(XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP), uint16_t(XDP_COPY | XDP_USE_NEED_WAKEUP)}) {
+    xc.bind_flags = bind;
+    r = xsk_socket__create(&s.xsk, name, 0, s.umem, &s.rx, &s.tx, &xc);
+    if (r == 0) {
+      p->zero_copy_ = bind & XDP_ZEROCOPY;
+      break;
+    }
+    if (r == -EBUSY) return make_error(EBUSY, std::string("queue 0 of ") + name + " has an AF_XDP socket already");
+  }
+  if (r != 0) return make_error(-r, std::string("cannot open an AF_XDP socket on ") + name + ": " + std::strerror(-r));
+  const int xfd = xsk_socket__fd(s.xsk);
+  const uint32_t queue = 0;
+  if (bpf_map_update_elem(xsks_fd, &queue, &xfd, 0) != 0) return make_error(errno, "cannot steer to the AF_XDP socket");
+
+  uint32_t idx = 0;
+  if (xsk_ring_prod__reserve(&s.fill, kRxFrames, &idx) != kRxFrames) return make_error(ENOMEM, "AF_XDP fill ring");
+  for (uint32_t i = 0; i < kRxFrames; ++i) *xsk_ring_prod__fill_addr(&s.fill, idx + i) = uint64_t(i) * kFrameSize;
+  xsk_ring_prod__submit(&s.fill, kRxFrames);
+  for (uint32_t i = 0; i < kTxFrames; ++i) s.free_tx.push_back(uint64_t(kRxFrames + i) * kFrameSize);
+  return p;
+}
+
+int XdpPort::peek(int max) {
+  const uint32_t n = xsk_ring_cons__peek(&s_->rx, uint32_t(max), &s_->rx_idx);
+  if (n == 0 && xsk_ring_prod__needs_wakeup(&s_->fill))
+    recvfrom(fd(), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+  return int(n);
+}
+
+// Ethernet, IPv4 without options, UDP to 4791: what the program let by, checked again (it is
+// the wire's), lengths from the headers, never beyond the frame.
+bool XdpPort::parse(int k, Frame& f) {
+  const xdp_desc* d = xsk_ring_cons__rx_desc(&s_->rx, s_->rx_idx + uint32_t(k));
+  if (d->len > kFrameSize || (d->addr % kFrameSize) + d->len > kFrameSize) return false;
+  const uint8_t* b = static_cast<const uint8_t*>(xsk_umem__get_data(s_->area, d->addr));
+  const size_t len = d->len;
+  if (len < wire::kEthLen + wire::kIpv4Len + wire::kUdpLen || wire::read_be16(b + 12) != kEthIpv4) return false;
+  const uint8_t* ip = b + wire::kEthLen;
+  const size_t tot = wire::read_be16(ip + 2);
+  if (ip[0] != 0x45 || ip[9] != 17 || tot < wire::kIpv4Len + wire::kUdpLen || wire::kEthLen + tot > len) return false;
+  if (wire::read_be16(ip + 6) & 0x3fff) return false;  // a fragment
+  const uint8_t* udp = ip + wire::kIpv4Len;
+  const size_t ulen = wire::read_be16(udp + 4);
+  if (ulen < wire::kUdpLen || wire::kIpv4Len + ulen > tot || wire::read_be16(udp + 2) != wire::kRoceV2Port)
+    return false;
+  f.flow = wire::FlowAddr::ipv4(wire::read_be32(ip + 12), wire::read_be32(ip + 16), wire::read_be16(udp),
+                                wire::read_be16(udp + 2));
+  f.ip = wire::Ipv4Fields{wire::read_be16(ip + 4), wire::read_be16(ip + 6), ip[1], ip[8]};
+  f.pkt = {udp + wire::kUdpLen, ulen - wire::kUdpLen};
+  ++received_;
+  return true;
+}
+
+// The frames go back to the fill ring for the next arrivals.
+void XdpPort::release(int n) {
+  State& s = *s_;
+  uint32_t idx = 0;
+  const uint32_t got = xsk_ring_prod__reserve(&s.fill, uint32_t(n), &idx);
+  for (uint32_t i = 0; i < got; ++i) {
+    const uint64_t a = xsk_ring_cons__rx_desc(&s.rx, s.rx_idx + i)->addr;
+    *xsk_ring_prod__fill_addr(&s.fill, idx + i) = a - a % kFrameSize;
+  }
+  xsk_ring_prod__submit(&s.fill, got);
+  xsk_ring_cons__release(&s.rx, uint32_t(n));
+}
+
+// Transmit frames the kernel has finished with.
+void XdpPort::reap() {
+  uint32_t idx = 0;
+  const uint32_t n = xsk_ring_cons__peek(&s_->comp, kRingSize, &idx);
+  for (uint32_t i = 0; i < n; ++i) s_->free_tx.push_back(*xsk_ring_cons__comp_addr(&s_->comp, idx + i));
+  xsk_ring_cons__release(&s_->comp, n);
+}
+
+const uint8_t* XdpPort::neighbour(uint32_t ip, uint64_t now) {
+  Neighbour& n = neighbours_[ip];
+  if (n.checked_ns == 0 || now - n.checked_ns >= kNeighbourRecheckNs) {
+    n.known = arp_lookup(ifindex_, ip, n.mac);
+    n.checked_ns = now ? now : 1;
+  }
+  return n.known ? n.mac.data() : nullptr;
+}
+
+bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
+  if (!p.flow.v4() || wire::v4_of(p.flow.src) != ip_) return false;
+  const uint8_t* dmac = neighbour(wire::v4_of(p.flow.dst), now);
+  if (!dmac) return false;
+  State& s = *s_;
+  if (s.free_tx.empty()) reap();
+  uint32_t idx = 0;
+  if (s.free_tx.empty() || xsk_ring_prod__reserve(&s.tx, 1, &idx) != 1) return false;
+  const uint64_t addr = s.free_tx.back();
+  s.free_tx.pop_back();
+  uint8_t* b = static_cast<uint8_t*>(xsk_umem__get_data(s.area, addr));
+  std::memcpy(b, dmac, 6);
+  std::memcpy(b + 6, mac_.data(), 6);
+  wire::write_be16(b + 12, kEthIpv4);
+  wire::Ipv4Fields ip;  // ID 0 and DF, as the ICRC was made for; ECT(0) as the UDP sockets send
+  ip.tos = wire::kEcnEct0;
+  const size_t h = wire::kEthLen + wire::write_ip_udp(b + wire::kEthLen, p.flow, p.len, ip);
+  p.copy_to(b + h);
+  xdp_desc* d = xsk_ring_prod__tx_desc(&s.tx, idx);
+  d->addr = addr;
+  d->len = uint32_t(h + p.len);
+  d->options = 0;
+  xsk_ring_prod__submit(&s.tx, 1);
+  ++queued_;
+  ++sent_;
+  return true;
+}
+
+void XdpPort::flush() {
+  if (queued_ == 0) return;
+  queued_ = 0;
+  // Copy mode always needs the kick, and sends at most 32 frames per kick: again until the
+  // ring is taken (bounded: a kick that moves nothing ends it). Zero copy only when the driver
+  // asks for it.
+  xsk_ring_prod& tx = s_->tx;
+  if (!zero_copy_ || xsk_ring_prod__needs_wakeup(&tx)) {
+    for (int i = 0; i < 256; ++i) {
+      const uint32_t before = __atomic_load_n(tx.consumer, __ATOMIC_ACQUIRE);
+      if (before == tx.cached_prod) break;
+      if (sendto(fd(), nullptr, 0, MSG_DONTWAIT, nullptr, 0) < 0 && errno != EAGAIN && errno != EBUSY) break;
+      if (__atomic_load_n(tx.consumer, __ATOMIC_ACQUIRE) == before) break;
+    }
+  }
+  reap();
+}
+
+#else  // built without libxdp/libbpf
+
+struct XdpPort::State {};
+XdpPort::XdpPort() = default;
+XdpPort::~XdpPort() = default;
+int XdpPort::fd() const { return -1; }
+Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config&) {
+  return make_error(EOPNOTSUPP, "built without AF_XDP (libxdp-dev, libbpf-dev and clang at build time)");
+}
+int XdpPort::peek(int) { return 0; }
+bool XdpPort::parse(int, Frame&) { return false; }
+void XdpPort::release(int) {}
+void XdpPort::reap() {}
+const uint8_t* XdpPort::neighbour(uint32_t, uint64_t) { return nullptr; }
+bool XdpPort::queue(const wire::PacketBuf&, uint64_t) { return false; }
+void XdpPort::flush() {}
+
+#endif
+
+}  // namespace uroce::link

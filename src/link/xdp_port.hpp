@@ -1,0 +1,103 @@
+// Kernel bypass for the UDP link: an AF_XDP socket (XSK) on one queue of the interface, fed by
+// an XDP program (xdp/roce_steer.bpf.c) that takes this device's RoCEv2 frames (IPv4, UDP 4791,
+// its address, its steering slot) before the kernel's network stack and leaves the rest to it.
+// Frames move through a UMEM of this process: received ones are read in place, sent ones are
+// written whole (Ethernet, IPv4, UDP, the RoCE packet) with one copy of the payload. Zero copy
+// where the driver supports it, copy mode elsewhere (veth).
+//
+// What it does not carry goes on through the UDP sockets: IPv6, a peer whose Ethernet address
+// the kernel has not resolved yet (the kernel's own send resolves it), frames that arrive on a
+// queue without an XSK. One XSK per queue of an interface: a second process asking for the
+// same queue is told it is taken and keeps the UDP path.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "uroce/result.hpp"
+#include "wire/ip_udp.hpp"
+#include "wire/packet_buf.hpp"
+
+namespace uroce::link {
+
+class XdpPort {
+ public:
+  struct Config {
+    uint32_t ifindex = 0;
+    uint32_t ip = 0;           // the device's IPv4 address, host order
+    uint32_t slot = 0;         // its steering slot (link/steering.hpp); 0 with any_slot
+    bool any_slot = true;      // a device of this process alone
+    uint32_t ip_mtu = 1500;
+  };
+  // Why not, as an error (EPERM without CAP_NET_ADMIN and CAP_BPF, EBUSY for a taken queue,
+  // EOPNOTSUPP where the build or the interface has no AF_XDP).
+  static Result<std::unique_ptr<XdpPort>> open(const Config& c);
+  ~XdpPort();
+  XdpPort(const XdpPort&) = delete;
+  XdpPort& operator=(const XdpPort&) = delete;
+
+  int fd() const;          // readable when frames arrived
+  bool zero_copy() const { return zero_copy_; }
+  bool native() const { return native_; }  // the driver runs the program (else the generic hook)
+
+  // Queues an IPv4 packet for sending; false if it must go another way (no free frame, or
+  // the peer's Ethernet address is not known: the kernel's path resolves it). flush() sends.
+  bool queue(const wire::PacketBuf& p, uint64_t now);
+  void flush();
+
+  // A received RoCEv2 packet: its UDP payload, flow and IP header fields, as the wire had them.
+  struct Frame {
+    std::span<const uint8_t> pkt;
+    wire::FlowAddr flow;
+    wire::Ipv4Fields ip;
+  };
+  // Hands up to max received frames to fn (each valid only during the call); returns how many
+  // frames it took off the ring, malformed ones (dropped, counted in malformed()) included.
+  template <class Fn>
+  int poll(int max, Fn&& fn) {
+    int n = 0;
+    while (n < max) {
+      const int got = peek(max - n);
+      if (got == 0) break;
+      for (int k = 0; k < got; ++k) {
+        Frame f;
+        if (parse(k, f)) fn(f);
+        else ++malformed_;
+      }
+      release(got);
+      n += got;
+    }
+    return n;
+  }
+  uint64_t malformed() const { return malformed_; }
+  uint64_t sent() const { return sent_; }
+  uint64_t received() const { return received_; }
+
+ private:
+  struct State;  // the libxdp/libbpf objects and rings
+  XdpPort();
+  int peek(int max);
+  bool parse(int k, Frame& f);
+  void release(int n);
+  void reap();
+  const uint8_t* neighbour(uint32_t ip, uint64_t now);
+  std::unique_ptr<State> s_;
+  bool zero_copy_ = false;
+  bool native_ = false;
+  uint32_t ip_ = 0;
+  uint32_t ifindex_ = 0;
+  std::array<uint8_t, 6> mac_{};
+  struct Neighbour {
+    std::array<uint8_t, 6> mac{};
+    bool known = false;
+    uint64_t checked_ns = 0;
+  };
+  std::unordered_map<uint32_t, Neighbour> neighbours_;
+  uint64_t malformed_ = 0, sent_ = 0, received_ = 0;
+  uint32_t queued_ = 0;
+};
+
+}  // namespace uroce::link
