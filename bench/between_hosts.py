@@ -7,7 +7,9 @@ the same link:
 - 64 B RDMA WRITEs per second on one QP against sockperf's UDP throughput test (64 B);
 - 64 KiB and 1 MiB RDMA WRITE streams against one iperf3 TCP stream, with the CPU each costs
   (core-seconds per Gbit moved, both sides together: from the processes' rusage for uroce,
-  iperf3's own report for TCP), and 64 KiB against ucx_perftest tag_bw over tcp.
+  iperf3's own report for TCP), and 64 KiB against ucx_perftest tag_bw over tcp;
+- each link forced over the IPv4 GID (UROCE_LINK=udp, UROCE_LINK=xdp): 64 B latency against
+  sockperf UDP and 64 KiB WRITE against iperf3, with how AF_XDP ran (zero copy or copy mode).
 Interleaved rounds (uroce, other, uroce, other, ...); each ratio is the median of the per-round
 ratios. uroce's bytes are verified by uroce-perf. Writes a table (--out) and a plot of the
 ratios beside it (.png, with gnuplot). Needs root (ip netns).
@@ -34,13 +36,34 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def uroce(op, mode, size, iters, key):
+def uroce(op, mode, size, iters, key, link=None):
+    """link: None, the defaults (GID 0, the IPv6 link-local address); 'udp' or 'xdp', forced with
+    UROCE_LINK over the IPv4 GID (1), where AF_XDP applies."""
     args = ['--op', op, '--mode', mode, '--size', size, '--iters', iters, '--json']
+    env, gid = (), ()
+    if link:
+        env, gid = ('UROCE_LINK=' + link, 'UROCE_PERF_COUNTERS=1'), ('--gid', '1')
     t0 = children_cpu()
-    r = hosts.perf_pair(perf, hosts.next_port(), args)
+    r = hosts.perf_pair(perf, hosts.next_port(), args + list(gid), env=env, server_args=gid)
+    if link == 'xdp':
+        xdp_modes.add(xdp_mode(r['stderr']))
     if key == 'cpu':  # core-seconds per Gbit, both processes from start to end
         return (children_cpu() - t0) / (int(size) * int(iters) * 8 / 1e9)
     return r[key] * (1e3 if key == 'msg_rate_mps' else 1)  # messages per second in thousands
+
+
+xdp_modes = set()
+
+
+def xdp_mode(err):
+    """How AF_XDP ran, from the client's counters, or why it did not."""
+    m = re.search(r'AF_XDP is not available \((.*)\): using UDP', err)
+    if m:
+        return 'declined: ' + m.group(1)
+    if 'xdp_tx_packets=' not in err:
+        return 'not used'
+    return ('zero copy' if 'xdp_zero_copy=1' in err else 'copy mode') + \
+        (', driver hook' if 'xdp_native=1' in err else ', generic hook')
 
 
 def sockperf(mode, tcp):
@@ -113,6 +136,18 @@ ROWS = [  # label, uroce measure, other measure, what is better, short name for 
      lambda: iperf3('gbps'), 'higher', '1M/iperf3'),
     ('64 KiB stream (Gb/s): WRITE vs ucx_perftest tag_bw, tcp', lambda: uroce('write', 'bw', '65536', '4000', 'bw_gbps'),
      lambda: ucx_perftest('tag_bw', 65536, 4000), 'higher', '64K/UCX tcp'),
+    ('64 B latency p50 (us): SEND over IPv4, UROCE_LINK=udp vs sockperf UDP ping-pong',
+     lambda: uroce('send', 'lat', '64', '20000', 'lat_p50_us', 'udp'), lambda: sockperf('pp', False), 'lower',
+     'lat IPv4 udp/sockperf UDP'),
+    ('64 B latency p50 (us): SEND over IPv4, UROCE_LINK=xdp vs sockperf UDP ping-pong',
+     lambda: uroce('send', 'lat', '64', '20000', 'lat_p50_us', 'xdp'), lambda: sockperf('pp', False), 'lower',
+     'lat IPv4 xdp/sockperf UDP'),
+    ('64 KiB stream (Gb/s): WRITE over IPv4, UROCE_LINK=udp vs iperf3',
+     lambda: uroce('write', 'bw', '65536', '4000', 'bw_gbps', 'udp'), lambda: iperf3('gbps'), 'higher',
+     '64K IPv4 udp/iperf3'),
+    ('64 KiB stream (Gb/s): WRITE over IPv4, UROCE_LINK=xdp vs iperf3',
+     lambda: uroce('write', 'bw', '65536', '4000', 'bw_gbps', 'xdp'), lambda: iperf3('gbps'), 'higher',
+     '64K IPv4 xdp/iperf3'),
     ('CPU (core-s per Gbit, both hosts): 64 KiB WRITE vs iperf3', lambda: uroce('write', 'bw', '65536', '4000', 'cpu'),
      lambda: iperf3('cpu'), 'lower', 'CPU/iperf3'),
 ]
@@ -141,9 +176,11 @@ try:
     hosts.setup()
     lines = ['| between two namespaces (veth) | MTU | uroce | other | uroce/other (range) |', '|---|---:|---:|---:|---:|']
     ratios = [(short, {}) for *_, short in ROWS]
+    notes = []
     for mtu in (1500, 9000):
         hosts.set_mtu(mtu)
         hosts.kill('uroced')  # a new daemon takes the interface's new MTU
+        xdp_modes.clear()
         for (label, ours, theirs, better, _), (_, by_mtu) in zip(ROWS, ratios):
             u, k, rs = [], [], []
             for _ in range(pairs):
@@ -156,6 +193,7 @@ try:
             lines.append(f'| {label} ({better} is better) | {mtu} | {med(u):.2f} | {med(k):.2f} | '
                          f'{med(rs):.3f} ({min(rs):.2f}-{max(rs):.2f}) |')
             print(lines[-1], flush=True)
+        notes.append(f'MTU {mtu}: AF_XDP ran in {", ".join(sorted(xdp_modes))}.')
     text = '\n'.join(lines)
     if out:
         with open(out, 'w') as f:
@@ -163,7 +201,7 @@ try:
             at = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
                                 cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
             f.write(f'`bench/between_hosts.py {build} --pairs {pairs}` ({when}, at {at}, {os.cpu_count()} cores)\n\n'
-                    f'{text}\n\n![ratios](between_hosts.png)\n')
+                    f'{text}\n\n' + '\n'.join(notes) + '\n\n![ratios](between_hosts.png)\n')
         plot(os.path.splitext(out)[0] + '.png', ratios)
 finally:
     hosts.cleanup()

@@ -74,10 +74,12 @@ class Hosts:
             subprocess.run(['sleep', '0.1'])
         raise SystemExit(f'nothing listens on port {port} on host {host}')
 
-    def perf_pair(self, perf, port, args, env=(), server_as=()):
-        """uroce-perf: a server on host 1 (run through server_as, e.g. setpriv), a client on host 2
-        with `args` (--op ... --json); its last JSON line, which must say verified."""
-        srv = subprocess.Popen(self.on(1, *env) + ['timeout', '120', *server_as, perf, '--server', '--port', str(port)],
+    def perf_pair(self, perf, port, args, env=(), server_as=(), server_args=()):
+        """uroce-perf: a server on host 1 (run through server_as, e.g. setpriv, with server_args),
+        a client on host 2 with `args` (--op ... --json); its last JSON line, which must say
+        verified, with the client's standard error under 'stderr'."""
+        srv = subprocess.Popen(self.on(1, *env) + ['timeout', '120', *server_as, perf, '--server', '--port', str(port),
+                                                   *server_args],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.listening(1, port)
         cli = subprocess.run(self.on(2, *env) + ['timeout', '120', perf, '--connect', self.addr(1), '--port', str(port),
@@ -86,6 +88,7 @@ class Hosts:
         r = json.loads(cli.stdout.strip().splitlines()[-1]) if cli.stdout.strip() else {}
         if not r.get('verified'):
             raise SystemExit(f'uroce-perf failed or unverified: {cli.stdout} {cli.stderr}')
+        r['stderr'] = cli.stderr
         return r
 
 

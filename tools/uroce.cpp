@@ -112,7 +112,8 @@ void print_json(const std::vector<Record>& recs) {
   for (const Record& r : recs) {
     if (r.kind == "device") {
       close_dev();
-      out += (first_dev ? "" : ",") + json_object(r) + ",\"processes\":[";
+      // The process count is the list's length: a key appears once in an object.
+      out += (first_dev ? "" : ",") + json_object(r, {"processes"}) + ",\"processes\":[";
       first_dev = false;
       first_proc = true;
       dev_open = true;

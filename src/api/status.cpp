@@ -39,6 +39,14 @@ std::string status_records(const DeviceStack& stack) {
     std::snprintf(line, sizeof line, "counter name=%s value=%llu\n", name, static_cast<unsigned long long>(v));
     out += line;
   });
+  // The link's own: frames refused before the core, and what went by AF_XDP (UROCE_LINK=xdp).
+  std::snprintf(line, sizeof line, "counter name=link_rx_malformed value=%llu\n", ull(stack.link->rx_malformed()));
+  out += line;
+  if (const link::XdpPort* x = stack.link->xdp()) {
+    std::snprintf(line, sizeof line, "counter name=xdp_rx_packets value=%llu\ncounter name=xdp_tx_packets value=%llu\n",
+                  ull(x->received()), ull(x->sent()));
+    out += line;
+  }
   return out;
 }
 

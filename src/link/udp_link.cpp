@@ -366,10 +366,17 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
     if (n <= 0) break;
     if (from.sll_pkttype == PACKET_OUTGOING) continue;
     size_t ihl = size_t(buf[0] & 0xf) * 4, tot = wire::read_be16(buf + 2);
-    if (n < 28 || ihl < 20 || tot > size_t(n) || tot < ihl + 8) continue;  // the filter let it by; still check
+    // The filter let it by; its lengths are still the wire's: a frame they do not fit is counted.
+    if (n < 28 || ihl < 20 || tot > size_t(n) || tot < ihl + 8) {
+      ++raw_malformed_;
+      continue;
+    }
     const uint8_t* udp = buf + ihl;
     size_t ulen = wire::read_be16(udp + 4);
-    if (ulen < 8 || ihl + ulen > tot) continue;
+    if (ulen < 8 || ihl + ulen > tot) {
+      ++raw_malformed_;
+      continue;
+    }
     auto f = wire::FlowAddr::ipv4(wire::read_be32(buf + 12), wire::read_be32(buf + 16), wire::read_be16(udp),
                                   wire::read_be16(udp + 2));
     wire::Ipv4Fields ipf{wire::read_be16(buf + 4), wire::read_be16(buf + 6), buf[1], buf[8]};

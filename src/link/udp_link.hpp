@@ -49,6 +49,9 @@ class UdpLink final : public Link {
   HostNicLease* lease() const { return lease_.get(); }  // null on a device of this process alone
   bool raw() const { return raw_fd_ >= 0; }
   const XdpPort* xdp() const { return xdp_.get(); }  // null: kernel sockets only
+  // Frames raw or AF_XDP receive refused before the core saw them: IPv4 or UDP lengths that
+  // do not fit the frame (the kernel's UDP sockets drop those themselves).
+  uint64_t rx_malformed() const { return raw_malformed_ + (xdp_ ? xdp_->malformed() : 0); }
   PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();
 
@@ -101,6 +104,7 @@ class UdpLink final : public Link {
   std::unique_ptr<PcapWriter> pcap_;
   std::unique_ptr<XdpPort> xdp_;
   std::vector<wire::PacketBuf*> rest_;  // what the XDP port leaves to the sockets
+  uint64_t raw_malformed_ = 0;
   bool sock_due_ = true;  // with XDP: read the IPv4 socket on the next poll
   uint32_t sock_polls_ = 0;
   std::vector<uint8_t> rx_buf_;

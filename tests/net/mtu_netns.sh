@@ -157,6 +157,67 @@ for op in atomic cas; do
 done
 }
 
+# Hostile frames through each receive path while a transfer runs: the fuzz seeds' packets
+# readdressed to the server's steering slot (good and bad ICRCs, varying IPv4 IDs) and frames
+# whose lengths lie, sent raw from host B. Each is counted once, exactly, and the transfer goes
+# on verified. Lying lengths reach raw and AF_XDP receive, which count them; the kernel's UDP
+# sockets drop them before uroce (0 counted).
+# usage: hostile_case NAME FRAMING-COUNTED ENV...
+hostile_case() {
+  name=$1 counted=$2
+  shift 2
+  port=$((port + 1))
+  inA env "$@" timeout 120 "$BIN/uroce-perf" --server --port $port --gid 1 > "$tmp/srv.log" 2>&1 &
+  srv=$!
+  inB env "$@" timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid 1 --op send \
+    --mode lat --size 64 --iters 100000 --json > "$tmp/cli.log" 2>&1 &
+  cli=$!
+  # The server's QP in RTS: its slot and QPN (at most 10 s).
+  for i in $(seq 1 100); do
+    qp=$(inA "$BIN/uroce" --json | $PY -c 'import json,sys
+for d in json.load(sys.stdin)["devices"]:
+    for p in d["processes"]:
+        for q in p["qps"]:
+            if q["type"] == "RC" and q["state"] == "RTS": print(p["slot"], q["qpn"])')
+    [ -n "$qp" ] && break
+    sleep 0.1
+  done
+  a_mac=$(ip -n "$A" -br link show "uma$tag" | awk '{print $3}')
+  seed=27
+  sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$net.2" "$net.1" $qp "$HERE/../../fuzz/seeds" $seed 2>&1)
+  good=$(echo "$sent" | sed -n 's/.*good=\([0-9]*\).*/\1/p') bad=$(echo "$sent" | sed -n 's/.*bad=\([0-9]*\).*/\1/p')
+  framing=$(echo "$sent" | sed -n 's/.*framing=\([0-9]*\).*/\1/p')
+  [ "$counted" = all ] && counted=$framing
+  # Counted: bad ICRCs as such, the rest by what is wrong with them (no QP, malformed, ...).
+  want="${bad:-x} ${good:-x} $counted"
+  for i in $(seq 1 50); do  # at most 5 s
+    got=$(inA "$BIN/uroce" --json | $PY -c 'import json,sys
+drops = ("rx_malformed", "rx_unknown_qp", "rx_bad_pkey", "rx_bad_opcode", "rx_wrong_state", "rx_bad_source",
+         "rx_runt", "rx_bad_dest")
+for d in json.load(sys.stdin)["devices"]:
+    for p in d["processes"]:
+        c = p["counters"]
+        if any(q["type"] == "RC" and q["state"] == "RTS" for q in p["qps"]):
+            print(c.get("rx_bad_icrc", 0), sum(c.get(k, 0) for k in drops), c.get("link_rx_malformed", 0))')
+    [ "$got" = "$want" ] && break
+    sleep 0.1
+  done
+  wait $cli
+  c=$?
+  wait $srv
+  s=$?
+  if [ "$got" = "$want" ] && [ $c = 0 ] && [ $s = 0 ] && grep -q '"verified":true' "$tmp/cli.log"; then
+    ok "MTU $mtu: $name: $bad frames with bad ICRCs, $good readdressed seeds, $counted of $framing lying lengths counted, each once; the transfer beside them verified"
+  else
+    bad "MTU $mtu: $name hostile frames (seed $seed): sent '$sent' to '$qp', counted (bad ICRC, dropped, malformed) '$got', want '$want'; client $c, server $s: $(cat "$tmp/cli.log" "$tmp/srv.log")"
+  fi
+}
+hostile() {
+  hostile_case "UDP sockets (GRO)" 0 UROCE_LINK=udp
+  hostile_case "raw receive" all UROCE_RAW_RX=1
+  hostile_case "AF_XDP" all UROCE_LINK=xdp
+}
+
 for mtu in 1500 9000; do
   ip -n "$A" link set "uma$tag" mtu $mtu
   ip -n "$B" link set "umb$tag" mtu $mtu
@@ -209,6 +270,7 @@ for mtu in 1500 9000; do
       bad "MTU $mtu: without capabilities (client $c, server $s): $out $(cat "$tmp/srv.log")"
     fi
   fi
+  [ $mtu = 1500 ] && hostile
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"
