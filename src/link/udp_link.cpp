@@ -176,7 +176,7 @@ bool UdpLink::finish(const std::string& pcap_path, Rx rx, bool gso, uint32_t slo
     if (raw_fd_ < 0 && rx == Rx::Raw)
       return fail(err, std::string("raw receive (UROCE_RAW_RX=1) needs CAP_NET_RAW: ") + std::strerror(err));
   }
-  if (ip_ && !fwd_only_ && rx == Rx::Xdp) open_xdp(slot);
+  if (!fwd_only_ && rx == Rx::Xdp) open_xdp(slot);
   gso_ = gso && raw_fd_ < 0;
   if (gso_) {
     int one = 1;  // receive a run of datagrams of one flow in one buffer
@@ -340,6 +340,7 @@ void UdpLink::open_xdp(uint32_t slot) {
   c.slot = slot;
   c.any_slot = !lease_;
   c.ip_mtu = ip_mtu_;
+  for (const V6Addr& v : v6_) c.v6.push_back(v.addr);
   auto port = XdpPort::open(c);
   if (!port) {
     std::fprintf(stderr, "uroce: AF_XDP is not available (%s): using UDP sockets\n", port.error().message.c_str());
@@ -401,14 +402,15 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
     n = poll_forwarded(sink, now, max);
   }
   if (fwd_only_) return n;
-  // With AF_XDP the IPv4 socket gets only what the program leaves to the kernel (a frame on
-  // another queue, a fragment): read after every sleep and every 16th busy poll.
-  bool v4 = ip_ != 0;
+  // With AF_XDP the sockets get only what the program leaves to the kernel (a frame on another
+  // queue, a fragment): read after every sleep and every 16th busy poll.
+  bool sockets = true;
   if (xdp_) {
     if (n < max) n += poll_xdp(sink, now, max - n);
-    v4 = std::exchange(sock_due_, false) || (++sock_polls_ & 15) == 0;
+    sockets = std::exchange(sock_due_, false) || (++sock_polls_ & 15) == 0;
   }
-  if (v4 && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
+  if (!sockets) return n;
+  if (ip_ && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
   if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
   return n;
 }

@@ -30,8 +30,8 @@ class UdpLink final : public Link {
   // other than uroce, such as rxe and RoCE NICs, vary it). Udp: the UDP socket, which hides
   // the header; the core then solves for the ID, trying first the one uroce senders write (0,
   // then 1, 2, ... along a segmented run). Auto: the UDP socket, with segmentation and receive
-  // offload, which raw receive would cost. Xdp: IPv4 frames of the device through an AF_XDP
-  // socket both ways (link/xdp_port.hpp), the sockets for the rest; where the process or the
+  // offload, which raw receive would cost. Xdp: the device's frames through an AF_XDP socket
+  // both ways (link/xdp_port.hpp), the sockets for the rest; where the process or the
   // interface cannot, the sockets alone, with one line saying why.
   enum class Rx : uint8_t { Auto, Udp, Raw, Xdp };
 

@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if_arp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -40,23 +43,51 @@ constexpr uint32_t kFrameSize = 4096;
 constexpr uint32_t kRxFrames = 2048, kTxFrames = 2048;
 constexpr uint32_t kRingSize = 2048;
 constexpr uint64_t kNeighbourRecheckNs = 1'000'000'000;  // a peer that moved is found within 1 s
-constexpr uint16_t kEthIpv4 = 0x0800;
+constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd;
 
-// The Ethernet address of `ip` on the interface as the kernel's neighbour table has it
-// (reachable or stale), or false.
-bool arp_lookup(uint32_t ifindex, uint32_t ip, std::array<uint8_t, 6>& mac) {
-  char name[IF_NAMESIZE];
-  if (!if_indextoname(ifindex, name)) return false;
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+// The Ethernet address of `addr` (an IPv4-mapped or IPv6 GID) on the interface, as the
+// kernel's neighbour table has it (reachable, stale, delayed, probing or permanent), or false.
+// One RTM_GETNEIGH request over rtnetlink, for ARP and neighbour discovery alike.
+bool neighbour_lookup(uint32_t ifindex, const Gid& addr, std::array<uint8_t, 6>& mac) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) return false;
-  arpreq r{};
-  auto* pa = reinterpret_cast<sockaddr_in*>(&r.arp_pa);
-  pa->sin_family = AF_INET;
-  pa->sin_addr.s_addr = htonl(ip);
-  std::memcpy(r.arp_dev, name, std::min(sizeof r.arp_dev - 1, std::strlen(name)));
-  const bool ok = ioctl(fd, SIOCGARP, &r) == 0 && (r.arp_flags & ATF_COM);
+  const bool v4 = wire::is_v4(addr);
+  const size_t alen = v4 ? 4 : 16;
+  struct {
+    nlmsghdr h;
+    ndmsg n;
+    alignas(4) uint8_t attr[RTA_SPACE(16)];
+  } req{};
+  req.h.nlmsg_type = RTM_GETNEIGH;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.n.ndm_family = v4 ? AF_INET : AF_INET6;
+  req.n.ndm_ifindex = int(ifindex);
+  auto* a = reinterpret_cast<rtattr*>(req.attr);
+  a->rta_type = NDA_DST;
+  a->rta_len = uint16_t(RTA_LENGTH(alen));
+  std::memcpy(RTA_DATA(a), addr.raw.data() + (v4 ? 12 : 0), alen);
+  req.h.nlmsg_len = uint32_t(NLMSG_LENGTH(sizeof req.n) + RTA_SPACE(alen));
+  alignas(nlmsghdr) uint8_t buf[1024];
+  bool ok = false;
+  timeval tv{0, 100'000};  // the kernel answers at once; never wait long in a send path
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (send(fd, &req, req.h.nlmsg_len, 0) == ssize_t(req.h.nlmsg_len)) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
+    if (n >= ssize_t(NLMSG_LENGTH(sizeof(ndmsg))) && NLMSG_OK(h, size_t(n)) && h->nlmsg_type == RTM_NEWNEIGH) {
+      const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(h));
+      constexpr uint16_t kUsable = NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT;
+      int left = int(h->nlmsg_len - NLMSG_LENGTH(sizeof *nd));
+      for (auto* ra = reinterpret_cast<const rtattr*>(reinterpret_cast<const uint8_t*>(nd) + NLMSG_ALIGN(sizeof *nd));
+           (nd->ndm_state & kUsable) && RTA_OK(ra, left); ra = RTA_NEXT(ra, left)) {
+        if (ra->rta_type == NDA_LLADDR && RTA_PAYLOAD(ra) == 6) {
+          std::memcpy(mac.data(), RTA_DATA(ra), 6);
+          ok = true;
+        }
+      }
+    }
+  }
   close(fd);
-  if (ok) std::memcpy(mac.data(), r.arp_ha.sa_data, 6);
   return ok;
 }
 
@@ -136,6 +167,13 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
   const SteerConfig sc{htonl(c.ip), c.slot, c.any_slot ? 1u : 0u, uint32_t(steering::kQpnLocalBits)};
   const uint32_t zero = 0;
   if (bpf_map_update_elem(cfg_fd, &zero, &sc, 0) != 0) return make_error(errno, "cannot configure the XDP program");
+  const int v6_fd = bpf_object__find_map_fd_by_name(s.obj, "v6_addrs");
+  for (const Gid& g : c.v6) {
+    const uint32_t one = 1;
+    if (v6_fd < 0 || bpf_map_update_elem(v6_fd, g.raw.data(), &one, 0) != 0)
+      return make_error(errno, "cannot give the XDP program the device's IPv6 addresses");
+  }
+  p->v6_ = c.v6;
 
   // A link attachment: the program leaves the interface when this process closes it or dies.
   // The driver's hook first; the generic one where the driver has none.
@@ -197,14 +235,18 @@ int XdpPort::peek(int max) {
   return int(n);
 }
 
-// Ethernet, IPv4 without options, UDP to 4791: what the program let by, checked again (it is
-// the wire's), lengths from the headers, never beyond the frame.
+// Ethernet, IPv4 without options or IPv6 without extension headers, UDP to 4791: what the
+// program let by, checked again (it is the wire's), lengths from the headers, never beyond
+// the frame.
 bool XdpPort::parse(int k, Frame& f) {
   const xdp_desc* d = xsk_ring_cons__rx_desc(&s_->rx, s_->rx_idx + uint32_t(k));
   if (d->len > kFrameSize || (d->addr % kFrameSize) + d->len > kFrameSize) return false;
   const uint8_t* b = static_cast<const uint8_t*>(xsk_umem__get_data(s_->area, d->addr));
   const size_t len = d->len;
-  if (len < wire::kEthLen + wire::kIpv4Len + wire::kUdpLen || wire::read_be16(b + 12) != kEthIpv4) return false;
+  if (len < wire::kEthLen + wire::kIpv4Len + wire::kUdpLen) return false;
+  const uint16_t type = wire::read_be16(b + 12);
+  if (type == kEthIpv6) return parse_v6(b, len, f);
+  if (type != kEthIpv4) return false;
   const uint8_t* ip = b + wire::kEthLen;
   const size_t tot = wire::read_be16(ip + 2);
   if (ip[0] != 0x45 || ip[9] != 17 || tot < wire::kIpv4Len + wire::kUdpLen || wire::kEthLen + tot > len) return false;
@@ -216,6 +258,27 @@ bool XdpPort::parse(int k, Frame& f) {
   f.flow = wire::FlowAddr::ipv4(wire::read_be32(ip + 12), wire::read_be32(ip + 16), wire::read_be16(udp),
                                 wire::read_be16(udp + 2));
   f.ip = wire::Ipv4Fields{wire::read_be16(ip + 4), wire::read_be16(ip + 6), ip[1], ip[8]};
+  f.pkt = {udp + wire::kUdpLen, ulen - wire::kUdpLen};
+  ++received_;
+  return true;
+}
+
+bool XdpPort::parse_v6(const uint8_t* b, size_t len, Frame& f) {
+  if (len < wire::kEthLen + wire::kIpv6Len + wire::kUdpLen) return false;
+  const uint8_t* ip = b + wire::kEthLen;
+  const size_t plen = wire::read_be16(ip + 4);
+  if ((ip[0] >> 4) != 6 || ip[6] != 17 || plen < wire::kUdpLen || wire::kEthLen + wire::kIpv6Len + plen > len)
+    return false;
+  const uint8_t* udp = ip + wire::kIpv6Len;
+  const size_t ulen = wire::read_be16(udp + 4);
+  if (ulen < wire::kUdpLen || ulen > plen || wire::read_be16(udp + 2) != wire::kRoceV2Port) return false;
+  std::memcpy(f.flow.src.raw.data(), ip + 8, 16);
+  std::memcpy(f.flow.dst.raw.data(), ip + 24, 16);
+  f.flow.src_port = wire::read_be16(udp);
+  f.flow.dst_port = wire::kRoceV2Port;
+  f.ip = wire::Ipv4Fields{};  // IPv6 hides nothing the ICRC covers; the traffic class for ECN
+  f.ip.tos = uint8_t((ip[0] & 0xf) << 4 | ip[1] >> 4);
+  f.ip.ttl = ip[7];
   f.pkt = {udp + wire::kUdpLen, ulen - wire::kUdpLen};
   ++received_;
   return true;
@@ -242,18 +305,21 @@ void XdpPort::reap() {
   xsk_ring_cons__release(&s_->comp, n);
 }
 
-const uint8_t* XdpPort::neighbour(uint32_t ip, uint64_t now) {
-  Neighbour& n = neighbours_[ip];
+const uint8_t* XdpPort::neighbour(const Gid& addr, uint64_t now) {
+  Neighbour& n = neighbours_[addr.raw];
   if (n.checked_ns == 0 || now - n.checked_ns >= kNeighbourRecheckNs) {
-    n.known = arp_lookup(ifindex_, ip, n.mac);
+    n.known = neighbour_lookup(ifindex_, addr, n.mac);
     n.checked_ns = now ? now : 1;
   }
   return n.known ? n.mac.data() : nullptr;
 }
 
 bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
-  if (!p.flow.v4() || wire::v4_of(p.flow.src) != ip_) return false;
-  const uint8_t* dmac = neighbour(wire::v4_of(p.flow.dst), now);
+  const bool v4 = p.flow.v4();
+  if (v4 ? wire::v4_of(p.flow.src) != ip_ || ip_ == 0
+         : std::find(v6_.begin(), v6_.end(), p.flow.src) == v6_.end())
+    return false;
+  const uint8_t* dmac = neighbour(p.flow.dst, now);
   if (!dmac) return false;
   State& s = *s_;
   if (s.free_tx.empty()) reap();
@@ -264,11 +330,16 @@ bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
   uint8_t* b = static_cast<uint8_t*>(xsk_umem__get_data(s.area, addr));
   std::memcpy(b, dmac, 6);
   std::memcpy(b + 6, mac_.data(), 6);
-  wire::write_be16(b + 12, kEthIpv4);
+  wire::write_be16(b + 12, v4 ? kEthIpv4 : kEthIpv6);
   wire::Ipv4Fields ip;  // ID 0 and DF, as the ICRC was made for; ECT(0) as the UDP sockets send
   ip.tos = wire::kEcnEct0;
-  const size_t h = wire::kEthLen + wire::write_ip_udp(b + wire::kEthLen, p.flow, p.len, ip);
+  uint8_t* iph = b + wire::kEthLen;
+  const size_t h = wire::kEthLen + wire::write_ip_udp(iph, p.flow, p.len, ip);
   p.copy_to(b + h);
+  if (!v4) {  // IPv6 requires the UDP checksum the kernel would have made
+    uint8_t* udp = iph + wire::kIpv6Len;
+    wire::write_be16(udp + 6, wire::udp6_checksum(iph, udp, wire::kUdpLen + p.len));
+  }
   xdp_desc* d = xsk_ring_prod__tx_desc(&s.tx, idx);
   d->addr = addr;
   d->len = uint32_t(h + p.len);
@@ -310,7 +381,8 @@ int XdpPort::peek(int) { return 0; }
 bool XdpPort::parse(int, Frame&) { return false; }
 void XdpPort::release(int) {}
 void XdpPort::reap() {}
-const uint8_t* XdpPort::neighbour(uint32_t, uint64_t) { return nullptr; }
+const uint8_t* XdpPort::neighbour(const Gid&, uint64_t) { return nullptr; }
+bool XdpPort::parse_v6(const uint8_t*, size_t, Frame&) { return false; }
 bool XdpPort::queue(const wire::PacketBuf&, uint64_t) { return false; }
 void XdpPort::flush() {}
 

@@ -5,9 +5,9 @@
 // written whole (Ethernet, IPv4, UDP, the RoCE packet) with one copy of the payload. Zero copy
 // where the driver supports it, copy mode elsewhere (veth).
 //
-// What it does not carry goes on through the UDP sockets: IPv6, a peer whose Ethernet address
-// the kernel has not resolved yet (the kernel's own send resolves it), frames that arrive on a
-// queue without an XSK. One XSK per queue of an interface: a second process asking for the
+// What it does not carry goes on through the UDP sockets: a peer whose Ethernet address the
+// kernel has not resolved yet (the kernel's own send resolves it), frames that arrive on a
+// queue without an XSK, IPv4 fragments and IPv6 extension headers. One XSK per queue of an interface: a second process asking for the
 // same queue is told it is taken and keeps the UDP path.
 #pragma once
 #include <array>
@@ -15,7 +15,8 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <map>
+#include <vector>
 
 #include "uroce/result.hpp"
 #include "wire/ip_udp.hpp"
@@ -27,7 +28,8 @@ class XdpPort {
  public:
   struct Config {
     uint32_t ifindex = 0;
-    uint32_t ip = 0;           // the device's IPv4 address, host order
+    uint32_t ip = 0;           // the device's IPv4 address, host order (0: none)
+    std::vector<Gid> v6;       // its IPv6 addresses
     uint32_t slot = 0;         // its steering slot (link/steering.hpp); 0 with any_slot
     bool any_slot = true;      // a device of this process alone
     uint32_t ip_mtu = 1500;
@@ -43,7 +45,7 @@ class XdpPort {
   bool zero_copy() const { return zero_copy_; }
   bool native() const { return native_; }  // the driver runs the program (else the generic hook)
 
-  // Queues an IPv4 packet for sending; false if it must go another way (no free frame, or
+  // Queues a packet for sending; false if it must go another way (no free frame, or
   // the peer's Ethernet address is not known: the kernel's path resolves it). flush() sends.
   bool queue(const wire::PacketBuf& p, uint64_t now);
   void flush();
@@ -83,7 +85,8 @@ class XdpPort {
   bool parse(int k, Frame& f);
   void release(int n);
   void reap();
-  const uint8_t* neighbour(uint32_t ip, uint64_t now);
+  const uint8_t* neighbour(const Gid& addr, uint64_t now);
+  bool parse_v6(const uint8_t* b, size_t len, Frame& f);
   std::unique_ptr<State> s_;
   bool zero_copy_ = false;
   bool native_ = false;
@@ -95,7 +98,8 @@ class XdpPort {
     bool known = false;
     uint64_t checked_ns = 0;
   };
-  std::unordered_map<uint32_t, Neighbour> neighbours_;
+  std::map<std::array<uint8_t, 16>, Neighbour> neighbours_;
+  std::vector<Gid> v6_;
   uint64_t malformed_ = 0, sent_ = 0, received_ = 0;
   uint32_t queued_ = 0;
 };

@@ -13,6 +13,35 @@ uint16_t ipv4_checksum(const uint8_t* h, size_t len) {
   return uint16_t(~sum);
 }
 
+namespace {
+
+// The ones' complement sum of n bytes, as 16-bit big-endian words, 8 bytes at a time.
+uint64_t sum_be16(const uint8_t* p, size_t n, uint64_t sum) {
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    w = __builtin_bswap64(w);
+    sum += (w >> 32) + (w & 0xffffffff);  // each half is two words; carries are folded below
+  }
+  for (; n >= 2; p += 2, n -= 2) sum += read_be16(p);
+  if (n) sum += uint32_t(*p) << 8;
+  return sum;
+}
+
+uint16_t fold(uint64_t sum) {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return uint16_t(sum);
+}
+
+}  // namespace
+
+uint16_t udp6_checksum(const uint8_t* ip6, const uint8_t* udp, size_t udp_len) {
+  uint64_t sum = sum_be16(ip6 + 8, 32, 0);  // source and destination addresses
+  sum += udp_len + 17;                      // upper-layer length, next header
+  const uint16_t c = uint16_t(~fold(sum_be16(udp, udp_len, sum)));
+  return c ? c : 0xffff;  // 0 would say "no checksum", which IPv6 does not allow
+}
+
 size_t write_ip_udp(uint8_t* p, const FlowAddr& f, size_t payload_len, const Ipv4Fields& ip, bool with_checksum) {
   size_t ip_len;
   if (f.v4()) {

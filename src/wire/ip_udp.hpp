@@ -67,4 +67,8 @@ size_t write_ip_udp(uint8_t* out, const FlowAddr& f, size_t udp_payload_len, con
 
 uint16_t ipv4_checksum(const uint8_t* hdr, size_t len);
 
+// The UDP checksum of an IPv6 datagram (mandatory there, RFC 8200): over the pseudo-header of
+// the IPv6 header at ip6, and the UDP header (its checksum field 0) and payload at udp.
+uint16_t udp6_checksum(const uint8_t* ip6, const uint8_t* udp, size_t udp_len);
+
 }  // namespace uroce::wire

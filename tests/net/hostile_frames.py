@@ -6,7 +6,8 @@ do) and once with a bad one; then frames that pass every filter on the way (UDP 
 device, a BTH of its slot) but whose IPv4 or UDP lengths lie. Prints what it sent, as counts a
 test can compare exactly:
   good=N bad=N framing=N
-usage: hostile_frames.py IFNAME DST_MAC SRC_IP DST_IP SLOT AVOID_QPN SEEDS_DIR SEED"""
+usage: hostile_frames.py IFNAME DST_MAC SRC_IP DST_IP SLOT AVOID_QPN SEEDS_DIR SEED
+(IPv4 or IPv6 addresses, both of one version)"""
 import random
 import socket
 import struct
@@ -29,14 +30,41 @@ def ip_header(src, dst, payload_len, ident, total=None):
     return h[:10] + struct.pack('>H', ~s & 0xffff) + h[12:]
 
 
+def ip6_header(src, dst, payload_len):
+    return struct.pack('>IHBB16s16s', 0x60000000 | 2 << 20, payload_len, 17, 64, socket.inet_pton(socket.AF_INET6, src),
+                       socket.inet_pton(socket.AF_INET6, dst))
+
+
+def ones_sum(b):
+    if len(b) % 2:
+        b += b'\0'
+    s = sum(struct.unpack(f'>{len(b) // 2}H', b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return s
+
+
+def with_udp6_checksum(ip, udp_and_payload):
+    """IPv6 requires the UDP checksum: over the pseudo-header, the UDP header and payload."""
+    pseudo = ip[8:40] + struct.pack('>IxxxB', len(udp_and_payload), 17)
+    c = ~ones_sum(pseudo + udp_and_payload) & 0xffff
+    return udp_and_payload[:6] + struct.pack('>H', c or 0xffff) + udp_and_payload[8:]
+
+
 def icrc(ip, udp, ib):
     """CRC32 of the masked pseudo-header and the IB packet without its ICRC (IBA A17.4)."""
     m = bytearray(b'\xff' * 8 + ip + udp + ib)
-    m[8 + 1] = 0xff                       # TOS
-    m[8 + 8] = 0xff                       # TTL
-    m[8 + 10] = m[8 + 11] = 0xff          # IPv4 checksum
-    m[8 + 20 + 6] = m[8 + 20 + 7] = 0xff  # UDP checksum
-    m[8 + 28 + 4] = 0xff                  # BTH resv8a
+    if len(ip) == 40:
+        m[8] |= 0x0f                      # traffic class and flow label
+        m[9] = m[10] = m[11] = 0xff
+        m[8 + 7] = 0xff                   # hop limit
+    else:
+        m[8 + 1] = 0xff                   # TOS
+        m[8 + 8] = 0xff                   # TTL
+        m[8 + 10] = m[8 + 11] = 0xff      # IPv4 checksum
+    u = 8 + len(ip)
+    m[u + 6] = m[u + 7] = 0xff            # UDP checksum
+    m[u + 8 + 4] = 0xff                   # BTH resv8a
     return struct.pack('<I', zlib.crc32(bytes(m)) & 0xffffffff)
 
 
@@ -58,11 +86,23 @@ def seeds(d):
 def main():
     ifname, dst_mac, src_ip, dst_ip = sys.argv[1:5]
     slot, avoid, seeds_dir, seed = int(sys.argv[5]), int(sys.argv[6], 0), sys.argv[7], int(sys.argv[8])
+    v6 = ':' in dst_ip
     rnd = random.Random(seed)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     s.bind((ifname, 0))
     src_mac = s.getsockname()[4]
-    eth = mac(dst_mac) + src_mac + b'\x08\x00'
+    eth = mac(dst_mac) + src_mac + (b'\x86\xdd' if v6 else b'\x08\x00')
+
+    def frame(udp_and_payload, ident, ip_len=None, udp_len=None):
+        """IP, UDP, payload; ip_len/udp_len: what the headers claim, if not the truth."""
+        n = len(udp_and_payload)
+        if udp_len is not None:
+            udp_and_payload = udp_and_payload[:4] + struct.pack('>H', udp_len) + udp_and_payload[6:]
+        if v6:
+            ip = ip6_header(src_ip, dst_ip, ip_len if ip_len is not None else n)
+            return ip, with_udp6_checksum(ip, udp_and_payload)
+        return ip_header(src_ip, dst_ip, n, ident, total=None if ip_len is None else 20 + ip_len), udp_and_payload
+
     good = bad = framing = 0
     for pkt in seeds(seeds_dir):
         qpn = avoid
@@ -73,26 +113,24 @@ def main():
         sport = rnd.randrange(49152, 65536)
         for damaged in (False, True):
             udp = struct.pack('>HHHH', sport, 4791, 8 + len(ib) + 4, 0)
-            ip = ip_header(src_ip, dst_ip, 8 + len(ib) + 4, rnd.randrange(65536))
+            ip, _ = frame(udp + bytes(ib) + bytes(4), rnd.randrange(65536))
             crc = bytearray(icrc(ip, udp, bytes(ib)))
             if damaged:
                 crc[rnd.randrange(4)] ^= 1 << rnd.randrange(8)
-            s.send(eth + ip + udp + bytes(ib) + bytes(crc))
+            ip, u = frame(udp + bytes(ib) + bytes(crc), struct.unpack_from('>H', ip, 4)[0] if not v6 else 0)
+            s.send(eth + ip + u)
             if damaged:
                 bad += 1
             else:
                 good += 1
-    # Lengths that lie: each frame has its BTH (the program steers it), the parser refuses it.
-    body = bytes(12) + bytes(16)
-    body = body[:5] + (slot << QPN_LOCAL_BITS | 2).to_bytes(3, 'big') + body[8:]
+    # Lengths that lie: each frame has its BTH (every filter steers it), the parser refuses it.
+    body = bytes(5) + (slot << QPN_LOCAL_BITS | 2).to_bytes(3, 'big') + bytes(20)
     udp = struct.pack('>HHHH', 50000, 4791, 8 + len(body), 0)
-    frames = [
-        ip_header(src_ip, dst_ip, len(udp) + len(body), 1, total=20 + len(udp) + len(body) + 300) + udp + body,
-        ip_header(src_ip, dst_ip, len(udp) + len(body), 2) + struct.pack('>HHHH', 50000, 4791, 4, 0) + body,
-        ip_header(src_ip, dst_ip, len(udp) + len(body), 3) + struct.pack('>HHHH', 50000, 4791, 8 + len(body) + 64, 0) + body,
-    ]
-    for f in frames:
-        s.send(eth + f)
+    n = len(udp) + len(body)
+    for ip, u in (frame(udp + body, 1, ip_len=n + 300),  # the IP header claims more than the frame
+                  frame(udp + body, 2, udp_len=4),  # a UDP length shorter than its header
+                  frame(udp + body, 3, udp_len=n + 64)):  # a UDP length beyond the IP packet
+        s.send(eth + ip + u)
         framing += 1
     print(f'good={good} bad={bad} framing={framing}')
 

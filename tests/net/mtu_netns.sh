@@ -3,9 +3,9 @@
 # 1500, then at 9000. Every uroce-perf operation at every size over IPv4, a subset over the
 # IPv6 link-local GID (index 0, as rxe orders its GIDs), rdma-check (byte-exact, through the
 # libibverbs drop-in) and perftest run across it with default settings, and every packet
-# captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. The IPv4 matrix runs again
-# with UROCE_LINK=xdp: through AF_XDP at 1500, declined in one line at 9000 (and without
-# capabilities).
+# captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. Both run again with
+# UROCE_LINK=xdp: through AF_XDP at 1500, declined in one line at 9000 (and without
+# capabilities). Hostile frames go through each receive path (UDP, raw, AF_XDP).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -83,7 +83,7 @@ perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 l
   fam=IPv4
   [ "$gid" = 0 ] && fam=IPv6
   cap="$tmp/perf-$1-$2-$3-$4-$gid.pcap"
-  inA env UROCE_PCAP="$cap" $link_env timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
+  inA env UROCE_PCAP="$cap" ${srv_link_env-$link_env} timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
   srv=$!
   out=$(inB env $link_env timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid "$gid" --op "$2" \
         --mode "$3" --size "$4" --iters "$5" --json 2>&1)
@@ -162,14 +162,21 @@ done
 # whose lengths lie, sent raw from host B. Each is counted once, exactly, and the transfer goes
 # on verified. Lying lengths reach raw and AF_XDP receive, which count them; the kernel's UDP
 # sockets drop them before uroce (0 counted).
-# usage: hostile_case NAME FRAMING-COUNTED ENV...
+# usage: hostile_case NAME FRAMING-COUNTED GID ENV...
 hostile_case() {
-  name=$1 counted=$2
-  shift 2
+  name=$1 counted=$2 gid=$3
+  shift 3
   port=$((port + 1))
-  inA env "$@" timeout 120 "$BIN/uroce-perf" --server --port $port --gid 1 > "$tmp/srv.log" 2>&1 &
+  if [ $gid = 0 ]; then
+    from=$(ip -n "$B" -6 -br addr show dev "umb$tag" scope link | awk '{sub("/.*", "", $3); print $3}')
+    to=$(ip -n "$A" -6 -br addr show dev "uma$tag" scope link | awk '{sub("/.*", "", $3); print $3}')
+    name="$name, IPv6"
+  else
+    from=$net.2 to=$net.1 name="$name, IPv4"
+  fi
+  inA env "$@" timeout 120 "$BIN/uroce-perf" --server --port $port --gid $gid > "$tmp/srv.log" 2>&1 &
   srv=$!
-  inB env "$@" timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid 1 --op send \
+  inB env "$@" timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid $gid --op send \
     --mode lat --size 64 --iters 100000 --json > "$tmp/cli.log" 2>&1 &
   cli=$!
   # The server's QP in RTS: its slot and QPN (at most 10 s).
@@ -184,7 +191,7 @@ for d in json.load(sys.stdin)["devices"]:
   done
   a_mac=$(ip -n "$A" -br link show "uma$tag" | awk '{print $3}')
   seed=27
-  sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$net.2" "$net.1" $qp "$HERE/../../fuzz/seeds" $seed 2>&1)
+  sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$from" "$to" $qp "$HERE/../../fuzz/seeds" $seed 2>&1)
   good=$(echo "$sent" | sed -n 's/.*good=\([0-9]*\).*/\1/p') bad=$(echo "$sent" | sed -n 's/.*bad=\([0-9]*\).*/\1/p')
   framing=$(echo "$sent" | sed -n 's/.*framing=\([0-9]*\).*/\1/p')
   [ "$counted" = all ] && counted=$framing
@@ -213,9 +220,19 @@ for d in json.load(sys.stdin)["devices"]:
   fi
 }
 hostile() {
-  hostile_case "UDP sockets (GRO)" 0 UROCE_LINK=udp
-  hostile_case "raw receive" all UROCE_RAW_RX=1
-  hostile_case "AF_XDP" all UROCE_LINK=xdp
+  hostile_case "UDP sockets (GRO)" 0 1 UROCE_LINK=udp
+  hostile_case "UDP sockets (GRO)" 0 0 UROCE_LINK=udp
+  hostile_case "raw receive" all 1 UROCE_RAW_RX=1
+  hostile_case "AF_XDP" all 1 UROCE_LINK=xdp
+  hostile_case "AF_XDP" all 0 UROCE_LINK=xdp
+}
+ipv6_subset() {  # MTU: over the IPv6 link-local GID
+  for op in send write read; do
+    for size in 1024 65536 1048576; do
+      perf_case $1 $op bw $size 30 0
+    done
+  done
+  perf_case $1 cas lat 8 100 0
 }
 
 for mtu in 1500 9000; do
@@ -232,12 +249,7 @@ for mtu in 1500 9000; do
     *) bad "MTU $mtu: GID table '$gids'" ;;
   esac
   op_matrix $mtu
-  for op in send write read; do
-    for size in 1024 65536 1048576; do
-      perf_case $mtu $op bw $size 30 0
-    done
-  done
-  perf_case $mtu cas lat 8 100 0
+  ipv6_subset $mtu
   pair "rdma-check over IPv4" "$BIN/rdma-check" -g 1 -p PORT -- "$BIN/rdma-check" -g 1 -p PORT SERVER
   pair "rdma-check over IPv6" "$BIN/rdma-check" -g 0 -p PORT -- "$BIN/rdma-check" -g 0 -p PORT SERVER
   for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
@@ -245,11 +257,21 @@ for mtu in 1500 9000; do
   done
   t="ib_write_bw -s 65536 -n 200"
   pair "${t%% *} over IPv6" $t -x 0 --use_old_post_send -p PORT -- $t -x 0 --use_old_post_send -p PORT SERVER
-  # The op matrix again over IPv4 with kernel bypass forced (UROCE_LINK=xdp): through AF_XDP
-  # at 1500; at 9000 declined with one line each, over the sockets.
+  # The op matrix and the IPv6 subset again with kernel bypass forced (UROCE_LINK=xdp): through
+  # AF_XDP at 1500; at 9000 declined with one line each, over the sockets.
   link_env="UROCE_LINK=xdp UROCE_PERF_COUNTERS=1" link_name="AF_XDP "
   if [ $mtu = 1500 ]; then link_used() { xdp_used "$@"; }; else link_used() { xdp_declined "$@"; }; fi
   op_matrix $mtu
+  ipv6_subset $mtu
+  # AF_XDP's sends to a kernel's socket (its UDP checksum over IPv6 checked there), and back.
+  if [ $mtu = 1500 ]; then
+    srv_link_env="UROCE_LINK=udp UROCE_PERF_COUNTERS=1" link_name="AF_XDP to UDP "
+    link_used() { echo "$1" | grep -q "xdp_tx_packets=[1-9]" && ! echo "$2" | grep -q xdp_; }
+    perf_case $mtu write bw 65536 300 0
+    perf_case $mtu read bw 65536 300 0
+    perf_case $mtu send lat 1024 100 0
+    unset srv_link_env
+  fi
   link_env="" link_name=""
   link_used() { :; }
   if [ $mtu = 1500 ]; then  # root without capabilities: one line, then the sockets
