@@ -63,7 +63,8 @@ def xdp_mode(err):
     if 'xdp_tx_packets=' not in err:
         return 'not used'
     return ('zero copy' if 'xdp_zero_copy=1' in err else 'copy mode') + \
-        (', driver hook' if 'xdp_native=1' in err else ', generic hook')
+        (', driver hook' if 'xdp_native=1' in err else ', generic hook') + \
+        (', multi-buffer' if 'xdp_multi_buffer=1' in err else '')
 
 
 def sockperf(mode, tcp):

@@ -145,6 +145,7 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["xdp_rx_packets"] = x->received();
     m["xdp_zero_copy"] = x->zero_copy();
     m["xdp_native"] = x->native();
+    m["xdp_multi_buffer"] = x->multi_buffer();
   }
   return m;
 }

@@ -28,6 +28,14 @@
 #include <linux/if_xdp.h>
 #include <xdp/xsk.h>
 
+// Multi-buffer AF_XDP (Linux 6.6), newer than the headers of the distribution.
+#ifndef XDP_USE_SG
+#define XDP_USE_SG (1 << 4)
+#endif
+#ifndef XDP_PKT_CONTD
+#define XDP_PKT_CONTD (1 << 0)
+#endif
+
 // The XDP program, compiled at build time (xdp/roce_steer.bpf.c).
 extern const unsigned char uroce_roce_steer_obj[];
 extern const unsigned long uroce_roce_steer_obj_len;
@@ -40,6 +48,10 @@ namespace uroce::link {
 namespace {
 
 constexpr uint32_t kFrameSize = 4096;
+// A transmit slot is two adjacent frames: a packet longer than one frame (MTU 9000) leaves as
+// two descriptors over contiguous bytes.
+constexpr uint32_t kTxSlot = 2 * kFrameSize;
+constexpr size_t kMaxFrame = 16384;  // a received frame gathered from its fragments, at most
 constexpr uint32_t kRxFrames = 2048, kTxFrames = 2048;
 constexpr uint32_t kRingSize = 2048;
 constexpr uint64_t kNeighbourRecheckNs = 1'000'000'000;  // a peer that moved is found within 1 s
@@ -117,7 +129,9 @@ struct XdpPort::State {
   xsk_ring_cons comp{};
   xsk_ring_cons rx{};
   xsk_ring_prod tx{};
-  std::vector<uint64_t> free_tx;  // UMEM addresses of transmit frames not in flight
+  std::vector<uint64_t> free_tx;      // UMEM addresses of transmit slots not in flight
+  std::vector<uint8_t> tx_pending;    // per transmit slot: its frames the kernel still has
+  std::vector<uint8_t> gathered;      // a received frame in several fragments, made whole
   uint32_t rx_idx = 0;            // the first descriptor peek() returned
   ~State() {
     if (xsk) xsk_socket__delete(xsk);
@@ -152,9 +166,8 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
   char name[IF_NAMESIZE];
   if (!if_indextoname(c.ifindex, name)) return make_error(ENODEV, "no interface for AF_XDP");
   if (!own_mac(c.ifindex, p->mac_)) return make_error(EOPNOTSUPP, std::string(name) + " is not an Ethernet interface");
-  if (c.ip_mtu + wire::kEthLen + XDP_PACKET_HEADROOM > kFrameSize)
-    return make_error(EOPNOTSUPP, "MTU " + std::to_string(c.ip_mtu) + " does not fit an AF_XDP frame of " +
-                                      std::to_string(kFrameSize) + " bytes");
+  // A frame longer than one UMEM frame (after the kernel's headroom) needs multi-buffer AF_XDP.
+  const bool need_sg = c.ip_mtu + wire::kEthLen + XDP_PACKET_HEADROOM > kFrameSize;
   s.obj = bpf_object__open_mem(uroce_roce_steer_obj, uroce_roce_steer_obj_len, nullptr);
   if (!s.obj) return make_error(errno, "cannot open the XDP program");
   if (int r = bpf_object__load(s.obj); r != 0)
@@ -206,15 +219,23 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
   xc.tx_size = kRingSize;
   xc.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
   int r = -EOPNOTSUPP;
-  for (uint16_t bind : {uint16_t(XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP), uint16_t(XDP_COPY | XDP_USE_NEED_WAKEUP)}) {
+  // Zero copy before copy mode; multi-buffer where the kernel has it (needed above MTU ~3800).
+  constexpr uint16_t kWake = XDP_USE_NEED_WAKEUP;
+  for (uint16_t bind : {uint16_t(XDP_ZEROCOPY | kWake | XDP_USE_SG), uint16_t(XDP_COPY | kWake | XDP_USE_SG),
+                        uint16_t(XDP_ZEROCOPY | kWake), uint16_t(XDP_COPY | kWake)}) {
+    if (need_sg && !(bind & XDP_USE_SG)) break;
     xc.bind_flags = bind;
     r = xsk_socket__create(&s.xsk, name, 0, s.umem, &s.rx, &s.tx, &xc);
     if (r == 0) {
       p->zero_copy_ = bind & XDP_ZEROCOPY;
+      p->multi_buffer_ = bind & XDP_USE_SG;
       break;
     }
     if (r == -EBUSY) return make_error(EBUSY, std::string("queue 0 of ") + name + " has an AF_XDP socket already");
   }
+  if (r != 0 && need_sg)
+    return make_error(-r, "MTU " + std::to_string(c.ip_mtu) + " needs multi-buffer AF_XDP, which " + name +
+                              " does not offer: " + std::strerror(-r));
   if (r != 0) return make_error(-r, std::string("cannot open an AF_XDP socket on ") + name + ": " + std::strerror(-r));
   const int xfd = xsk_socket__fd(s.xsk);
   const uint32_t queue = 0;
@@ -224,7 +245,10 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
   if (xsk_ring_prod__reserve(&s.fill, kRxFrames, &idx) != kRxFrames) return make_error(ENOMEM, "AF_XDP fill ring");
   for (uint32_t i = 0; i < kRxFrames; ++i) *xsk_ring_prod__fill_addr(&s.fill, idx + i) = uint64_t(i) * kFrameSize;
   xsk_ring_prod__submit(&s.fill, kRxFrames);
-  for (uint32_t i = 0; i < kTxFrames; ++i) s.free_tx.push_back(uint64_t(kRxFrames + i) * kFrameSize);
+  for (uint32_t i = 0; i < kTxFrames * kFrameSize / kTxSlot; ++i)
+    s.free_tx.push_back(uint64_t(kRxFrames) * kFrameSize + uint64_t(i) * kTxSlot);
+  s.tx_pending.assign(kTxFrames * kFrameSize / kTxSlot, 0);
+  s.gathered.resize(kMaxFrame);
   return p;
 }
 
@@ -238,11 +262,32 @@ int XdpPort::peek(int max) {
 // Ethernet, IPv4 without options or IPv6 without extension headers, UDP to 4791: what the
 // program let by, checked again (it is the wire's), lengths from the headers, never beyond
 // the frame.
-bool XdpPort::parse(int k, Frame& f) {
-  const xdp_desc* d = xsk_ring_cons__rx_desc(&s_->rx, s_->rx_idx + uint32_t(k));
-  if (d->len > kFrameSize || (d->addr % kFrameSize) + d->len > kFrameSize) return false;
-  const uint8_t* b = static_cast<const uint8_t*>(xsk_umem__get_data(s_->area, d->addr));
-  const size_t len = d->len;
+// The number of descriptors, from the k-th of the n peeked, that make one frame (fragments
+// carry XDP_PKT_CONTD but the last); 0 if its last has not arrived yet.
+int XdpPort::frame_frags(int k, int n) const {
+  for (int e = k; e < n; ++e)
+    if (!(xsk_ring_cons__rx_desc(&s_->rx, s_->rx_idx + uint32_t(e))->options & XDP_PKT_CONTD)) return e - k + 1;
+  return 0;
+}
+
+// A frame of `frags` descriptors from the k-th: in place if it has one, else gathered.
+bool XdpPort::parse(int k, int frags, Frame& f) {
+  const uint8_t* b = nullptr;
+  size_t len = 0;
+  for (int i = 0; i < frags; ++i) {
+    const xdp_desc* d = xsk_ring_cons__rx_desc(&s_->rx, s_->rx_idx + uint32_t(k + i));
+    if (d->len > kFrameSize || (d->addr % kFrameSize) + d->len > kFrameSize) return false;
+    const uint8_t* at = static_cast<const uint8_t*>(xsk_umem__get_data(s_->area, d->addr));
+    if (frags == 1) {
+      b = at;
+      len = d->len;
+      break;
+    }
+    if (len + d->len > kMaxFrame) return false;
+    std::memcpy(s_->gathered.data() + len, at, d->len);
+    len += d->len;
+    b = s_->gathered.data();
+  }
   if (len < wire::kEthLen + wire::kIpv4Len + wire::kUdpLen) return false;
   const uint16_t type = wire::read_be16(b + 12);
   if (type == kEthIpv6) return parse_v6(b, len, f);
@@ -285,7 +330,8 @@ bool XdpPort::parse_v6(const uint8_t* b, size_t len, Frame& f) {
 }
 
 // The frames go back to the fill ring for the next arrivals.
-void XdpPort::release(int n) {
+void XdpPort::release(int n, int peeked) {
+  if (peeked > n) xsk_ring_cons__cancel(&s_->rx, uint32_t(peeked - n));  // read again next time
   State& s = *s_;
   uint32_t idx = 0;
   const uint32_t got = xsk_ring_prod__reserve(&s.fill, uint32_t(n), &idx);
@@ -301,7 +347,13 @@ void XdpPort::release(int n) {
 void XdpPort::reap() {
   uint32_t idx = 0;
   const uint32_t n = xsk_ring_cons__peek(&s_->comp, kRingSize, &idx);
-  for (uint32_t i = 0; i < n; ++i) s_->free_tx.push_back(*xsk_ring_cons__comp_addr(&s_->comp, idx + i));
+  const uint64_t base = uint64_t(kRxFrames) * kFrameSize;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t a = *xsk_ring_cons__comp_addr(&s_->comp, idx + i);
+    if (a < base || a >= s_->area_len) continue;  // not one of ours: the kernel's to explain
+    const size_t slot = (a - base) / kTxSlot;
+    if (s_->tx_pending[slot] && --s_->tx_pending[slot] == 0) s_->free_tx.push_back(base + slot * kTxSlot);
+  }
   xsk_ring_cons__release(&s_->comp, n);
 }
 
@@ -324,7 +376,10 @@ bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
   State& s = *s_;
   if (s.free_tx.empty()) reap();
   uint32_t idx = 0;
-  if (s.free_tx.empty() || xsk_ring_prod__reserve(&s.tx, 1, &idx) != 1) return false;
+  const size_t frame_len = wire::kEthLen + wire::ip_udp_len(p.flow) + p.len;
+  const uint32_t frags = frame_len > kFrameSize ? 2 : 1;
+  if (frame_len > kTxSlot || (frags > 1 && !multi_buffer_)) return false;
+  if (s.free_tx.empty() || xsk_ring_prod__reserve(&s.tx, frags, &idx) != frags) return false;
   const uint64_t addr = s.free_tx.back();
   s.free_tx.pop_back();
   uint8_t* b = static_cast<uint8_t*>(xsk_umem__get_data(s.area, addr));
@@ -340,11 +395,14 @@ bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
     uint8_t* udp = iph + wire::kIpv6Len;
     wire::write_be16(udp + 6, wire::udp6_checksum(iph, udp, wire::kUdpLen + p.len));
   }
-  xdp_desc* d = xsk_ring_prod__tx_desc(&s.tx, idx);
-  d->addr = addr;
-  d->len = uint32_t(h + p.len);
-  d->options = 0;
-  xsk_ring_prod__submit(&s.tx, 1);
+  for (uint32_t i = 0; i < frags; ++i) {  // over the slot's two adjacent frames
+    xdp_desc* d = xsk_ring_prod__tx_desc(&s.tx, idx + i);
+    d->addr = addr + i * kFrameSize;
+    d->len = uint32_t(std::min<size_t>(frame_len - i * kFrameSize, kFrameSize));
+    d->options = i + 1 < frags ? XDP_PKT_CONTD : 0;
+  }
+  s.tx_pending[(addr - uint64_t(kRxFrames) * kFrameSize) / kTxSlot] = uint8_t(frags);
+  xsk_ring_prod__submit(&s.tx, frags);
   ++queued_;
   ++sent_;
   return true;
@@ -378,8 +436,9 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config&) {
   return make_error(EOPNOTSUPP, "built without AF_XDP (libxdp-dev, libbpf-dev and clang at build time)");
 }
 int XdpPort::peek(int) { return 0; }
-bool XdpPort::parse(int, Frame&) { return false; }
-void XdpPort::release(int) {}
+int XdpPort::frame_frags(int, int) const { return 0; }
+bool XdpPort::parse(int, int, Frame&) { return false; }
+void XdpPort::release(int, int) {}
 void XdpPort::reap() {}
 const uint8_t* XdpPort::neighbour(const Gid&, uint64_t) { return nullptr; }
 bool XdpPort::parse_v6(const uint8_t*, size_t, Frame&) { return false; }

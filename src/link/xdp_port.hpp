@@ -10,6 +10,7 @@
 // queue without an XSK, IPv4 fragments and IPv6 extension headers. One XSK per queue of an interface: a second process asking for the
 // same queue is told it is taken and keeps the UDP path.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,7 @@ class XdpPort {
   int fd() const;          // readable when frames arrived
   bool zero_copy() const { return zero_copy_; }
   bool native() const { return native_; }  // the driver runs the program (else the generic hook)
+  bool multi_buffer() const { return multi_buffer_; }
 
   // Queues a packet for sending; false if it must go another way (no free frame, or
   // the peer's Ethernet address is not known: the kernel's path resolves it). flush() sends.
@@ -62,15 +64,29 @@ class XdpPort {
   int poll(int max, Fn&& fn) {
     int n = 0;
     while (n < max) {
-      const int got = peek(max - n);
+      const int got = peek(std::max(max - n, kMaxFragsPerFrame));
       if (got == 0) break;
-      for (int k = 0; k < got; ++k) {
+      int k = 0;
+      while (k < got) {
+        int frags = frame_frags(k, got);
         Frame f;
-        if (parse(k, f)) fn(f);
-        else ++malformed_;
+        if (frags == 0 && (k > 0 || got < kMaxFragsPerFrame)) break;  // its last fragment is still to come
+        if (frags == 0) {  // more fragments than any frame of ours: dropped whole
+          frags = got;
+          ++malformed_;
+          skipping_ = true;
+        } else if (skipping_) {
+          skipping_ = false;  // the oversized frame's last fragments: counted above
+        } else if (parse(k, frags, f)) {
+          fn(f);
+        } else {
+          ++malformed_;
+        }
+        k += frags;
       }
-      release(got);
-      n += got;
+      release(k, got);
+      n += k;
+      if (k < got || k == 0) break;
     }
     return n;
   }
@@ -81,14 +97,18 @@ class XdpPort {
  private:
   struct State;  // the libxdp/libbpf objects and rings
   XdpPort();
+  static constexpr int kMaxFragsPerFrame = 8;
   int peek(int max);
-  bool parse(int k, Frame& f);
-  void release(int n);
+  int frame_frags(int k, int n) const;
+  bool parse(int k, int frags, Frame& f);
+  void release(int n, int peeked);
   void reap();
   const uint8_t* neighbour(const Gid& addr, uint64_t now);
   bool parse_v6(const uint8_t* b, size_t len, Frame& f);
   std::unique_ptr<State> s_;
   bool zero_copy_ = false;
+  bool multi_buffer_ = false;  // frames in several UMEM frames (XDP_USE_SG)
+  bool skipping_ = false;      // the rest of an oversized frame's fragments are dropped
   bool native_ = false;
   uint32_t ip_ = 0;
   uint32_t ifindex_ = 0;

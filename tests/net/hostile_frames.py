@@ -6,7 +6,9 @@ do) and once with a bad one; then frames that pass every filter on the way (UDP 
 device, a BTH of its slot) but whose IPv4 or UDP lengths lie. Prints what it sent, as counts a
 test can compare exactly:
   good=N bad=N framing=N
-usage: hostile_frames.py IFNAME DST_MAC SRC_IP DST_IP SLOT AVOID_QPN SEEDS_DIR SEED
+On a link of MTU 9000 (MTU given) one more lies in a jumbo frame, which AF_XDP receives in
+several buffers.
+usage: hostile_frames.py IFNAME DST_MAC SRC_IP DST_IP SLOT AVOID_QPN SEEDS_DIR SEED [MTU]
 (IPv4 or IPv6 addresses, both of one version)"""
 import random
 import socket
@@ -86,6 +88,7 @@ def seeds(d):
 def main():
     ifname, dst_mac, src_ip, dst_ip = sys.argv[1:5]
     slot, avoid, seeds_dir, seed = int(sys.argv[5]), int(sys.argv[6], 0), sys.argv[7], int(sys.argv[8])
+    mtu = int(sys.argv[9]) if len(sys.argv) > 9 else 1500
     v6 = ':' in dst_ip
     rnd = random.Random(seed)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
@@ -127,9 +130,13 @@ def main():
     body = bytes(5) + (slot << QPN_LOCAL_BITS | 2).to_bytes(3, 'big') + bytes(20)
     udp = struct.pack('>HHHH', 50000, 4791, 8 + len(body), 0)
     n = len(udp) + len(body)
-    for ip, u in (frame(udp + body, 1, ip_len=n + 300),  # the IP header claims more than the frame
-                  frame(udp + body, 2, udp_len=4),  # a UDP length shorter than its header
-                  frame(udp + body, 3, udp_len=n + 64)):  # a UDP length beyond the IP packet
+    lies = [frame(udp + body, 1, ip_len=n + 300),  # the IP header claims more than the frame
+            frame(udp + body, 2, udp_len=4),  # a UDP length shorter than its header
+            frame(udp + body, 3, udp_len=n + 64)]  # a UDP length beyond the IP packet
+    if mtu >= 9000:  # 8000 bytes, and an IP header that claims 300 more
+        big = udp[:4] + struct.pack('>H', 8 + len(body) + 7900) + udp[6:] + body + bytes(7900)
+        lies.append(frame(big, 4, ip_len=len(big) + 300))
+    for ip, u in lies:
         s.send(eth + ip + u)
         framing += 1
     print(f'good={good} bad={bad} framing={framing}')

@@ -4,8 +4,8 @@
 # IPv6 link-local GID (index 0, as rxe orders its GIDs), rdma-check (byte-exact, through the
 # libibverbs drop-in) and perftest run across it with default settings, and every packet
 # captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. Both run again with
-# UROCE_LINK=xdp: through AF_XDP at 1500, declined in one line at 9000 (and without
-# capabilities). Hostile frames go through each receive path (UDP, raw, AF_XDP).
+# UROCE_LINK=xdp, through AF_XDP (declined in one line without capabilities), and AF_XDP with
+# the sockets at the other end. Hostile frames go through each receive path (UDP, raw, AF_XDP).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -106,8 +106,8 @@ xdp_used() {
     echo "$log" | grep -q "xdp_rx_packets=[1-9]" || return 1
   done
 }
-# Where AF_XDP cannot run (frames of 4096 bytes hold no 9000-byte packet) each end says why
-# in one line, once, and the sockets carry everything.
+# Where AF_XDP cannot run (no capabilities) each end says why in one line, once, and the
+# sockets carry everything.
 xdp_declined() {
   for log in "$1" "$2"; do
     [ "$(echo "$log" | grep -c "AF_XDP is not available")" = 1 ] || return 1
@@ -191,7 +191,7 @@ for d in json.load(sys.stdin)["devices"]:
   done
   a_mac=$(ip -n "$A" -br link show "uma$tag" | awk '{print $3}')
   seed=27
-  sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$from" "$to" $qp "$HERE/../../fuzz/seeds" $seed 2>&1)
+  sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$from" "$to" $qp "$HERE/../../fuzz/seeds" $seed $mtu 2>&1)
   good=$(echo "$sent" | sed -n 's/.*good=\([0-9]*\).*/\1/p') bad=$(echo "$sent" | sed -n 's/.*bad=\([0-9]*\).*/\1/p')
   framing=$(echo "$sent" | sed -n 's/.*framing=\([0-9]*\).*/\1/p')
   [ "$counted" = all ] && counted=$framing
@@ -257,21 +257,25 @@ for mtu in 1500 9000; do
   done
   t="ib_write_bw -s 65536 -n 200"
   pair "${t%% *} over IPv6" $t -x 0 --use_old_post_send -p PORT -- $t -x 0 --use_old_post_send -p PORT SERVER
-  # The op matrix and the IPv6 subset again with kernel bypass forced (UROCE_LINK=xdp): through
-  # AF_XDP at 1500; at 9000 declined with one line each, over the sockets.
+  # The op matrix and the IPv6 subset again with kernel bypass forced (UROCE_LINK=xdp), through
+  # AF_XDP (at 9000 each frame in two or three buffers: multi-buffer AF_XDP).
   link_env="UROCE_LINK=xdp UROCE_PERF_COUNTERS=1" link_name="AF_XDP "
-  if [ $mtu = 1500 ]; then link_used() { xdp_used "$@"; }; else link_used() { xdp_declined "$@"; }; fi
+  link_used() { xdp_used "$@"; }
   op_matrix $mtu
   ipv6_subset $mtu
-  # AF_XDP's sends to a kernel's socket (its UDP checksum over IPv6 checked there), and back.
-  if [ $mtu = 1500 ]; then
-    srv_link_env="UROCE_LINK=udp UROCE_PERF_COUNTERS=1" link_name="AF_XDP to UDP "
-    link_used() { echo "$1" | grep -q "xdp_tx_packets=[1-9]" && ! echo "$2" | grep -q xdp_; }
-    perf_case $mtu write bw 65536 300 0
-    perf_case $mtu read bw 65536 300 0
-    perf_case $mtu send lat 1024 100 0
-    unset srv_link_env
-  fi
+  # AF_XDP's sends to a kernel's socket (its UDP checksum over IPv6 checked there), and the
+  # kernel's segmented runs (UDP GSO) into AF_XDP.
+  srv_link_env="UROCE_LINK=udp UROCE_PERF_COUNTERS=1" link_name="AF_XDP to UDP "
+  link_used() { echo "$1" | grep -q "xdp_tx_packets=[1-9]" && ! echo "$2" | grep -q xdp_; }
+  perf_case $mtu write bw 65536 300 0
+  perf_case $mtu read bw 65536 300 0
+  perf_case $mtu send lat 1024 100 1
+  srv_link_env="UROCE_LINK=xdp UROCE_PERF_COUNTERS=1" link_env="UROCE_LINK=udp UROCE_PERF_COUNTERS=1"
+  link_name="UDP to AF_XDP "
+  link_used() { echo "$2" | grep -q "xdp_rx_packets=[1-9]" && ! echo "$2" | grep -q "link_rx_malformed" && ! echo "$1" | grep -q xdp_; }
+  perf_case $mtu write bw 1048576 30 1
+  perf_case $mtu send bw 65536 300 0
+  unset srv_link_env
   link_env="" link_name=""
   link_used() { :; }
   if [ $mtu = 1500 ]; then  # root without capabilities: one line, then the sockets
@@ -292,7 +296,7 @@ for mtu in 1500 9000; do
       bad "MTU $mtu: without capabilities (client $c, server $s): $out $(cat "$tmp/srv.log")"
     fi
   fi
-  [ $mtu = 1500 ] && hostile
+  hostile
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"

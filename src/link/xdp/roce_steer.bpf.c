@@ -64,7 +64,7 @@ static __always_inline int steer(struct xdp_md* ctx, struct steer_config* cfg, s
   return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
-SEC("xdp")
+SEC("xdp.frags")  // frames in several buffers (MTU 9000): their headers are in the first
 int roce_steer(struct xdp_md* ctx) {
   void* data = (void*)(long)ctx->data;
   void* end = (void*)(long)ctx->data_end;
