@@ -87,12 +87,14 @@ const wire::Ipv4IdShift& UdpLink::id_shift(uint32_t ib_len) {
   return slot.second;
 }
 
-// IPv4 packets to a resolved neighbour by the XDP port, the rest by the sockets.
+// Packets to a resolved neighbour by the XDP port, the rest by the sockets.
 void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
   if (!xdp_) return send_sockets(q, now);
   rest_.clear();
   for (wire::PacketBuf* p : q) {
-    if (!xdp_->queue(*p, now)) {
+    // Once one goes by the socket (sent after the XSK's), so do the rest: no packet of a flow
+    // overtakes an earlier one.
+    if (!rest_.empty() || !xdp_->queue(*p, now)) {
       rest_.push_back(p);
       continue;
     }

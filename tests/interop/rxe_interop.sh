@@ -4,11 +4,13 @@
 # case runs twice: by default (UDP socket with segmentation and receive offload; uroce solves for
 # the IP ID the socket hides, and rxe checks the ID each segment got), and with UROCE_RAW_RX=1,
 # where uroce receives through a raw socket and checks the ICRC of rxe's packets over their real
-# IP ID. rxe runs unmodified rdma-core tools. Every case checks the data on both
-# sides and every captured packet (ICRC over the captured IP header, decoding, tshark).
+# IP ID; a subset runs a third time with UROCE_LINK=xdp (AF_XDP). rxe runs unmodified
+# rdma-core tools. Every case checks the data on both sides and every captured packet (ICRC
+# over the captured IP header, decoding, tshark).
 # Usage: tests/interop/rxe_interop.sh [BUILD_DIR]      (root; ends with "N passed, M failed")
 #        ONLY=rdmacm tests/interop/rxe_interop.sh ...   (the rdma_cm cases alone, as root)
 #        ONLY=lossy tests/interop/rxe_interop.sh ...    (the cases under loss alone, both ways)
+#        ONLY=xdp tests/interop/rxe_interop.sh ...      (the AF_XDP cases alone)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -371,6 +373,60 @@ all_cases() {
   rdmacm_cases server
 }
 
+# The cases the IPv6 and AF_XDP passes run: SEND both ways (RC, UD), perftest WRITE and READ
+# both ways, rdma-check's operations both ways.
+subset_cases() {
+  TRANSPORT=rc
+  send_both 4096 20
+  TRANSPORT=ud
+  send_both 1024 20
+  for role in client server; do
+    guarded perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
+    guarded perftest_case "RC RDMA READ 8 KiB x 100 (perftest)" "ib_read_bw -s 8192 -n 100" $role
+  done
+  if [ "$uploaded" = yes ]; then
+    guarded rdma_check_case client
+    guarded rdma_check_case server
+  fi
+}
+
+# Kernel bypass: uroce's frames through AF_XDP both ways (rxe's IP IDs seen, as in raw
+# receive). A watcher samples the uroce command meanwhile: the frames must have gone by AF_XDP.
+xdp_section() {
+  HOST_PREFIX=(env UROCE_LINK=xdp)
+  SUFFIX="-xdp"
+  MODE="AF_XDP"
+  section
+  xdp_seen="$OUT/xdp-seen"
+  echo 0 > "$xdp_seen"
+  (
+    for i in $(seq 1 1200); do  # at most 120 s, the section's length
+      n=$(ip netns exec "$NS" "$BUILD/bin/uroce" --json 2>/dev/null | /usr/bin/python3 -c 'import json,sys
+print(max([p["counters"].get("xdp_rx_packets", 0) for d in json.load(sys.stdin)["devices"] for p in d["processes"]] + [0]))' 2>/dev/null)
+      [ "${n:-0}" -gt "$(cat "$xdp_seen")" ] && echo "$n" > "$xdp_seen"
+      sleep 0.1
+    done
+  ) &
+  watcher=$!
+  subset_cases
+  kill $watcher 2>/dev/null
+  wait $watcher 2>/dev/null
+  seen=$(cat "$xdp_seen")
+  [ "$seen" -gt 0 ] && record "rxe's frames reached uroce through AF_XDP (a process counted $seen)" 0 "" ||
+    record "rxe's frames reached uroce through AF_XDP" 1 "no uroce process counted xdp_rx_packets"
+  HOST_PREFIX=()
+}
+
+if [ "${ONLY:-}" = xdp ]; then
+  uploaded=no
+  upload_rdma_check && uploaded=yes
+  xdp_section
+  printf '%s\n' "${results[@]}"
+  echo "interop: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit
+fi
+
 if [ "${ONLY:-}" = lossy ]; then
   MODE="default: UDP, GSO/GRO"
   SUFFIX=""
@@ -409,6 +465,8 @@ MODE="raw receive: IP ID seen"
 section
 all_cases
 
+xdp_section
+
 # IPv6: both sides on their link-local GID 0, what rdma-core tools use by default.
 HOST_PREFIX=()
 UGID=0
@@ -417,18 +475,7 @@ SUFFIX="-v6"
 MODE="IPv6 link-local GID 0"
 section
 wait_ipv6
-TRANSPORT=rc
-send_both 4096 20
-TRANSPORT=ud
-send_both 1024 20
-for role in client server; do
-  guarded perftest_case "RC RDMA WRITE 8 KiB x 100 (perftest)" "ib_write_bw -s 8192 -n 100" $role
-  guarded perftest_case "RC RDMA READ 8 KiB x 100 (perftest)" "ib_read_bw -s 8192 -n 100" $role
-done
-if [ "$uploaded" = yes ]; then
-  guarded rdma_check_case client
-  guarded rdma_check_case server
-fi
+subset_cases
 
 {
   echo "# uroce <-> rxe interop run ($(date -u +%Y-%m-%dT%H:%MZ))"

@@ -219,6 +219,55 @@ for d in json.load(sys.stdin)["devices"]:
     bad "MTU $mtu: $name hostile frames (seed $seed): sent '$sent' to '$qp', counted (bad ICRC, dropped, malformed) '$got', want '$want'; client $c, server $s: $(cat "$tmp/cli.log" "$tmp/srv.log")"
   fi
 }
+# Two processes want AF_XDP on one interface: the first has it, the second is told in one line
+# and runs on the sockets; kill -9 of the first takes its program off the interface (a BPF
+# link dies with its process), and the next process has AF_XDP again.
+xdp_shared() {
+  port=$((port + 1)) p1=$port
+  port=$((port + 1)) p2=$port
+  x="UROCE_LINK=xdp UROCE_PERF_COUNTERS=1"
+  inA env $x timeout 120 "$BIN/uroce-perf" --server --port $p1 --gid 1 > "$tmp/x1s.log" 2>&1 &
+  s1=$!
+  inB env $x timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $p1 --gid 1 --op send --mode lat --size 64 \
+    --iters 2000000 --json > "$tmp/x1c.log" 2>&1 &
+  c1=$!
+  for i in $(seq 1 100); do  # the first pair's program on A's interface, at most 10 s
+    ip -n "$A" link show "uma$tag" | grep -q "prog/xdp" && break
+    sleep 0.1
+  done
+  inA env $x timeout 120 "$BIN/uroce-perf" --server --port $p2 --gid 1 > "$tmp/x2s.log" 2>&1 &
+  s2=$!
+  out=$(inB env UROCE_PERF_COUNTERS=1 timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $p2 --gid 1 --op write \
+        --mode bw --size 65536 --iters 300 --json 2>&1)
+  c=$?
+  wait $s2
+  s=$?
+  n=$(grep -c "AF_XDP is not available" "$tmp/x2s.log")
+  if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true' && [ "$n" = 1 ] &&
+     grep -q "AF_XDP is not available (another XDP program is on uma$tag)" "$tmp/x2s.log" && ! grep -q xdp_ "$tmp/x2s.log"; then
+    ok "MTU $mtu: a second process asking for AF_XDP on the interface is told in one line and WRITEs by UDP, verified"
+  else
+    bad "MTU $mtu: second AF_XDP process (client $c, server $s): $out $(cat "$tmp/x2s.log")"
+  fi
+  kill -9 $(ps -o pid= --ppid $s1) 2>/dev/null  # the uroce-perf under timeout
+  wait $s1 2>/dev/null
+  kill $(ps -o pid= --ppid $c1) 2>/dev/null  # its peer has nobody to talk to
+  wait $c1 2>/dev/null
+  for i in $(seq 1 50); do  # at most 5 s
+    ip -n "$A" link show "uma$tag" | grep -q "prog/xdp" || break
+    sleep 0.1
+  done
+  if ip -n "$A" link show "uma$tag" | grep -q "prog/xdp"; then
+    bad "MTU $mtu: the XDP program stayed on the interface after kill -9 of its process"
+  else
+    ok "MTU $mtu: kill -9 of the AF_XDP process takes its program off the interface"
+  fi
+  link_env="$x" link_name="AF_XDP after a kill -9 "
+  link_used() { xdp_used "$@"; }
+  perf_case $mtu write bw 65536 300 1
+  link_env="" link_name=""
+  link_used() { :; }
+}
 hostile() {
   hostile_case "UDP sockets (GRO)" 0 1 UROCE_LINK=udp
   hostile_case "UDP sockets (GRO)" 0 0 UROCE_LINK=udp
@@ -297,6 +346,7 @@ for mtu in 1500 9000; do
     fi
   fi
   hostile
+  xdp_shared
   set -- $(pcap_stats $ib "$tmp"/*.pcap)
   if [ "${1:-99999}" -le $mtu ] && [ "${2:-0}" -gt 0 ]; then
     ok "MTU $mtu: every captured packet fits (largest IP packet $1 B), $2 packets carry $ib-byte payloads"
