@@ -55,6 +55,8 @@ constexpr size_t kMaxFrame = 16384;  // a received frame gathered from its fragm
 constexpr uint32_t kRxFrames = 2048, kTxFrames = 2048;
 constexpr uint32_t kRingSize = 2048;
 constexpr uint64_t kNeighbourRecheckNs = 1'000'000'000;  // a peer that moved is found within 1 s
+constexpr uint64_t kUnresolvedRecheckNs = 10'000'000;
+constexpr size_t kMaxNeighbours = 4096;
 constexpr uint16_t kEthIpv4 = 0x0800, kEthIpv6 = 0x86dd;
 
 // The Ethernet address of `addr` (an IPv4-mapped or IPv6 GID) on the interface, as the
@@ -358,8 +360,12 @@ void XdpPort::reap() {
 }
 
 const uint8_t* XdpPort::neighbour(const Gid& addr, uint64_t now) {
+  // A UD QP may address any number of peers: the cache is forgotten rather than grown past
+  // kMaxNeighbours (the kernel's table answers again within the call).
+  if (neighbours_.size() >= kMaxNeighbours && !neighbours_.count(addr.raw)) neighbours_.clear();
   Neighbour& n = neighbours_[addr.raw];
-  if (n.checked_ns == 0 || now - n.checked_ns >= kNeighbourRecheckNs) {
+  // Not known yet: asked again soon, as the socket's send that goes meanwhile resolves it.
+  if (n.checked_ns == 0 || now - n.checked_ns >= (n.known ? kNeighbourRecheckNs : kUnresolvedRecheckNs)) {
     n.known = neighbour_lookup(ifindex_, addr, n.mac);
     n.checked_ns = now ? now : 1;
   }
