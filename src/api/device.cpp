@@ -139,14 +139,7 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_rx_malformed"] = s.rx_malformed;
     m["shm_names_taken"] = s.names_taken;
   }
-  m["link_rx_malformed"] = stack_->link->rx_malformed();
-  if (const link::XdpPort* x = stack_->link->xdp()) {  // kernel bypass on (UROCE_LINK=xdp)
-    m["xdp_tx_packets"] = x->sent();
-    m["xdp_rx_packets"] = x->received();
-    m["xdp_zero_copy"] = x->zero_copy();
-    m["xdp_native"] = x->native();
-    m["xdp_multi_buffer"] = x->multi_buffer();
-  }
+  stack_->link->for_each_counter([&](const char* n, uint64_t v) { m[n] = v; });
   return m;
 }
 

@@ -34,19 +34,13 @@ std::string status_records(const DeviceStack& stack) {
                   ull(c.tx_cnps), ull(c.rx_cnps));
     out += line;
   });
-  stack.pc->counters().for_each([&](const char* name, uint64_t v) {
+  auto counter = [&](const char* name, uint64_t v) {
     if (v == 0) return;  // dozens of counters: what happened only
-    std::snprintf(line, sizeof line, "counter name=%s value=%llu\n", name, static_cast<unsigned long long>(v));
+    std::snprintf(line, sizeof line, "counter name=%s value=%llu\n", name, ull(v));
     out += line;
-  });
-  // The link's own: frames refused before the core, and what went by AF_XDP (UROCE_LINK=xdp).
-  std::snprintf(line, sizeof line, "counter name=link_rx_malformed value=%llu\n", ull(stack.link->rx_malformed()));
-  out += line;
-  if (const link::XdpPort* x = stack.link->xdp()) {
-    std::snprintf(line, sizeof line, "counter name=xdp_rx_packets value=%llu\ncounter name=xdp_tx_packets value=%llu\n",
-                  ull(x->received()), ull(x->sent()));
-    out += line;
-  }
+  };
+  stack.pc->counters().for_each(counter);
+  stack.link->for_each_counter(counter);  // frames refused before the core, AF_XDP's
   return out;
 }
 

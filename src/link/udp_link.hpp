@@ -52,6 +52,18 @@ class UdpLink final : public Link {
   // Frames raw or AF_XDP receive refused before the core saw them: IPv4 or UDP lengths that
   // do not fit the frame (the kernel's UDP sockets drop those themselves).
   uint64_t rx_malformed() const { return raw_malformed_ + (xdp_ ? xdp_->malformed() : 0); }
+  // The link's counters by name (Device::counters and the uroce command show them): the above,
+  // and with AF_XDP what went through it and how it runs.
+  template <class Fn>
+  void for_each_counter(Fn&& fn) const {
+    fn("link_rx_malformed", rx_malformed());
+    if (!xdp_) return;
+    fn("xdp_tx_packets", xdp_->sent());
+    fn("xdp_rx_packets", xdp_->received());
+    fn("xdp_zero_copy", uint64_t(xdp_->zero_copy()));
+    fn("xdp_native", uint64_t(xdp_->native()));
+    fn("xdp_multi_buffer", uint64_t(xdp_->multi_buffer()));
+  }
   PcapWriter* pcap() const { return pcap_.get(); }
   ~UdpLink();
 

@@ -45,22 +45,12 @@ struct {
   __type(value, __u32);
 } xsks SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u64);
-} steered SEC(".maps");
-
 static __always_inline int steer(struct xdp_md* ctx, struct steer_config* cfg, struct udphdr* udp, void* end) {
   if ((void*)(udp + 1) > end || udp->dest != bpf_htons(4791)) return XDP_PASS;
   __u8* bth = (void*)(udp + 1);
   if ((void*)(bth + 8) > end) return XDP_PASS;
   __u32 qpn = ((__u32)bth[5] << 16) | ((__u32)bth[6] << 8) | bth[7];
   if (!cfg->any_slot && (qpn >> (cfg->qpn_shift & 31)) != cfg->slot) return XDP_PASS;
-  __u32 zero = 0;
-  __u64* n = bpf_map_lookup_elem(&steered, &zero);
-  if (n) *n += 1;
   return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
