@@ -251,11 +251,11 @@ xdp_shared() {
   else
     bad "MTU $mtu: second AF_XDP process (client $c, server $s): $out $(cat "$tmp/x2s.log")"
   fi
-  kill -9 $(ps -o pid= --ppid $s1) 2>/dev/null  # the uroce-perf under timeout
+  pkill -9 -f "uroce-perf --server --port $p1 " 2>/dev/null  # the process itself, whatever forked it
   wait $s1 2>/dev/null
   kill $(ps -o pid= --ppid $c1) 2>/dev/null  # its peer has nobody to talk to
   wait $c1 2>/dev/null
-  for i in $(seq 1 50); do  # at most 5 s
+  for i in $(seq 1 300); do  # at most 30 s: the kernel detaches a dead link from a work queue
     ip -n "$A" link show "uma$tag" | grep -q "prog/xdp" || break
     sleep 0.1
   done
