@@ -101,14 +101,18 @@ struct DeviceInfo {
 class Device {
  public:
   // The host's devices: one per network interface that is up with an address, the interface
-  // of the default route first (without one, the first by index), loopback last.
-  // $UROCE_DEVICES (interface names, comma-separated) keeps those alone; $UROCE_ADDR's
-  // interface comes first, at that address.
+  // of the default route first (without one, the first by index). Loopback's, uroce_lo, is
+  // listed (last) only where no other interface has a device: it reaches its own host alone,
+  // and UCX would stripe a job across hosts over every device listed (rxe gives lo none).
+  // $UROCE_DEVICES (interface names, comma-separated) keeps those alone, lo too if named;
+  // $UROCE_ADDR's interface comes first, at that address.
   static std::vector<DeviceInfo> list();
   // The listed device whose interface holds addr (127/8: loopback's); "" if there is none.
   static std::string name_for(const std::string& addr);
-  // Opens a device by name (empty: the first of list()), or the one at opts.addr, on UDP port
-  // 4791. ENODEV for a name the host does not have; EINVAL for an address on another device.
+  // Opens a device by name (empty: the first of list(); uroce_lo opens by name even where it
+  // is not listed), or the one at opts.addr, on UDP port 4791. ENODEV for a name the host does
+  // not have or a loopback address with no listed device; EINVAL for an address on another
+  // device.
   static Result<std::unique_ptr<Device>> open(const std::string& name = "", DeviceOptions opts = {});
   ~Device();
 

@@ -59,11 +59,13 @@ std::optional<Error> unreadable() {
   return link::unreadable_interfaces(err);
 }
 
-}  // namespace
-
-std::vector<DeviceInfo> Device::list() {
+// The devices, as list() gives them; `every` keeps loopback's where it is not listed (a name
+// still opens it).
+std::vector<DeviceInfo> devices(bool every) {
   std::vector<DeviceInfo> out;
-  for (const auto& c : link::device_interfaces(env("UROCE_DEVICES"))) out.push_back(info_of(c));
+  const std::string only = env("UROCE_DEVICES");
+  auto cands = link::device_interfaces(only);
+  for (const auto& c : every ? cands : link::shown_interfaces(cands, only)) out.push_back(info_of(c));
   // UROCE_ADDR names the default device and its address, whatever UROCE_DEVICES keeps.
   if (const std::string at = env("UROCE_ADDR"); !at.empty()) {
     const std::string name = holder_of(at);
@@ -78,16 +80,25 @@ std::vector<DeviceInfo> Device::list() {
   return out;
 }
 
+}  // namespace
+
+std::vector<DeviceInfo> Device::list() { return devices(false); }
+
 std::string Device::name_for(const std::string& addr) {
   const std::string name = holder_of(addr);
   if (name.empty()) return "";
   // Listed (as list() has it, without its node GUIDs): an interface that is up, and kept by
   // UROCE_DEVICES unless UROCE_ADDR is on it.
   const std::string at = env("UROCE_ADDR");
-  const bool placed = !at.empty() && holder_of(at) == name;
-  for (const auto& c : link::device_interfaces(placed ? "" : env("UROCE_DEVICES")))
+  if (!at.empty() && holder_of(at) == name) {
+    for (const auto& c : link::device_interfaces())
+      if (kPrefix + c.name == name) return name;
+    return "";
+  }
+  const std::string only = env("UROCE_DEVICES");
+  for (const auto& c : link::shown_interfaces(link::device_interfaces(only), only))
     if (kPrefix + c.name == name) return name;
-  return "";  // UROCE_DEVICES leaves its interface out, or it is down
+  return "";  // UROCE_DEVICES leaves its interface out, it is down, or it is unlisted loopback
 }
 
 namespace detail {
@@ -99,18 +110,25 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
     at = e;
   if (!at.empty()) {
     if (!Gid::parse(at)) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + at);
-    const std::string holder = Device::name_for(at);
+    std::string holder = Device::name_for(at);
+    if (holder.empty() && !name.empty() && name == holder_of(at)) {  // named: listed or not
+      const auto every = devices(true);
+      if (std::any_of(every.begin(), every.end(), [&](const DeviceInfo& d) { return d.name == name; })) holder = name;
+    }
     if (holder.empty()) {
       if (auto e = unreadable()) return *e;
-      return make_error(EADDRNOTAVAIL, holder_of(at).empty() ? "no network interface of this host has the address " + at
-                                                             : at + " is on " + holder_of(at) +
-                                                                   ", which has no device: it is down, or UROCE_DEVICES leaves it out");
+      if (holder_of(at).empty()) return make_error(EADDRNOTAVAIL, "no network interface of this host has the address " + at);
+      if (holder_of(at) == kPrefix + std::string("lo") && env("UROCE_DEVICES").empty())
+        return make_error(ENODEV, at + " is on loopback, whose device is listed only where no other interface has one"
+                                       " (as rxe gives lo none): UROCE_DEVICES=lo lists it, or open uroce_lo by name");
+      return make_error(EADDRNOTAVAIL,
+                        at + " is on " + holder_of(at) + ", which has no device: it is down, or UROCE_DEVICES leaves it out");
     }
     if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
     opts.addr = at;
     return holder;
   }
-  const auto all = Device::list();
+  const auto all = devices(!name.empty());
   std::string names;
   for (const auto& d : all) {
     if (name.empty() || d.name == name) {

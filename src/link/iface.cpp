@@ -114,6 +114,13 @@ std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t def
   return all;
 }
 
+std::vector<Candidate> shown_interfaces(std::vector<Candidate> ordered, const std::string& only) {
+  const bool other = std::any_of(ordered.begin(), ordered.end(), [](const Candidate& c) { return !c.loopback; });
+  // A loopback interface still in a non-empty `only` was named there: it stays.
+  if (other && only.empty()) std::erase_if(ordered, [](const Candidate& c) { return c.loopback; });
+  return ordered;
+}
+
 std::vector<Candidate> device_interfaces(const std::string& only, int* error) {
   std::vector<Candidate> all;
   ifaddrs* list = nullptr;

@@ -103,15 +103,17 @@ for h in 1 2; do
   got=$(echo "$info" | sed -n 's/.*node_guid:[[:space:]]*\([0-9a-f:]*\).*/\1/p' | head -1)
   first=$(echo "$info" | sed -n 's/^hca_id:[[:space:]]*//p' | head -1)
   devices=$(on $h "$BIN/uroce-run" -- ibv_devices 2>&1 | awk 'NR > 2 {printf "%s/%s ", $1, $2}')
+  # Loopback's device is listed when asked for (UCX would stripe a job across hosts over it).
+  with_lo=$(on $h env UROCE_DEVICES=eth0,lo "$BIN/uroce-run" -- ibv_devices 2>&1 | awk 'NR > 2 {printf "%s ", $1}')
   max_ah=$(echo "$info" | sed -n 's/.*max_ah:[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
   if [ "$got" = "$want" ] && [ "$first" = "uroce_eth0" ] && [ "${max_ah:-0}" -gt 0 ] &&
-     [ "${devices%% *}" = "uroce_eth0/$(echo "$want" | tr -d :)" ] && [ "$(echo $devices | awk '{print $NF}' | cut -d/ -f1)" = uroce_lo ]; then
-    ok "host $h: devices $devices(its interface's first, loopback last); node GUID $got from MAC $mac in both tools, max_ah $max_ah"
-  else bad "host $h: devices '$devices', first '$first', node GUID '$got', want uroce_eth0 with $want from MAC $mac; max_ah '$max_ah'"; fi
+     [ "$devices" = "uroce_eth0/$(echo "$want" | tr -d :) " ] && [ "$with_lo" = "uroce_eth0 uroce_lo " ]; then
+    ok "host $h: devices $devices(its interface's alone; with UROCE_DEVICES=eth0,lo: $with_lo); node GUID $got from MAC $mac in both tools, max_ah $max_ah"
+  else bad "host $h: devices '$devices' ('$with_lo' with lo), first '$first', node GUID '$got', want uroce_eth0 with $want from MAC $mac; max_ah '$max_ah'"; fi
   guids="$guids $got"
   # The uroce command lists the host's devices as rdma link does: name, interface, address.
-  first_link=$(on $h "$BIN/uroce" --json | $PY -c 'import json,sys; l=json.load(sys.stdin)["links"]; print(l[0]["name"], l[0]["netdev"], l[0]["addr"], l[-1]["name"])')
-  [ "$first_link" = "uroce_eth0 eth0 $net.$h uroce_lo" ] && ok "host $h: uroce lists its links: $first_link" ||
+  first_link=$(on $h "$BIN/uroce" --json | $PY -c 'import json,sys; l=json.load(sys.stdin)["links"]; print(l[0]["name"], l[0]["netdev"], l[0]["addr"], len(l))')
+  [ "$first_link" = "uroce_eth0 eth0 $net.$h 1" ] && ok "host $h: uroce lists its links: $first_link" ||
     bad "host $h: uroce --json links '$first_link'"
 done
 set -- $guids
@@ -351,7 +353,7 @@ next_port
 on 1 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -g 1 -p $port > "$tmp/rcl-s.log" 2>&1 &
 rs_=$!
 ip netns exec "$(ns 1)" sh -c ". '$HERE/../common/listen.sh'; listen_wait $port"
-on 2 timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -d uroce_lo -g 0 -p $port "$net.1" > "$tmp/rcl-c.log" 2>&1
+on 2 env UROCE_DEVICES=eth0,lo timeout 10 "$BIN/uroce-run" -- ibv_rc_pingpong -d uroce_lo -g 0 -p $port "$net.1" > "$tmp/rcl-c.log" 2>&1
 wait $rs_
 if grep -q "uroce: a QP of uroce_lo, a loopback device, is connected to ::ffff:$net.1, which it cannot reach" "$tmp/rcl-c.log"; then
   ok "a loopback device's QP toward host 1 is told why it fails: $(grep -o "which it cannot reach[^(]*" "$tmp/rcl-c.log")"
@@ -374,8 +376,8 @@ else echo "## fi_pingpong is not installed (Debian: libfabric-bin): not run"; fi
 
 # 10. Open MPI with pml ucx across hosts: 2 ranks on each of hosts 1, 2 and 3, launched into
 # their namespaces by mpirun's rsh agent; point to point and collectives checked byte for byte.
-# UCX stripes over every device it is given and a loopback device reaches its own host only,
-# so the job names the interface's device, as on hosts with several RDMA NICs.
+# UCX as it comes (no UCX_TLS, no UCX_NET_DEVICES): its endpoints between hosts must be
+# rc_verbs on the interface's device, as UCX's log of each endpoint's lanes says.
 MPI_PROG="$BIN/mpi_hosts"
 if command -v mpirun >/dev/null && [ -x "$MPI_PROG" ]; then
   cat > "$tmp/agent" <<'AGENT'
@@ -395,9 +397,13 @@ AGENT
   on 1 env AGENT_TMP="$tmp" TMPDIR="$tmp/mpirun" timeout 240 mpirun --allow-run-as-root --oversubscribe --mca plm_rsh_agent "$tmp/agent" \
     --mca oob_tcp_if_include eth0 --mca btl_tcp_if_include eth0 \
     --host "$(ns 1):2,$(ns 2):2,$(ns 3):2" -np 6 --map-by node --mca pml ucx --mca btl ^openib,uct \
-    -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=uroce_eth0:1 "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
+    -x UCX_LOG_LEVEL=info "$BIN/uroce-run" -- "$MPI_PROG" > "$tmp/mpi.log" 2>&1
   e=$?
-  if [ $e = 0 ] && grep -q "mpi_hosts: 6 ranks on 3 hosts, all verified" "$tmp/mpi.log"; then ok "Open MPI (pml ucx): $(grep -o "6 ranks on 3 hosts.*" "$tmp/mpi.log")"
+  # UCX logs each endpoint configuration a rank makes: every rank's toward the other hosts is
+  # rc_verbs on uroce_eth0 (one at least per rank), and none names uroce_lo.
+  rc=$(grep -c "ep_cfg\[[0-9]*\]: tag(rc_verbs/uroce_eth0:1)" "$tmp/mpi.log")
+  if [ $e = 0 ] && grep -q "mpi_hosts: 6 ranks on 3 hosts, all verified" "$tmp/mpi.log" && [ "$rc" -ge 6 ] &&
+     ! grep -q "uroce_lo" "$tmp/mpi.log"; then ok "Open MPI (pml ucx, UCX's defaults): $(grep -o "6 ranks on 3 hosts.*" "$tmp/mpi.log"); $rc endpoint kinds rc_verbs on uroce_eth0"
   else bad "Open MPI across hosts (exit $e): $(head -c 8000 "$tmp/mpi.log")"; fi
 else echo "## mpirun or $MPI_PROG is missing (Debian: openmpi-bin, libopenmpi-dev): not run"; fi
 
@@ -423,6 +429,27 @@ for client in "3 $net2.1" "2 $net.1"; do
   if [ $e = 0 ] && [ $f = 0 ]; then ok "a wildcard rping server on host 1 serves host $1 at $2, verified"
   else bad "wildcard rping server, client on host $1 to $2 (client $e, server $f): $(cat "$tmp/rw-c.log" "$tmp/rw-s.log")"; fi
 done
+
+# 11b. Loopback on a host whose interface has a device: lo has no listed device (as with rxe),
+# so a client of 127.0.0.1 or ::1 reaches the host through its interface's device, where a
+# wildcard listener hears it (the kernel's rdma_cm resolves loopback so); a bind to 127.0.0.1
+# fails as the kernel's does.
+for dst in 127.0.0.1 ::1; do
+  next_port
+  on 1 timeout 60 "$BIN/uroce-run" -- rping -s -p $port -C 10 -S 1000 -V > "$tmp/rl-s.log" 2>&1 &
+  rw=$!
+  ip netns exec "$(ns 1)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+  on 1 timeout 60 "$BIN/uroce-run" -- rping -c -a $dst -p $port -C 10 -S 1000 -V > "$tmp/rl-c.log" 2>&1
+  e=$?
+  wait $rw; f=$?
+  if [ $e = 0 ] && [ $f = 0 ]; then ok "host 1 to itself at $dst, with no loopback device listed: rping verified"
+  else bad "rping to $dst on host 1 (client $e, server $f): $(cat "$tmp/rl-c.log" "$tmp/rl-s.log")"; fi
+done
+out=$(on 1 timeout 20 "$BIN/uroce-run" -- rping -s -a 127.0.0.1 -p 7471 -C 1 2>&1)
+case "$out" in
+  *"rdma_bind_addr: No such device"*) ok "rping -s -a 127.0.0.1 where lo has no listed device: $out" ;;
+  *) bad "rping -s -a 127.0.0.1 on host 1: '$out'" ;;
+esac
 
 # 12. Users and the daemon: the first process of a host starts it as its own user, and a
 # process trusts a daemon of its user or root only. On host 4 uid 65534 comes first: root's

@@ -48,6 +48,29 @@ TEST(Identity, DevicesFollowTheDefaultRouteAndLoopbackComesLast) {
   EXPECT_EQ(names(link::order_interfaces(all, 3, "eth")), "") << "whole names only";
 }
 
+// Programs enumerate loopback's device only where it is the host's one device or is asked for:
+// UCX and Open MPI would stripe a job across hosts over it, which reaches its own host alone.
+TEST(Identity, LoopbackIsListedOnlyAloneOrWhenNamed) {
+  auto c = [](const char* n, uint32_t index, bool lo = false) {
+    return link::Candidate{n, index, lo, Gid::from_ipv4(0x0a000000 + index)};
+  };
+  auto names = [](const std::vector<link::Candidate>& v) {
+    std::string s;
+    for (const auto& x : v) s += x.name + " ";
+    return s;
+  };
+  auto shown = [&](std::vector<link::Candidate> all, const std::string& only) {
+    return names(link::shown_interfaces(link::order_interfaces(std::move(all), 2, only), only));
+  };
+  const std::vector<link::Candidate> host = {c("lo", 1, true), c("eth0", 2), c("eth1", 3)};
+  EXPECT_EQ(shown(host, ""), "eth0 eth1 ");
+  EXPECT_EQ(shown({c("lo", 1, true)}, ""), "lo ") << "a host with loopback alone";
+  EXPECT_EQ(shown(host, "lo"), "lo ");
+  EXPECT_EQ(shown(host, "eth1,lo"), "eth1 lo ");
+  EXPECT_EQ(shown(host, "eth1"), "eth1 ");
+  EXPECT_EQ(shown({}, ""), "");
+}
+
 // This host's list: every device is uroce_<interface>, loopback's last, each found again by
 // its own address, and UROCE_DEVICES=lo leaves loopback alone.
 TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
@@ -63,7 +86,25 @@ TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
   unsetenv("UROCE_DEVICES");
   auto all = Device::list();
   ASSERT_FALSE(all.empty());
-  EXPECT_EQ(all.back().name, "uroce_lo");
+  const bool alone = all.size() == 1 && all[0].loopback;
+  EXPECT_EQ(all.back().loopback, alone) << "loopback's is listed only where it is alone";
+  EXPECT_EQ(Device::name_for("127.0.0.42"), alone ? "uroce_lo" : "");
+  auto lo = Device::open("uroce_lo");  // listed or not, its name opens it
+  ASSERT_TRUE(lo) << lo.error().message;
+  EXPECT_EQ(lo.value()->name(), "uroce_lo");
+  DeviceOptions at;
+  at.addr = "127.0.0.43";
+  auto unnamed = Device::open("", at);
+  if (alone) {
+    EXPECT_TRUE(unnamed) << unnamed.error().message;
+  } else {
+    ASSERT_FALSE(unnamed);
+    EXPECT_EQ(unnamed.error().code, ENODEV) << "as the kernel's rdma_cm binds 127.0.0.1 where lo has no device";
+    EXPECT_NE(unnamed.error().message.find("UROCE_DEVICES=lo lists it"), std::string::npos) << unnamed.error().message;
+    auto named = Device::open("uroce_lo", at);
+    ASSERT_TRUE(named) << named.error().message;
+    EXPECT_EQ(named.value()->query_gid(0)->to_string(), "::ffff:127.0.0.43");
+  }
   for (const auto& d : all) {
     EXPECT_EQ(d.name, "uroce_" + d.interface);
     if (!d.loopback) {

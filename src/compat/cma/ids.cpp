@@ -68,13 +68,17 @@ int use_device(Id* id, const sockaddr* dst) {
     // first peer, else the first device.
     const std::string where = specific ? ip_string(*gid_of(src)) : dst ? local_address_for(dst) : "";
     const std::string name = where.empty() ? "" : Device::name_for(where);
-    if (!where.empty() && name.empty()) return specific ? EADDRNOTAVAIL : ENETUNREACH;
+    // Loopback where lo has no listed device: a bind there fails as the kernel's does; a peer
+    // there is this host, reached by the first device, as the kernel resolves 127.0.0.1.
+    const bool host_itself = !specific && dst && is_loopback(dst) && name.empty();
+    if (!where.empty() && name.empty() && !host_itself)
+      return specific ? (is_loopback(src) ? ENODEV : EADDRNOTAVAIL) : ENETUNREACH;
     // Opened there, unless UROCE_ADDR places that device, or the loopback device is only on
     // the way to a peer (it then takes a 127.0.0.x of its own, or ::1).
     const char* env = std::getenv("UROCE_ADDR");
     const bool placed = env && *env && Device::name_for(env) == name;
     const bool passing = !specific && dst && is_loopback(dst) && dst->sa_family == AF_INET;
-    CmDevice* d = device(name, placed || passing ? "" : where);
+    CmDevice* d = device(name, placed || passing || host_itself ? "" : where);
     // Another process's NIC holds that loopback address: any loopback address names this host.
     if (!d && errno == EADDRINUSE && specific && is_loopback(src)) d = device(name, "");
     if (!d) return errno ? errno : ENODEV;
