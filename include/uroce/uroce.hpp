@@ -105,7 +105,7 @@ class Device {
   // listed (last) only where no other interface has a device: it reaches its own host alone,
   // and UCX would stripe a job across hosts over every device listed (rxe gives lo none).
   // $UROCE_DEVICES (interface names, comma-separated) keeps those alone, lo too if named;
-  // $UROCE_ADDR's interface comes first, at that address.
+  // $UROCE_ADDR's interface comes first, at that address (loopback's too, on 127/8).
   static std::vector<DeviceInfo> list();
   // The listed device whose interface holds addr (127/8: loopback's); "" if there is none.
   static std::string name_for(const std::string& addr);

@@ -117,12 +117,17 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
     }
     if (holder.empty()) {
       if (auto e = unreadable()) return *e;
-      if (holder_of(at).empty()) return make_error(EADDRNOTAVAIL, "no network interface of this host has the address " + at);
-      if (holder_of(at) == kPrefix + std::string("lo") && env("UROCE_DEVICES").empty())
-        return make_error(ENODEV, at + " is on loopback, whose device is listed only where no other interface has one"
-                                       " (as rxe gives lo none): UROCE_DEVICES=lo lists it, or open uroce_lo by name");
-      return make_error(EADDRNOTAVAIL,
-                        at + " is on " + holder_of(at) + ", which has no device: it is down, or UROCE_DEVICES leaves it out");
+      const std::string on = holder_of(at);
+      if (on.empty()) return make_error(EADDRNOTAVAIL, "no network interface of this host has the address " + at);
+      if (!name.empty() && name != on) return make_error(EINVAL, at + " is the address of " + on + ", not of " + name);
+      // As the kernel's rdma_cm: ENODEV for a loopback address with no RDMA device there.
+      if (on == kPrefix + std::string("lo"))
+        return make_error(ENODEV, at + " is on loopback, whose device is not listed " +
+                                      (env("UROCE_DEVICES").empty()
+                                           ? std::string("where another interface has one (as rxe gives lo none): "
+                                                         "add lo to UROCE_DEVICES (e.g. eth0,lo) or set UROCE_ADDR=" + at)
+                                           : "(UROCE_DEVICES=" + env("UROCE_DEVICES") + " leaves it out)"));
+      return make_error(EADDRNOTAVAIL, at + " is on " + on + ", which has no device: it is down, or UROCE_DEVICES leaves it out");
     }
     if (!name.empty() && name != holder) return make_error(EINVAL, at + " is the address of " + holder + ", not of " + name);
     opts.addr = at;

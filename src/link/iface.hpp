@@ -54,7 +54,7 @@ std::vector<Candidate> order_interfaces(std::vector<Candidate> all, uint32_t def
 // Of those, the ones whose devices programs enumerate: loopback's only where no other interface
 // has a device or `only` names lo. UCX and Open MPI stripe a job over every device they find and
 // take any RoCE device as reachable, while a loopback device reaches its own host alone (rxe
-// gives lo no device either). It still opens by name or by a 127/8 address.
+// gives lo no device either). It still opens by name, and UROCE_ADDR on 127/8 lists it.
 std::vector<Candidate> shown_interfaces(std::vector<Candidate> ordered, const std::string& only);
 
 inline bool is_link_local(const Gid& g) { return g.raw[0] == 0xfe && (g.raw[1] & 0xc0) == 0x80; }

@@ -3,6 +3,7 @@
 # exchange messages of 1 B .. 4 MiB and check every byte. Only uroce's verbs transports are
 # allowed, so the run fails rather than fall back to shared memory or TCP.
 #   usage: mpi.sh BIN_DIR MPI_PINGPONG
+export UROCE_DEVICES="${UROCE_DEVICES-lo}"  # uroce_lo, listed (run by hand too)
 BIN=$1
 PROG=$2
 command -v mpirun >/dev/null || { echo "SKIP: mpirun is not installed (Debian: openmpi-bin)"; exit 77; }

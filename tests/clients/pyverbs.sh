@@ -5,6 +5,7 @@
 # packet QPs, XRC, memory windows, multicast, ...). Its rdma_cm tests must run: they find the
 # device's address through its sysfs directory, which uroce-run shows them.
 #   usage: pyverbs.sh BIN_DIR
+export UROCE_DEVICES="${UROCE_DEVICES-lo}"  # uroce_lo, listed (run by hand too)
 BIN=$(cd "$1" && pwd) || exit 1
 PY=/usr/bin/python3  # Debian's, which has pyverbs; another python3 may come first on PATH
 SRC=/usr/share/doc/rdma-core/tests

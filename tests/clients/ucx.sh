@@ -2,6 +2,7 @@
 # UCX (Debian's ucx-utils) on uroce through uroce-run: ucx_perftest between two processes over
 # loopback, with only uroce's verbs transports allowed (UCX fails rather than falling back).
 #   usage: ucx.sh BIN_DIR
+export UROCE_DEVICES="${UROCE_DEVICES-lo}"  # uroce_lo, listed (run by hand too)
 BIN=$1
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest is not installed (Debian: ucx-utils)"; exit 77; }
 export UCX_NET_DEVICES=uroce_lo:1

@@ -100,7 +100,10 @@ TEST(Identity, ThisHostsDevicesAreNamedByInterface) {
   } else {
     ASSERT_FALSE(unnamed);
     EXPECT_EQ(unnamed.error().code, ENODEV) << "as the kernel's rdma_cm binds 127.0.0.1 where lo has no device";
-    EXPECT_NE(unnamed.error().message.find("UROCE_DEVICES=lo lists it"), std::string::npos) << unnamed.error().message;
+    EXPECT_NE(unnamed.error().message.find("add lo to UROCE_DEVICES"), std::string::npos) << unnamed.error().message;
+    auto other = Device::open(all.front().name, at);
+    ASSERT_FALSE(other);
+    EXPECT_EQ(other.error().code, EINVAL) << other.error().message;
     auto named = Device::open("uroce_lo", at);
     ASSERT_TRUE(named) << named.error().message;
     EXPECT_EQ(named.value()->query_gid(0)->to_string(), "::ffff:127.0.0.43");

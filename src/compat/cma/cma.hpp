@@ -112,9 +112,10 @@ Registry& registry();
 
 // device.cpp: the process's CmDevice of the device `name` ("" for the first listed), opened at
 // `addr` ("" where the device opens by default) by the first caller; errno set and nullptr on
-// failure. all_devices: every listed device, opened.
+// failure. all_devices: every listed device, opened; `loopback` adds loopback's where it is not
+// listed (if it opens).
 CmDevice* device(std::string name, const std::string& addr);
-std::vector<CmDevice*> all_devices();
+std::vector<CmDevice*> all_devices(bool loopback = false);
 // The address a device should take to reach dst (an IPv4 or IPv6 sockaddr), as the routing table
 // says (127.0.0.1 or ::1 for a loopback destination); "" if there is no route.
 std::string local_address_for(const sockaddr* dst);

@@ -43,8 +43,8 @@ Gid dst_gid(const Id* id) { return *gid_of(&id->id.route.addr.dst_addr); }
 
 // A loopback destination is the host: the request goes to the NIC whose listener has that port
 // (found when connecting, since the listener may come up after the address was resolved), else,
-// from a device of the host's network, to that device itself (as the kernel makes the
-// destination GID its own), where every process's listener of the host is.
+// from a device of the host's network (shared by its processes), to that device's own address,
+// where every listener of the host on it is.
 void find_peer_nic(Id* id) {
   id->wire_peer = find_listener(uint16_t(id->id.ps), port_of(&id->id.route.addr.dst_addr), dst_gid(id));
   if (!id->wire_peer && is_loopback(dst_gid(id)) && !is_loopback(local_gid(id))) id->wire_peer = local_gid(id);

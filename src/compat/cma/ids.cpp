@@ -58,6 +58,12 @@ void release_port(Id* id) {
   if (it != ports.end() && it->second == id) ports.erase(it);
 }
 
+// Whether the device has an address of peer's IP version (the GID a connection to it takes).
+bool serves_family(const CmDevice& d, const Gid& peer) {
+  auto local = d.dev->query_gid(d.dev->gid_index_for(peer));
+  return local && local->ipv4().has_value() == peer.ipv4().has_value();
+}
+
 // The process's device, checked against the id's bound address and the peer's IP version.
 int use_device(Id* id, const sockaddr* dst) {
   const sockaddr* src = &id->id.route.addr.src_addr;
@@ -67,18 +73,26 @@ int use_device(Id* id, const sockaddr* dst) {
     // every process shares, so taking it takes nothing from anyone), else of the route to the
     // first peer, else the first device.
     const std::string where = specific ? ip_string(*gid_of(src)) : dst ? local_address_for(dst) : "";
-    const std::string name = where.empty() ? "" : Device::name_for(where);
-    // Loopback where lo has no listed device: a bind there fails as the kernel's does; a peer
-    // there is this host, reached by the first device, as the kernel resolves 127.0.0.1.
-    const bool host_itself = !specific && dst && is_loopback(dst) && name.empty();
-    if (!where.empty() && name.empty() && !host_itself)
+    std::string name = where.empty() ? "" : Device::name_for(where);
+    // Loopback where lo has no listed device: a bind there fails as the kernel's does (ENODEV).
+    // A peer there is this host: uroce goes further than the kernel (an address error) and
+    // reaches it by the first device where that is shared and has an address of the peer's
+    // family (the request then goes to that address, where the host's listeners are), else by
+    // loopback's device, unlisted but there.
+    CmDevice* first = nullptr;
+    if (!specific && dst && is_loopback(dst) && name.empty()) {
+      const char* sh = std::getenv("UROCE_SHARED");
+      if (!sh || std::strcmp(sh, "0") != 0) first = device("", "");
+      if (!first || !serves_family(*first, *gid_of(dst))) name = "uroce_lo";
+    }
+    if (!where.empty() && name.empty() && !first)
       return specific ? (is_loopback(src) ? ENODEV : EADDRNOTAVAIL) : ENETUNREACH;
     // Opened there, unless UROCE_ADDR places that device, or the loopback device is only on
     // the way to a peer (it then takes a 127.0.0.x of its own, or ::1).
     const char* env = std::getenv("UROCE_ADDR");
     const bool placed = env && *env && Device::name_for(env) == name;
     const bool passing = !specific && dst && is_loopback(dst) && dst->sa_family == AF_INET;
-    CmDevice* d = device(name, placed || passing || host_itself ? "" : where);
+    CmDevice* d = first && name.empty() ? first : device(name, placed || passing ? "" : where);
     // Another process's NIC holds that loopback address: any loopback address names this host.
     if (!d && errno == EADDRINUSE && specific && is_loopback(src)) d = device(name, "");
     if (!d) return errno ? errno : ENODEV;
@@ -263,8 +277,10 @@ int rdma_listen(rdma_cm_id* cid, int backlog) {
   }
   // A wildcard listener listens on every device, as the kernel's does: a host on two networks
   // hears its clients on both. The port taken on one of them fails the listen, as a bind would.
+  // Loopback's device too where it is not listed: a client of 127.0.0.1 whose own device is not
+  // shared comes by it.
   if (is_wildcard(bound))
-    for (CmDevice* d : all_devices()) {
+    for (CmDevice* d : all_devices(true)) {
       if (d == id->dev) continue;
       if (Status s = d->cm->listen(id->service_id, uint64_t(uintptr_t(id))); s) {
         id->also.push_back(d);
