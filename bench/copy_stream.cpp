@@ -9,12 +9,14 @@
 //
 // usage: copy_stream SIZE [BYTES]     prints one JSON line: {"size":..,"gbps":..}
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +32,15 @@ struct Control {
   alignas(64) std::atomic<uint64_t> produced;  // messages handed out
   alignas(64) std::atomic<uint64_t> consumed;  // messages copied out (their slots free again)
 };
+
+// Spins until ready() (true), or gives up after 10 s without it (false): a peer that died.
+template <class Ready>
+bool wait_for(Ready ready) {
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  for (uint32_t spin = 0; !ready(); ++spin)
+    if ((spin & 0xffff) == 0 && Clock::now() > end) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -52,9 +63,9 @@ int main(int argc, char** argv) {
   pid_t producer = fork();
   if (producer < 0) return 1;
   if (producer == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     for (uint64_t i = 0; i < warm + n; ++i) {
-      while (i - ctl->consumed.load(std::memory_order_acquire) >= slots) {
-      }
+      if (!wait_for([&] { return i - ctl->consumed.load(std::memory_order_acquire) < slots; })) _exit(1);
       uint8_t* slot = ring + (i % slots) * size;
       std::memset(slot, uint8_t(i), size);
       std::memcpy(slot, &i, sizeof i);
@@ -66,7 +77,11 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   for (uint64_t i = 0; i < warm + n; ++i) {
     if (i == warm) t0 = Clock::now();
-    while (ctl->produced.load(std::memory_order_acquire) <= i) {
+    if (!wait_for([&] { return ctl->produced.load(std::memory_order_acquire) > i; })) {
+      std::fprintf(stderr, "copy_stream: the producer stopped at message %llu\n", static_cast<unsigned long long>(i));
+      kill(producer, SIGKILL);
+      waitpid(producer, nullptr, 0);
+      return 1;
     }
     uint8_t* out = dst.data() + (i % slots) * size;
     std::memcpy(out, ring + (i % slots) * size, size);

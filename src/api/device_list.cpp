@@ -59,13 +59,18 @@ std::optional<Error> unreadable() {
   return link::unreadable_interfaces(err);
 }
 
-// The devices, as list() gives them; `every` keeps loopback's where it is not listed (a name
-// still opens it).
-std::vector<DeviceInfo> devices(bool every) {
-  std::vector<DeviceInfo> out;
+// The interfaces UROCE_DEVICES keeps, as list() shows them; `every` keeps loopback's where it
+// is not listed (a name still opens it). UROCE_ADDR's is the callers' to add.
+std::vector<link::Candidate> kept_interfaces(bool every) {
   const std::string only = env("UROCE_DEVICES");
   auto cands = link::device_interfaces(only);
-  for (const auto& c : every ? cands : link::shown_interfaces(cands, only)) out.push_back(info_of(c));
+  return every ? cands : link::shown_interfaces(std::move(cands), only);
+}
+
+// The devices, as list() gives them (`every`: as kept_interfaces).
+std::vector<DeviceInfo> devices(bool every) {
+  std::vector<DeviceInfo> out;
+  for (const auto& c : kept_interfaces(every)) out.push_back(info_of(c));
   // UROCE_ADDR names the default device and its address, whatever UROCE_DEVICES keeps.
   if (const std::string at = env("UROCE_ADDR"); !at.empty()) {
     const std::string name = holder_of(at);
@@ -80,26 +85,23 @@ std::vector<DeviceInfo> devices(bool every) {
   return out;
 }
 
+// The device of devices(every) whose interface holds addr (found without their node GUIDs): an
+// interface that is up, and kept by UROCE_DEVICES unless UROCE_ADDR is on it; "" if none.
+std::string holder_among(const std::string& addr, bool every) {
+  const std::string name = holder_of(addr);
+  if (name.empty()) return "";
+  const std::string at = env("UROCE_ADDR");
+  const bool placed = !at.empty() && holder_of(at) == name;
+  for (const auto& c : placed ? link::device_interfaces() : kept_interfaces(every))
+    if (kPrefix + c.name == name) return name;
+  return "";  // UROCE_DEVICES leaves its interface out, it is down, or it is unlisted loopback
+}
+
 }  // namespace
 
 std::vector<DeviceInfo> Device::list() { return devices(false); }
 
-std::string Device::name_for(const std::string& addr) {
-  const std::string name = holder_of(addr);
-  if (name.empty()) return "";
-  // Listed (as list() has it, without its node GUIDs): an interface that is up, and kept by
-  // UROCE_DEVICES unless UROCE_ADDR is on it.
-  const std::string at = env("UROCE_ADDR");
-  if (!at.empty() && holder_of(at) == name) {
-    for (const auto& c : link::device_interfaces())
-      if (kPrefix + c.name == name) return name;
-    return "";
-  }
-  const std::string only = env("UROCE_DEVICES");
-  for (const auto& c : link::shown_interfaces(link::device_interfaces(only), only))
-    if (kPrefix + c.name == name) return name;
-  return "";  // UROCE_DEVICES leaves its interface out, it is down, or it is unlisted loopback
-}
+std::string Device::name_for(const std::string& addr) { return holder_among(addr, false); }
 
 namespace detail {
 
@@ -110,11 +112,7 @@ Result<std::string> place_device(const std::string& name, DeviceOptions& opts) {
     at = e;
   if (!at.empty()) {
     if (!Gid::parse(at)) return make_error(EINVAL, "UROCE_ADDR/addr is not an IPv4 or IPv6 address: " + at);
-    std::string holder = Device::name_for(at);
-    if (holder.empty() && !name.empty() && name == holder_of(at)) {  // named: listed or not
-      const auto every = devices(true);
-      if (std::any_of(every.begin(), every.end(), [&](const DeviceInfo& d) { return d.name == name; })) holder = name;
-    }
+    const std::string holder = holder_among(at, !name.empty());  // a named device: listed or not
     if (holder.empty()) {
       if (auto e = unreadable()) return *e;
       const std::string on = holder_of(at);
