@@ -71,6 +71,11 @@ struct CoreConfig {
   uint32_t window_pkts(bool sr) const {
     return sr && sr_window_pkts ? std::min(max_inflight_pkts, sr_window_pkts) : max_inflight_pkts;
   }
+  // Go-back-N's window, in packets of any size, towards a peer the link carries intact
+  // (carried_intact: a same-host ring, where nothing is lost and the ring's slots are the
+  // buffer): as many packets as the ring has slots keep the receiver's copy going while the
+  // ACKs for the last pass come back. 0: max_inflight_pkts, as on the wire.
+  uint32_t intact_window_pkts = 0;
   uint32_t ack_req_every = 16;          // ask for an ACK at least every N packets
   uint32_t budget_per_qp = 32;          // packets of MTU 4096 one QP may send per pass (scaled alike)
   // Packets all QPs together may send per pass: a pass stays short however many QPs have work

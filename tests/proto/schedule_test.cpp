@@ -97,3 +97,43 @@ TEST(Schedule, WithinItsBudgetOnePassSendsEveryQpsWork) {
   EXPECT_EQ(f.pass(), (std::vector<uint32_t>{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5}));
   EXPECT_TRUE(f.pass().empty());
 }
+
+// Go-back-N's window: 256 packets of MTU 4096 on the wire; towards a peer the link carries
+// intact (a same-host ring), its own count of packets (the ring's slots), whatever the MTU.
+TEST(Window, APeerCarriedIntactGetsTheRingsWindow) {
+  for (bool intact : {false, true})
+    for (Mtu mtu : {Mtu::Mtu4096, Mtu::Mtu1024}) {
+      sim::Sim sim(7, {});
+      transport::CoreConfig ca;
+      ca.intact_window_pkts = 512;
+      ca.carried_intact = [intact](const Gid& dst, uint32_t) { return intact && dst == Gid::from_ipv4(kIpB); };
+      transport::ProtocolCore* a = &sim.add_core(kIpA, ca);
+      transport::ProtocolCore* b = &sim.add_core(kIpB);
+      std::vector<uint8_t> buf(8u << 20, 0x5a);  // 2048 packets at MTU 4096
+      Side sa{a, *a->alloc_pd(), *a->create_cq(16), *a->create_cq(16)};
+      Side sb{b, *b->alloc_pd(), *b->create_cq(16), *b->create_cq(16)};
+      auto mr_a = a->reg_mr(sa.pd, buf.data(), buf.size(), kAccessLocalWrite);
+      auto mr_b = b->reg_mr(sb.pd, buf.data(), buf.size(), kAccessLocalWrite | kAccessRemoteWrite);
+      ASSERT_TRUE(mr_a.ok() && mr_b.ok());
+      transport::Qp* qa = *a->create_qp(sa.pd, QpType::RC, sa.scq, sa.rcq, QpCap{4, 4, 1, 1, 0}, false);
+      transport::Qp* qb = *b->create_qp(sb.pd, QpType::RC, sb.scq, sb.rcq, QpCap{4, 4, 1, 1, 0}, false);
+      ConnectOptions c;
+      c.path_mtu = mtu;
+      ASSERT_TRUE(transport::connect_rc(*a, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
+      Sge s{uint64_t(buf.data()), uint32_t(buf.size()), mr_a->lkey.value()};
+      SendWr w{1, WrOpcode::RdmaWrite, 0, {&s, 1}};
+      w.remote_addr = uint64_t(buf.data());
+      w.rkey = mr_b->rkey.value();
+      ASSERT_TRUE(a->post_send(*qa, std::span<const SendWr>(&w, 1)));
+      // No ACK ever comes back: the requester sends until its window is full.
+      size_t sent = 0;
+      for (int pass = 0; pass < 1000; ++pass) {
+        a->progress(sim.now());
+        const size_t n = a->tx_queue().size();
+        a->release_tx();
+        if (n == 0) break;
+        sent += n;
+      }
+      EXPECT_EQ(sent, intact ? 512u : (mtu == Mtu::Mtu4096 ? 256u : 1024u)) << "intact " << intact << " mtu " << int(mtu);
+    }
+}

@@ -8,9 +8,13 @@
 
 namespace uroce::transport::recovery::go_back_n {
 
-// max_inflight_pkts counts packets of MTU 4096: the same bytes in more packets at a smaller path MTU.
+// max_inflight_pkts counts packets of MTU 4096: the same bytes in more packets at a smaller path
+// MTU. A peer the link carries intact (a same-host ring) has a window of its own.
 inline uint32_t window(const Context& cx, const Qp& qp) {
-  return wire::packets_at_mtu(cx.config().window_pkts(false), qp.mtu());
+  const CoreConfig& c = cx.config();
+  if (c.intact_window_pkts && c.carried_intact && c.carried_intact(qp.flow.dst, qp.attr().dest_qp_num))
+    return c.intact_window_pkts;
+  return wire::packets_at_mtu(c.window_pkts(false), qp.mtu());
 }
 inline bool window_full(const Qp& qp, wire::Psn psn, uint32_t window) {
   return wire::Psn::distance(qp.comp.una, psn) >= window;
