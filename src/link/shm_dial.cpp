@@ -54,11 +54,12 @@ void SameHostLink::dial(const ShmPeer& dst) {
   socklen_t len = registry_name(dst.addr, dst.slot, a);
   if (d.sock < 0 || connect(d.sock, reinterpret_cast<sockaddr*>(&a), len) != 0 || !trusted(d.sock))
     return dialed(d, false);
-  d.memfd = memfd_create("uroce-shm", MFD_CLOEXEC);
+  d.memfd = memfd_create("uroce-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   d.e0 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   d.e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   void* m = MAP_FAILED;
-  if (d.memfd >= 0 && ftruncate(d.memfd, sizeof(shm::Area)) == 0)
+  // Sealed at its size: the peer checks that before it maps the rings (shm::sealed_at_size).
+  if (d.memfd >= 0 && ftruncate(d.memfd, sizeof(shm::Area)) == 0 && fcntl(d.memfd, F_ADD_SEALS, shm::kSeals) == 0)
     m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, d.memfd, 0);
   if (m == MAP_FAILED || d.e0 < 0 || d.e1 < 0) return dialed(d, false);
   // A new memfd reads as zeros, which is every ring empty: only the header is written (each

@@ -133,11 +133,12 @@ ShmStats SameHostLink::stats() const {
 // ---------------------------------------------------------------- channels
 
 // Maps the area populated: a fault per slot on the first lap costs far more (performance.md).
+// Only a memfd sealed at its size is mapped: a file the peer could shrink would turn our next
+// read of a slot past its new end into SIGBUS, a crash of this process by the peer's hand.
 SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected,
                                            std::vector<Gid> peer, uint32_t peer_slot) {
-  struct stat st{};
   void* m = MAP_FAILED;
-  if (fstat(memfd, &st) == 0 && size_t(st.st_size) == sizeof(shm::Area))
+  if (shm::sealed_at_size(memfd, sizeof(shm::Area)))
     m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
   close(memfd);
   if (m == MAP_FAILED) {

@@ -17,6 +17,9 @@
 #include <cstring>
 #include <span>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "wire/ip_udp.hpp"
 #include "wire/packet_buf.hpp"
 
@@ -127,6 +130,15 @@ struct Area {
   uint32_t slot_bytes;
   Ring ring[2];
 };
+
+// The rings' memfd can neither shrink nor grow, nor lose those seals: what either side maps
+// stays backed by the file for as long as the mapping lives.
+inline constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+inline bool sealed_at_size(int fd, size_t bytes) {
+  struct stat st{};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & kSeals) == kSeals && fstat(fd, &st) == 0 && size_t(st.st_size) == bytes;
+}
 
 // What the connecting side sends, with the memfd and the eventfds of ring[0] and ring[1]; the
 // answer is one byte, 'Y', once the listener has mapped the memory.

@@ -1,9 +1,10 @@
 // The same-host shared-memory link: two devices of this user agree on rings by themselves, the
 // transport above is unchanged (every byte, every completion), a device with it off still
 // talks UDP to one with it on, a restarted peer gets a new channel, a peer that writes
-// garbage into the rings is dropped and counted, never trusted, a stopped peer stalls nothing,
-// and a name someone else took is said and not trusted.
+// garbage into the rings is dropped and counted, never trusted, rings it could shrink are
+// refused, a stopped peer stalls nothing, and a name someone else took is said and not trusted.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -245,45 +246,68 @@ TEST(SameHost, ARestartedPeerGetsANewChannel) {
 // A peer of the same user that offers a channel and then writes nonsense: first a packet
 // longer than a slot, then a slot sequence no producer writes. The device counts the first,
 // drops the channel at the second, and keeps working with everyone else.
+// A peer of our own making: it connects to the victim's registry name and hands over rings in
+// a memfd (sealed at its size, as a uroce device seals them, or not), then reads the answer.
+struct ForgedPeer {
+  int s = -1, memfd = -1, e0 = -1, e1 = -1;
+  link::shm::Area* area = nullptr;
+  char answer = 0;  // 'Y' once the victim mapped the rings; 0 if it hung up instead
+
+  ForgedPeer(const Gid& victim, bool sealed) {
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + victim.to_string() + "/0";
+    std::memcpy(a.sun_path + 1, name.data(), name.size());
+    EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+    memfd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    EXPECT_EQ(ftruncate(memfd, sizeof(link::shm::Area)), 0);
+    if (sealed) {
+      EXPECT_EQ(fcntl(memfd, F_ADD_SEALS, link::shm::kSeals), 0);
+    }
+    void* m = mmap(nullptr, sizeof(link::shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    area = new (m) link::shm::Area;
+    area->magic = link::shm::kMagic;
+    area->slots = link::shm::kSlots;
+    area->slot_bytes = sizeof(link::shm::Slot);
+    e0 = eventfd(0, EFD_CLOEXEC);
+    e1 = eventfd(0, EFD_CLOEXEC);
+    link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, 0, {Gid::from_ipv4(0x7f0000fe)}};
+    int fds[3] = {memfd, e0, e1};
+    EXPECT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
+    timeval tv{5, 0};  // bounded: a victim that neither answers nor hangs up fails the test
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (recv(s, &answer, 1, 0) != 1) answer = 0;
+  }
+  ~ForgedPeer() {
+    munmap(area, sizeof(link::shm::Area));
+    for (int fd : {s, memfd, e0, e1}) close(fd);
+  }
+};
+
 TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   Side victim(true), other(true);
-  Gid vgid = *victim.dev->query_gid(0);
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + vgid.to_string() + "/0";
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  ASSERT_EQ(connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
-  int memfd = memfd_create("fake", MFD_CLOEXEC);
-  ASSERT_EQ(ftruncate(memfd, sizeof(link::shm::Area)), 0);
-  void* m = mmap(nullptr, sizeof(link::shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  ASSERT_NE(m, MAP_FAILED);
-  auto* area = new (m) link::shm::Area;
-  area->magic = link::shm::kMagic;
-  area->slots = link::shm::kSlots;
-  area->slot_bytes = sizeof(link::shm::Slot);
-  int e0 = eventfd(0, EFD_CLOEXEC), e1 = eventfd(0, EFD_CLOEXEC);
-  link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, 0, {Gid::from_ipv4(0x7f0000fe)}};
-  int fds[3] = {memfd, e0, e1};
-  ASSERT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
-  char ok = 0;
-  ASSERT_EQ(recv(s, &ok, 1, 0), 1);
-  ASSERT_EQ(ok, 'Y');
+  ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+  ASSERT_EQ(f.answer, 'Y');
+  // The rings cannot be pulled from under the victim's mapping (that would be SIGBUS there).
+  EXPECT_EQ(ftruncate(f.memfd, 0), -1);
+  EXPECT_EQ(errno, EPERM);
 
   auto poll_until = [&](const char* counter, uint64_t want) {
     Wc wc[4];
     for (int i = 0; i < 2000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
     return victim.counter(counter);
   };
-  link::shm::Ring& r = area->ring[0];
+  link::shm::Ring& r = f.area->ring[0];
   r.slots[0].len = 1u << 30;  // longer than any slot
   r.slots[0].seq.store(1, std::memory_order_release);
   uint64_t one = 1;
-  ASSERT_EQ(write(e0, &one, sizeof one), 8);
+  ASSERT_EQ(write(f.e0, &one, sizeof one), 8);
   EXPECT_EQ(poll_until("shm_rx_malformed", 1), 1u);
   EXPECT_EQ(victim.counter("shm_channels"), 1u);
   r.slots[1].seq.store(0x7000'0000, std::memory_order_release);  // no lap of the ring is there yet
-  ASSERT_EQ(write(e0, &one, sizeof one), 8);
+  ASSERT_EQ(write(f.e0, &one, sizeof one), 8);
   EXPECT_EQ(poll_until("shm_channels", 0), 0u);
   EXPECT_EQ(victim.counter("rx_packets"), 0u);  // nothing of it reached the transport
 
@@ -291,11 +315,23 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   connect(victim, other);
   traffic(other, victim, test::test_seed(24), 5);
   EXPECT_GT(victim.counter("shm_rx_packets"), 0u);
-  munmap(m, sizeof(link::shm::Area));
-  close(s);
-  close(memfd);
-  close(e0);
-  close(e1);
+}
+
+// Rings in a file the peer could shrink are refused: once shrunk, the victim's next read of a
+// slot past the file's end would be SIGBUS, the victim's process killed by its peer. The
+// victim hangs up, keeps no channel, and still talks to everyone else.
+TEST(SameHost, RingsThePeerCouldShrinkAreRefused) {
+  Side victim(true), other(true);
+  {
+    ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/false);
+    EXPECT_EQ(f.answer, 0);
+    EXPECT_EQ(victim.counter("shm_channels"), 0u);
+    EXPECT_EQ(ftruncate(f.memfd, 0), 0);  // what it could have done to a mapped ring
+  }
+  connect(victim, other);
+  traffic(other, victim, test::test_seed(25), 5);
+  EXPECT_EQ(victim.counter("shm_channels"), 1u);
+  EXPECT_GT(victim.counter("shm_rx_packets"), 0u);
 }
 
 // A process that forks keeps its registry entry to itself: the child holds no socket of the
