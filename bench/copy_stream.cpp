@@ -7,7 +7,12 @@
 // slot, the receiver's out of it) on two cores at once; pipelined perfectly, the receiver's
 // copy of lines the sender just wrote, this one, is what bounds it.
 //
-// usage: copy_stream SIZE [BYTES]     prints one JSON line: {"size":..,"gbps":..}
+// With "two", the producer copies each message from a private buffer of its own (as uroce's
+// sender copies from its registered memory into the ring's slots, 4 KiB at a time) instead of
+// writing it in place: two copies pipelined on two cores with no protocol around them, the
+// most any design that copies twice can reach here.
+//
+// usage: copy_stream SIZE [BYTES] [two]     prints one JSON line: {"size":..,"gbps":..}
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -51,7 +56,8 @@ int main(int argc, char** argv) {
   }
   const size_t size = std::strtoull(argv[1], nullptr, 10);
   const double bytes = argc > 2 ? std::strtod(argv[2], nullptr) : 4e9;
-  if (size < 8 || size > (4u << 20)) return 2;
+  const bool two = argc > 3 && std::strcmp(argv[3], "two") == 0;
+  if (size < 8 || size > (4u << 20) || (argc > 3 && !two)) return 2;
   const size_t slots = 64;  // in flight, each in a buffer of its own on both sides: as uroce-perf's WRITE stream
   const uint64_t warm = slots, n = std::max<uint64_t>(2 * slots, uint64_t(bytes / double(size)));
   void* mem = mmap(nullptr, sizeof(Control) + slots * size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -64,11 +70,19 @@ int main(int argc, char** argv) {
   if (producer < 0) return 1;
   if (producer == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    std::vector<uint8_t> src(two ? slots * size : 0, 3);  // the sender's registered memory
     for (uint64_t i = 0; i < warm + n; ++i) {
       if (!wait_for([&] { return i - ctl->consumed.load(std::memory_order_acquire) < slots; })) _exit(1);
       uint8_t* slot = ring + (i % slots) * size;
-      std::memset(slot, uint8_t(i), size);
-      std::memcpy(slot, &i, sizeof i);
+      if (two) {
+        uint8_t* from = src.data() + (i % slots) * size;  // its stamp: the only bytes that change
+        std::memcpy(from, &i, sizeof i);
+        from[size - 1] = uint8_t(i);
+        for (size_t at = 0; at < size; at += 4096) std::memcpy(slot + at, from + at, std::min<size_t>(4096, size - at));
+      } else {
+        std::memset(slot, uint8_t(i), size);
+        std::memcpy(slot, &i, sizeof i);
+      }
       ctl->produced.store(i + 1, std::memory_order_release);
     }
     _exit(0);
