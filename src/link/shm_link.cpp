@@ -400,7 +400,11 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
 
 int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   int n = 0;
-  for (Channel* c : live_) {
+  // Each pass starts one channel further on: a peer that always has a pass's worth waiting
+  // cannot keep the others' packets unread (and their senders timing out).
+  const size_t k = live_.size(), first = k ? first_ring_++ % k : 0;
+  for (size_t j = 0; j < k; ++j) {
+    Channel* c = live_[(first + j) % k];
     int ready = 0;
     while (n < max && (ready = c->rx->ready()) > 0) {
       const shm::Slot* s = c->rx->front(rx_buf_);

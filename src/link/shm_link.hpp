@@ -146,6 +146,7 @@ class SameHostLink final : public Link {
   bool armed_ = false;     // between a successful prepare_sleep() and woke()
   size_t backlogged_ = 0;  // packets in all backlogs
   uint32_t busy_passes_ = 0;  // receives that found ring packets, for reading the wire less often
+  uint32_t first_ring_ = 0;   // where the next receive starts among live_ (round robin)
   ShmStats st_;
 };
 

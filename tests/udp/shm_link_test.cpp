@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -279,4 +280,44 @@ TEST(SameHostLink, APeerThatNeverAnswersHoldsNothingUp) {
   EXPECT_FALSE(a.attach_peer(gx, 0));
   EXPECT_EQ(a.stats().channels, 0u);
   close(stopped);
+}
+
+// A receive takes at most a pass's worth of ring packets, and each pass starts at the next
+// channel: two peers that both keep more than that waiting are both heard, pass by pass.
+TEST(SameHostLink, PeersThatKeepThePassFullTakeTurns) {
+  const Gid g1 = local_addr(21), g2 = local_addr(22), gb = local_addr(23);
+  CountingWire w1(g1), w2(g2), wb(gb);
+  link::SameHostLink a1(w1, nullptr), a2(w2, nullptr), b(wb, nullptr);
+  ASSERT_TRUE(attach(a1, gb));
+  ASSERT_TRUE(attach(a2, gb));
+  struct BySource final : link::PacketSink {
+    wire::Ipv4Fields deliver(std::span<const uint8_t>, const wire::FlowAddr& f, uint64_t,
+                             const wire::Ipv4Fields& ip) override {
+      from.push_back(f.src);
+      return ip;
+    }
+    std::vector<Gid> from;
+  } sink;
+  constexpr int kEach = 300;  // more than four passes' worth
+  for (auto [a, g] : {std::pair{&a1, g1}, std::pair{&a2, g2}}) {
+    std::vector<wire::PacketBuf> pkts;
+    for (int i = 0; i < kEach; ++i) pkts.push_back(numbered(uint32_t(i), {g, gb, 49152, wire::kRoceV2Port}));
+    std::vector<wire::PacketBuf*> q;
+    for (auto& p : pkts) q.push_back(&p);
+    a->send(q, 0);
+  }
+  // Two passes: one from each peer, whichever comes first.
+  const int first = b.poll_rx(sink, 0, 256);
+  const int second = b.poll_rx(sink, 0, 256);
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(first, second);
+  // Each pass read one peer (the first has a pass's worth and more), and not the same one.
+  ASSERT_EQ(sink.from.size(), size_t(2 * first));
+  EXPECT_EQ(std::count(sink.from.begin(), sink.from.begin() + first, sink.from.front()), first);
+  EXPECT_EQ(std::count(sink.from.begin() + first, sink.from.end(), sink.from.back()), first);
+  EXPECT_NE(sink.from.front(), sink.from.back()) << "both passes read the same peer";
+  // The rest arrives too, all of it.
+  for (int i = 0; i < 100 && sink.from.size() < size_t(2 * kEach); ++i) b.poll_rx(sink, 0, 256);
+  EXPECT_EQ(std::count(sink.from.begin(), sink.from.end(), g1), kEach);
+  EXPECT_EQ(std::count(sink.from.begin(), sink.from.end(), g2), kEach);
 }

@@ -243,9 +243,6 @@ TEST(SameHost, ARestartedPeerGetsANewChannel) {
   EXPECT_EQ(b2.counter("shm_rx_packets"), b2.counter("rx_packets"));
 }
 
-// A peer of the same user that offers a channel and then writes nonsense: first a packet
-// longer than a slot, then a slot sequence no producer writes. The device counts the first,
-// drops the channel at the second, and keeps working with everyone else.
 // A peer of our own making: it connects to the victim's registry name and hands over rings in
 // a memfd (sealed at its size, as a uroce device seals them, or not), then reads the answer.
 struct ForgedPeer {
@@ -267,6 +264,7 @@ struct ForgedPeer {
     }
     void* m = mmap(nullptr, sizeof(link::shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
     EXPECT_NE(m, MAP_FAILED);
+    if (m == MAP_FAILED) return;  // answer stays 0: the test fails on it
     area = new (m) link::shm::Area;
     area->magic = link::shm::kMagic;
     area->slots = link::shm::kSlots;
@@ -281,11 +279,14 @@ struct ForgedPeer {
     if (recv(s, &answer, 1, 0) != 1) answer = 0;
   }
   ~ForgedPeer() {
-    munmap(area, sizeof(link::shm::Area));
+    if (area) munmap(area, sizeof(link::shm::Area));
     for (int fd : {s, memfd, e0, e1}) close(fd);
   }
 };
 
+// A peer of the same user that offers a channel and then writes nonsense: first a packet
+// longer than a slot, then a slot sequence no producer writes. The device counts the first,
+// drops the channel at the second, and keeps working with everyone else.
 TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   Side victim(true), other(true);
   ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);

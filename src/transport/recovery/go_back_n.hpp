@@ -9,10 +9,12 @@
 namespace uroce::transport::recovery::go_back_n {
 
 // max_inflight_pkts counts packets of MTU 4096: the same bytes in more packets at a smaller path
-// MTU. A peer the link carries intact (a same-host ring) has a window of its own.
+// MTU. An RC peer the link carries intact (a same-host ring) has a window of its own (UD and
+// UC keep no packets in flight: nothing to look up).
 inline uint32_t window(const Context& cx, const Qp& qp) {
   const CoreConfig& c = cx.config();
-  if (c.intact_window_pkts && c.carried_intact && c.carried_intact(qp.flow.dst, qp.attr().dest_qp_num))
+  if (c.intact_window_pkts && qp.type() == QpType::RC && c.carried_intact &&
+      c.carried_intact(qp.flow.dst, qp.attr().dest_qp_num))
     return c.intact_window_pkts;
   return wire::packets_at_mtu(c.window_pkts(false), qp.mtu());
 }
