@@ -122,7 +122,7 @@ def iperf3(key):
         raise SystemExit(f'iperf3 failed: {cli.stdout[-500:]} {cli.stderr}')
 
 
-# A stream against iperf3 moves 2 GiB, about as long as iperf3's 3 s: each uroce-perf run
+# A stream against iperf3 moves 2 GiB (about 1 s here, iperf3 runs 3 s): each uroce-perf run
 # starts cold (its 64 buffers of each size go through the kernel's copy for the first time,
 # about 70 ms at 64 KiB and 140 ms at 1 MiB here), which a run of 300 MiB weighed at half.
 K64, M1 = str(32768), str(2048)

@@ -51,13 +51,13 @@ bool wait_for(Ready ready) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: copy_stream SIZE [BYTES]\n");
+    std::fprintf(stderr, "usage: copy_stream SIZE [BYTES] [two]\n");
     return 2;
   }
   const size_t size = std::strtoull(argv[1], nullptr, 10);
   const double bytes = argc > 2 ? std::strtod(argv[2], nullptr) : 4e9;
   const bool two = argc > 3 && std::strcmp(argv[3], "two") == 0;
-  if (size < 8 || size > (4u << 20) || (argc > 3 && !two)) return 2;
+  if (size < 16 || size > (4u << 20) || (argc > 3 && !two)) return 2;  // its stamp: 8 bytes and the last
   const size_t slots = 64;  // in flight, each in a buffer of its own on both sides: as uroce-perf's WRITE stream
   const uint64_t warm = slots, n = std::max<uint64_t>(2 * slots, uint64_t(bytes / double(size)));
   void* mem = mmap(nullptr, sizeof(Control) + slots * size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

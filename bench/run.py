@@ -298,12 +298,13 @@ L += table(f'QP scaling: aggregate 64 B WRITE rate over shared memory (millions 
 L += ['', '## Copy paths for large payloads on the same-host link', '',
       'The receiver\'s cost per message: reading it straight out of the sender\'s memory (process_vm_readv, one '
       'copy) or copying it out of the ring (one memcpy; the sender\'s copy into the ring runs in parallel on the '
-      'other core). bench/copy_paths; the link carries payloads through the ring unless the single copy is faster.',
-      '', '| size | process_vm_readv (µs) | memcpy (µs) | faster |', '|---|---:|---:|---|']
+      'other core). bench/copy_paths; the link carries payloads through the ring unless the single copy is faster. '
+      'pread from a memfd: a copy out of a peer\'s shared file without mapping it (no SIGBUS if the file shrinks).',
+      '', '| size | process_vm_readv (µs) | memcpy (µs) | pread from a memfd (µs) | faster |', '|---|---:|---:|---:|---|']
 for r in copies['rows']:
     pvm = r['process_vm_readv_us']
     faster = 'not permitted' if pvm < 0 else 'process_vm_readv' if pvm < r['memcpy_us'] else 'ring (memcpy)'
-    L.append(f"| {human(r['size'])} | {fmt(pvm) if pvm >= 0 else '-'} | {fmt(r['memcpy_us'])} | {faster} |")
+    L.append(f"| {human(r['size'])} | {fmt(pvm) if pvm >= 0 else '-'} | {fmt(r['memcpy_us'])} | {fmt(r['pread_memfd_us'])} | {faster} |")
 L += ['', '## Resources', '', f"- host memory per idle connected RC QP: {mem['bytes_per_qp'] / 1024:.1f} KiB "
       f"(RSS growth over {mem['qps']} QPs; target <= 64 KiB: {'met' if mem['bytes_per_qp'] <= 65536 else 'NOT met'})",
       f"- idle engine: {mem['idle_cpu_percent']:.3f} % of a core", '',

@@ -230,7 +230,9 @@ TEST(CmLive, ARequestPastMaxEventsWaitsForThePeersRetransmission) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(a.cm->connect(p));
   for (int i = 0; i < 100 && b.cm->counters()["requests_dropped"] == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(b.cm->counters()["requests_dropped"], 1u);
+  // The third REQ is dropped, not refused (its copy sent again may be dropped too if this
+  // thread is slower than the peer's retry timer, as under a sanitizer on a loaded machine).
+  EXPECT_GE(b.cm->counters()["requests_dropped"], 1u);
   EXPECT_EQ(b.cm->counters()["requests_refused"], 0u);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(b.next().type, CmEventType::ConnectRequest);
   CmEvent late = b.next();  // the third REQ, sent again
