@@ -139,6 +139,7 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_tx_full_drops"] = s.tx_full_drops;
     m["shm_rx_malformed"] = s.rx_malformed;
     m["shm_names_taken"] = s.names_taken;
+    m["shm_offers_refused"] = s.offers_refused;
   }
   stack_->link->for_each_counter([&](const char* n, uint64_t v) { m[n] = v; });
   return m;

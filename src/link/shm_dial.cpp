@@ -124,6 +124,7 @@ void SameHostLink::accept_one() {
     ssize_t n = recv_with_fds(s, &h, sizeof h, fds, 3, &got);
     if (n != ssize_t(sizeof h) || got != 3 || h.magic != shm::kMagic || h.area_bytes != sizeof(shm::Area) ||
         h.ngids == 0 || h.ngids > shm::kMaxPeerGids) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
       close_all({s, fds[0], fds[1], fds[2]});
       continue;
     }

@@ -126,6 +126,7 @@ SameHostLink::~SameHostLink() {
 
 ShmStats SameHostLink::stats() const {
   ShmStats s = st_;
+  s.offers_refused = refused_.load(std::memory_order_relaxed);
   s.channels = size_t(std::count_if(live_.begin(), live_.end(), [](Channel* c) { return !c->dead.load(); }));
   return s;
 }
@@ -142,11 +143,13 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
     m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
   close(memfd);
   if (m == MAP_FAILED) {
+    refused_.fetch_add(1, std::memory_order_relaxed);  // counted before the peer sees the hang-up
     close_all({sock, tx_efd, rx_efd});
     return nullptr;
   }
   auto* area = static_cast<shm::Area*>(m);
   if (area->magic != shm::kMagic || area->slots != shm::kSlots || area->slot_bytes != sizeof(shm::Slot)) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
     munmap(m, sizeof(shm::Area));
     close_all({sock, tx_efd, rx_efd});
     return nullptr;

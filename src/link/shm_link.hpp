@@ -48,6 +48,7 @@ struct ShmPeer {
 struct ShmStats {
   uint64_t channels = 0, tx_packets = 0, rx_packets = 0, tx_full_drops = 0, rx_malformed = 0;
   uint64_t names_taken = 0;  // own addresses whose registry name another socket holds
+  uint64_t offers_refused = 0;  // channels not taken: a bad hello, rings not sealed at their size
 };
 
 class SameHostLink final : public Link {
@@ -121,6 +122,7 @@ class SameHostLink final : public Link {
   std::vector<int> listen_fds_;
   std::thread watcher_;
   std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};  // ShmStats::offers_refused, counted on the watcher's thread
 
   std::mutex mu_;  // all_, gen_ and the handshakes between the watcher and the engine side
   std::vector<std::unique_ptr<Channel>> all_;

@@ -291,6 +291,7 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   Side victim(true), other(true);
   ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
   ASSERT_EQ(f.answer, 'Y');
+  EXPECT_EQ(victim.counter("shm_offers_refused"), 0u);
   // The rings cannot be pulled from under the victim's mapping (that would be SIGBUS there).
   EXPECT_EQ(ftruncate(f.memfd, 0), -1);
   EXPECT_EQ(errno, EPERM);
@@ -327,6 +328,7 @@ TEST(SameHost, RingsThePeerCouldShrinkAreRefused) {
     ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/false);
     EXPECT_EQ(f.answer, 0);
     EXPECT_EQ(victim.counter("shm_channels"), 0u);
+    EXPECT_EQ(victim.counter("shm_offers_refused"), 1u);
     EXPECT_EQ(ftruncate(f.memfd, 0), 0);  // what it could have done to a mapped ring
   }
   connect(victim, other);
