@@ -27,6 +27,7 @@
 #include "../common/proc.hpp"
 #include "../common/seed.hpp"
 #include "link/fd_passing.hpp"
+#include "link/shm_registry.hpp"
 #include "link/shm_ring.hpp"
 #include "uroce/uroce.hpp"
 
@@ -252,11 +253,9 @@ struct ForgedPeer {
 
   ForgedPeer(const Gid& victim, bool sealed) {
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::string name = "uroce-shm/" + std::to_string(getuid()) + "/" + victim.to_string() + "/0";
-    std::memcpy(a.sun_path + 1, name.data(), name.size());
-    EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size())), 0);
+    sockaddr_un a;
+    const socklen_t len = link::shm::registry_name(victim, 0, a);
+    EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), len), 0);
     memfd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     EXPECT_EQ(ftruncate(memfd, sizeof(link::shm::Area)), 0);
     if (sealed) {
