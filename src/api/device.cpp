@@ -60,6 +60,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
     if (!stack->shm->status()) return stack->shm->status().error();
     link::SameHostLink* h = stack->shm.get();
     cfg.carried_intact = [h](const Gid& dst, uint32_t dest_qpn) { return h->carries(dst, dest_qpn); };
+    cfg.held_moved_at = [h](const Gid& dst, uint32_t qpn, uint64_t now) { return h->held_moved_at(dst, qpn, now); };
     cfg.intact_window_pkts = link::shm::kSlots;
   }
   stack->pc = std::make_unique<transport::ProtocolCore>(std::move(cfg));

@@ -58,6 +58,8 @@ struct SameHostLink::Channel {
   bool adopted = false;  // engine side: seen by refresh()
   shm::Backlog backlog;  // engine side: waiting for room in tx
   uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
+  uint32_t head_checked = 0;  // engine side: tx's head at held_moved_at's last look
+  uint64_t moved_at = 0;      // and the last look that found it further on
 };
 
 // A step of construction that failed (EMFILE: out of descriptors) leaves the link unusable
@@ -357,6 +359,21 @@ void SameHostLink::drain_backlogs() {
     backlogged_ -= n;
     wake_peer(*c);
   }
+}
+
+// Asked only when a transport timer expires: the peer's head is not read on every pass.
+uint64_t SameHostLink::held_moved_at(const Gid& dst, uint32_t dest_qpn, uint64_t now) {
+  Channel* c = find(peer_of(dst, dest_qpn));
+  if (!c) return 0;
+  // Its answer may wait in our own ring, which the next passes read (64 packets at a time).
+  if (c->rx->ready() > 0) return now;
+  const uint32_t head = c->tx->head.load(std::memory_order_acquire);
+  if (head == c->tx_tail && c->backlog.empty()) return 0;  // the peer has read them all
+  if (head != c->head_checked) {
+    c->head_checked = head;
+    c->moved_at = now;
+  }
+  return c->moved_at;
 }
 
 void SameHostLink::wake_peer(Channel& c) {

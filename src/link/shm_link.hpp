@@ -75,6 +75,10 @@ class SameHostLink final : public Link {
   ShmStats stats() const;  // engine lock held
   // True if packets to dst (QP dest_qpn) go through shared memory now (engine lock held).
   bool carries(const Gid& dst, uint32_t dest_qpn = 0) const { return find(peer_of(dst, dest_qpn)) != nullptr; }
+  // While packets to dst (QP dest_qpn) wait in its ring or for room in it: the last time (as of
+  // the calls so far) the peer was seen reading them; 0 if none wait or it was never seen to
+  // read (engine lock held).
+  uint64_t held_moved_at(const Gid& dst, uint32_t dest_qpn, uint64_t now);
   void forked();  // in a child of fork(): let go of what is the parent's
   // A QP is about to talk to dst: true if a channel to dst exists. Otherwise a handshake with
   // dst may have started, which wait_handshake() waits for.

@@ -91,6 +91,12 @@ struct CoreConfig {
   // True if the link carries packets to this address and QP intact (shared memory): their ICRC is
   // left out (ICRC offload, as a NIC's internal loopback). Unset: every packet has one.
   std::function<bool(const Gid& dst, uint32_t dest_qpn)> carried_intact;
+  // While the link still holds packets for this address and QP that the peer has not taken (a
+  // same-host ring and what waits for room in it), the last time it saw the peer take some; 0
+  // when it holds none. Those packets are not lost, only queued: a transport timer that expires
+  // while that queue moves starts again instead of resending into it (a burst on thousands of
+  // QPs would otherwise collapse into retransmissions), and counts once it stalls.
+  std::function<uint64_t(const Gid& dst, uint32_t dest_qpn, uint64_t now)> held_moved_at;
   // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
   // are not copied into packets. Unset: every packet is whole in its buffer.
   bool link_gathers = false;

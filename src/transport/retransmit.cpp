@@ -25,12 +25,25 @@ void stop_retransmit_timer(Qp& qp) {
   qp.timers.stop(QpTimer::Probe);
 }
 
+// The link still holds packets for the peer, and the peer took some within one timeout: ours
+// may be among them, and none of those is lost (a stalled queue is not waited for).
+static bool held_by_link(Context& cx, const Qp& qp, uint64_t now) {
+  const CoreConfig& c = cx.config();
+  if (!c.held_moved_at) return false;
+  const uint64_t moved = c.held_moved_at(qp.flow.dst, qp.attr().dest_qp_num, now);
+  return moved && now - std::min(now, moved) < transport_timeout_ns(qp.attr().timeout);
+}
+
 void completer_on_timer(Context& cx, Qp& qp, uint64_t now) {
   auto& c = qp.comp;
   const bool full_ran = qp.timers.expired(QpTimer::Retransmit, now);
   if (!full_ran && !qp.timers.expired(QpTimer::Probe, now)) return;
   stop_retransmit_timer(qp);
   if (c.una == qp.req.psn || qp.state() != QpState::Rts) return;
+  if (held_by_link(cx, qp, now)) {
+    start_retransmit_timer(cx, qp, now);
+    return;
+  }
   // Recovery's probe, after a short silence; probes repeat, further apart each time, while
   // the transport timer runs (a probe can be lost too).
   if (const uint64_t full = transport_timeout_ns(qp.attr().timeout); !full_ran) {

@@ -178,6 +178,43 @@ TEST(RcErrors, PeerGoneRetryExceededThenFlush) {
   EXPECT_EQ(f.t.a.qp->state(), QpState::Err);
 }
 
+// Packets the link still holds (a full same-host ring its reader drains) have not left the
+// host: their transport timer starts again while that queue moves, and counts retries once it
+// stalls (a peer that stopped reading). Every packet is lost here, so only the link's word
+// keeps the QP alive.
+TEST(RcErrors, PacketsTheLinkHoldsAreNotResentWhileItsQueueMoves) {
+  for (bool held : {true, false}) {
+    PairOptions o;
+    o.retry_cnt = 2;
+    o.timeout = 8;
+    const uint64_t full = transport::transport_timeout_ns(o.timeout);
+    const uint64_t stalls_at = 10'000'000;  // virtual ns: the queue moves until then
+    o.config = [held, stalls_at](transport::CoreConfig& c) {
+      c.held_moved_at = [held, stalls_at](const Gid&, uint32_t, uint64_t now) -> uint64_t {
+        return held ? std::min(now, stalls_at) : 0;
+      };
+    };
+    Fixture f(o);
+    f.t.sim.link().set_faults({.drop = 1.0});
+    Sge s{uint64_t(f.src.data()), 64, f.smr.lkey};
+    ASSERT_TRUE(f.t.send(f.t.a, {1, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+    std::vector<Wc> w;
+    EXPECT_EQ(f.t.wait_wc(f.t.a.scq, 1, w, stalls_at - f.t.sim.now() - 1), !held);
+    EXPECT_EQ(f.t.a.pc->counters().retransmit_timeouts, held ? 0u : 3u) << "held " << held;
+    if (!held) {
+      ASSERT_EQ(w.size(), 1u);
+      EXPECT_EQ(w[0].status, WcStatus::RetryExcErr);
+      continue;
+    }
+    EXPECT_EQ(f.t.a.pc->counters().tx_packets, 1u);  // sent once, never again
+    ASSERT_TRUE(f.t.wait_wc(f.t.a.scq, 1, w, 100 * full));
+    EXPECT_EQ(w[0].status, WcStatus::RetryExcErr);
+    EXPECT_EQ(f.t.a.pc->counters().retransmit_timeouts, 3u);
+    EXPECT_GE(f.t.sim.now(), stalls_at + 3 * full);  // the stalled queue's timeouts counted
+    EXPECT_LT(f.t.sim.now(), stalls_at + 5 * full);
+  }
+}
+
 TEST(RcErrors, ReceiveTooSmallIsLocLenOnResponderRemInvReqOnRequester) {
   Fixture f;
   auto rmr = f.t.reg(f.t.b, f.dst.data(), f.dst.size());

@@ -102,6 +102,15 @@ wire::PacketBuf numbered(uint32_t i, const wire::FlowAddr& f) {
   return p;
 }
 
+// Sends packets from .. from + n - 1 (numbered) in one call.
+void send_numbered(link::SameHostLink& l, const wire::FlowAddr& f, uint32_t from, uint32_t n) {
+  std::vector<wire::PacketBuf> batch;
+  for (uint32_t k = from; k < from + n; ++k) batch.push_back(numbered(k, f));
+  std::vector<wire::PacketBuf*> ptrs;
+  for (auto& p : batch) ptrs.push_back(&p);
+  l.send(ptrs, 0);
+}
+
 bool attach(link::SameHostLink& a, const Gid& peer) {
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < end) {
@@ -111,39 +120,76 @@ bool attach(link::SameHostLink& a, const Gid& peer) {
   return false;
 }
 
+// Two links of this host (a's addresses at `host`, b's at host + 1) and the flow from a to b.
+struct LinkPair {
+  explicit LinkPair(uint32_t host)
+      : ga(local_addr(host)), gb(local_addr(host + 1)), wa(ga), wb(gb), a(wa, nullptr), b(wb, nullptr),
+        f{ga, gb, 49152, wire::kRoceV2Port} {}
+  // b reads until it has `want` packets (bounded); a moves its backlog on meanwhile.
+  void drain(RecordingSink& sink, size_t want) {
+    CountingSink none;
+    for (int round = 0; round < 100 && sink.got.size() < want; ++round) {
+      b.poll_rx(sink, 0, 4096);
+      a.poll_rx(none, 0, 256);  // makes room: the backlog moves on into the ring
+    }
+  }
+  Gid ga, gb;
+  CountingWire wa, wb;
+  link::SameHostLink a, b;
+  wire::FlowAddr f;
+};
+
 }  // namespace
 
 // More than a ring holds waits in the sender's backlog and arrives whole and in order; the
 // sender does not sleep while it waits.
 TEST(SameHostLink, ABacklogArrivesWholeAndInOrder) {
-  const Gid ga = local_addr(3), gb = local_addr(4);
-  CountingWire wa(ga), wb(gb);
-  link::SameHostLink a(wa, nullptr), b(wb, nullptr);
-  ASSERT_TRUE(attach(a, gb));
-  const wire::FlowAddr f{ga, gb, 49152, wire::kRoceV2Port};
+  LinkPair l(3);
+  link::SameHostLink& a = l.a;
+  ASSERT_TRUE(attach(a, l.gb));
   constexpr uint32_t kPackets = 3 * link::shm::kSlots + 17;
-  for (uint32_t i = 0; i < kPackets; i += 100) {  // in sends of up to 100 packets
-    std::vector<wire::PacketBuf> batch;
-    for (uint32_t k = i; k < std::min(i + 100, kPackets); ++k) batch.push_back(numbered(k, f));
-    std::vector<wire::PacketBuf*> ptrs;
-    for (auto& p : batch) ptrs.push_back(&p);
-    a.send(ptrs, 0);
-  }
+  for (uint32_t i = 0; i < kPackets; i += 100) send_numbered(a, l.f, i, std::min(100u, kPackets - i));
   EXPECT_FALSE(a.prepare_sleep());  // its backlog waits for room
   RecordingSink sink;
-  for (int round = 0; round < 100 && sink.got.size() < kPackets; ++round) {
-    b.poll_rx(sink, 0, 4096);
-    CountingSink none;
-    a.poll_rx(none, 0, 256);  // makes room: the backlog moves on into the ring
-  }
+  l.drain(sink, kPackets);
   ASSERT_EQ(sink.got.size(), kPackets);
   for (uint32_t i = 0; i < kPackets; ++i) {
-    wire::PacketBuf want = numbered(i, f);
+    wire::PacketBuf want = numbered(i, l.f);
     ASSERT_EQ(sink.got[i], std::vector<uint8_t>(want.data, want.data + want.len)) << "packet " << i;
   }
   EXPECT_EQ(a.stats().tx_full_drops, 0u);
   EXPECT_TRUE(a.prepare_sleep());
   a.woke();
+}
+
+// While packets wait in the ring or for room in it, the link says when it last saw the peer
+// take some: the transport's timer restarts for packets that are only queued, but not for a
+// peer that stopped reading.
+TEST(SameHostLink, HeldPacketsSayWhenThePeerLastTookSome) {
+  LinkPair l(17);
+  link::SameHostLink& a = l.a;
+  ASSERT_TRUE(attach(a, l.gb));
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 50), 0u);  // nothing sent
+  const uint32_t total = link::shm::kSlots + 10;
+  send_numbered(a, l.f, 0, total);
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 100), 0u);  // held, but never seen taken
+  EXPECT_EQ(a.held_moved_at(local_addr(19), 0, 100), 0u);  // nothing waits for anyone else
+  RecordingSink sink;
+  l.b.poll_rx(sink, 0, 5);
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 200), 200u);  // five taken
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 300), 200u);  // none since: its age grows
+  l.drain(sink, total);
+  ASSERT_EQ(sink.got.size(), total);
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 400), 0u);  // none wait
+  // The answer may wait in our own ring from the peer: that is read, so it moves.
+  wire::PacketBuf back = numbered(0, {l.gb, l.ga, 49152, wire::kRoceV2Port});
+  wire::PacketBuf* bp = &back;
+  l.b.send({&bp, 1}, 0);
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 500), 500u);
+  RecordingSink mine;
+  a.poll_rx(mine, 0, 256);
+  ASSERT_EQ(mine.got.size(), 1u);
+  EXPECT_EQ(a.held_moved_at(l.gb, 0, 600), 0u);
 }
 
 // A backlog holds 65536 packets or 64 MiB, whichever comes first; beyond that packets are
@@ -184,11 +230,7 @@ TEST(SameHostLink, ABacklogToAPeerThatLeftIsDropped) {
   auto b = std::make_unique<link::SameHostLink>(wb, nullptr);
   ASSERT_TRUE(attach(a, gb));
   const wire::FlowAddr f{ga, gb, 49152, wire::kRoceV2Port};
-  std::vector<wire::PacketBuf> batch;
-  for (uint32_t i = 0; i < link::shm::kSlots + 50; ++i) batch.push_back(numbered(i, f));
-  std::vector<wire::PacketBuf*> ptrs;
-  for (auto& p : batch) ptrs.push_back(&p);
-  a.send(ptrs, 0);
+  send_numbered(a, f, 0, link::shm::kSlots + 50);
   EXPECT_FALSE(a.prepare_sleep());
   b.reset();
   bool slept = false;
