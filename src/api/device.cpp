@@ -2,6 +2,7 @@
 #include <sys/eventfd.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unistd.h>
 
@@ -281,6 +282,7 @@ CompletionQueue::~CompletionQueue() = default;
 int CompletionQueue::fd() const { return h_->event_fd; }
 
 int CompletionQueue::poll(std::span<Wc> out) {
+  h_->stack->engine->send_gathered();
   if (int n = h_->cq->poll(out)) return n;
   h_->stack->engine->polled_empty();  // receive on this thread, then look again
   return h_->cq->poll(out);
@@ -409,6 +411,12 @@ Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
   {
     engine::Engine::PostScope scope(e);
     s = stack_->pc->post_send(tq(qp_), wrs, bad);
+  }
+  // A datagram's payload is read before the post returns (inline ones were copied already).
+  transport::Qp& q = tq(qp_);
+  if (q.type() == QpType::UD &&
+      std::any_of(wrs.begin(), wrs.end(), [](const SendWr& w) { return !(w.send_flags & kSendInline); })) {
+    e.gather_datagrams(q);
   }
   e.after_post(tq(qp_).same_host.load(std::memory_order_relaxed));
   return s;

@@ -22,6 +22,7 @@ namespace {
 // An application is taken to be polling after this many empty polls in a row (since its last
 // post): one poll per iteration, as a program that spins on memory does, is not polling.
 constexpr uint32_t kPollingAfter = 4;
+constexpr size_t kGatheredBatch = 32;  // datagrams built in posts that leave in one send
 // How long the link stays with a polling application after its last empty poll.
 constexpr uint64_t kPollWindowNs = 200'000;
 // How many times in a row the engine thread steps aside for a lock holder before it waits.
@@ -65,7 +66,8 @@ void Engine::send_deferred() {
 }
 
 void Engine::send_held() {
-  if (!std::exchange(tx_deferred_, false)) return;
+  const bool gathered = gathered_.exchange(false, std::memory_order_relaxed);
+  if (!std::exchange(tx_deferred_, false) && !gathered) return;
   transmit(pc_, link_, monotonic_ns());
 }
 
@@ -160,6 +162,36 @@ std::unique_lock<transport::CoreMutex> Engine::control_lock() {
   return g;
 }
 
+std::unique_lock<transport::CoreMutex> Engine::lock_soon() {
+  std::unique_lock g(mu_, std::try_to_lock);
+  if (!g.owns_lock()) {  // the engine thread's pass ends first (as for a control call)
+    control_waiting_.fetch_add(1, std::memory_order_seq_cst);
+    g.lock();
+    control_waiting_.fetch_sub(1, std::memory_order_release);
+  }
+  return g;
+}
+
+void Engine::gather_datagrams(transport::Qp& qp) {
+  auto g = lock_soon();
+  const uint64_t now = monotonic_ns();
+  pc_.gather_datagrams(qp, now);
+  // Their sends completed as they were built: they leave in batches, and before the
+  // application polls (a completion it sees is a datagram sent, even if it exits next).
+  if (pc_.tx_queue().size() >= kGatheredBatch) {
+    transmit(pc_, link_, now);
+    gathered_.store(false, std::memory_order_relaxed);
+  } else if (!pc_.tx_queue().empty()) {
+    gathered_.store(true, std::memory_order_relaxed);
+  }
+}
+
+void Engine::send_gathered_now() {
+  auto g = lock_soon();
+  transmit(pc_, link_, monotonic_ns());
+  gathered_.store(false, std::memory_order_relaxed);
+}
+
 Engine::PostScope::PostScope(Engine& e) : prev_(std::exchange(t_posting, &e)) {}
 Engine::PostScope::~PostScope() { t_posting = prev_; }
 
@@ -242,7 +274,10 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   const bool defer = on_app_thread && threaded_ && pc_.wcs_made() != wcs_before && !pc_.tx_queue().empty() &&
                      !tx_deferred_ && may_defer(now);
   tx_deferred_ = defer;
-  if (!defer) transmit(pc_, link_, now);
+  if (!defer) {
+    transmit(pc_, link_, now);
+    gathered_.store(false, std::memory_order_relaxed);
+  }
   bool more = pc_.has_work() || defer;
   more_.store(more, std::memory_order_relaxed);
   passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // only under mu_

@@ -40,6 +40,15 @@ class Engine {
   void stop();
   bool threaded() const { return threaded_; }
   std::unique_lock<transport::CoreMutex> control_lock();
+  std::unique_lock<transport::CoreMutex> lock_soon();  // after the engine thread's pass
+  void send_gathered_now();
+  // A UD QP's posted datagrams, built now on the application's thread (after the engine
+  // thread's pass, if one is under way); sent once a batch waits, or before a poll.
+  void gather_datagrams(transport::Qp& qp);
+  // Before a CQ poll: datagrams built in posts leave before their completions are seen.
+  void send_gathered() {
+    if (gathered_.load(std::memory_order_relaxed)) send_gathered_now();
+  }
   void send_deferred();  // what the last pass left for the next, now (at exit)
   // Arriving packets lost at random (ProtocolSink::set_loss); set before start().
   void set_rx_loss(double p, uint64_t seed) { sink_.set_loss(p, seed); }
@@ -99,6 +108,7 @@ class Engine {
   std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends
   std::atomic<bool> more_{false};         // the last pass left work for the next
   bool tx_deferred_ = false;              // the last pass left its packets for the next (under mu_)
+  std::atomic<bool> gathered_{false};     // datagrams built in posts wait to be sent
   void send_held();                       // sends them now (under mu_)
   int wake_fd_ = -1;
   int async_fd_ = -1;

@@ -212,6 +212,11 @@ class ProtocolCore {
                              wire::Ipv4Fields ip = {});
   // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
   bool progress(uint64_t now);
+  // Builds a UD QP's posted datagrams now, their payloads copied from the application's memory
+  // as it is at the post, as a NIC reads them at the doorbell (and rxe runs a UD requester in
+  // the post): UCX's UD transport reuses a send buffer it considers acknowledged before the
+  // send completes. The packets leave with the next pass's.
+  void gather_datagrams(Qp& qp, uint64_t now);
   // Earliest timer deadline, or UINT64_MAX.
   uint64_t next_deadline();
   bool has_work() const { return !run_list_.empty() || !ack_list_.empty(); }

@@ -81,6 +81,14 @@ uint64_t ProtocolCore::next_deadline() {
   return UINT64_MAX;
 }
 
+void ProtocolCore::gather_datagrams(Qp& qp, uint64_t now) {
+  UROCE_ASSERT_HELD(*this);
+  if (qp.type() != QpType::UD) return;
+  Context cx(*this);
+  uint32_t budget = UINT32_MAX;
+  if (requester_run(cx, qp, now, budget)) schedule(qp);  // out of packet buffers: a pass goes on
+}
+
 bool ProtocolCore::progress(uint64_t now) {
   UROCE_ASSERT_HELD(*this);
   Context cx(*this);

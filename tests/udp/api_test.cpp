@@ -232,6 +232,45 @@ TEST(Api, EmptyAndShortDatagramsAreCounted) {
   EXPECT_EQ(c["rx_packets"], 2u);
 }
 
+// A datagram's payload is read as it is posted, as a NIC reads it at the doorbell: a sender
+// that reuses its buffer at once (UCX's UD transport does, for a request it takes as
+// answered) still sends what it posted. The application polls first, so the device would
+// otherwise build the packet at its next poll, from the buffer as it is then.
+TEST(Api, ADatagramCarriesItsBufferAsPosted) {
+  auto dev = std::move(*Device::open("uroce_lo"));
+  auto pd = std::move(*dev->alloc_pd());
+  auto scq = std::move(*dev->create_cq(16));
+  auto rcq = std::move(*dev->create_cq(16));
+  auto a = std::move(*pd->create_qp({QpType::UD, scq.get(), scq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::UD, rcq.get(), rcq.get()}));
+  ASSERT_TRUE(a->activate_ud(0x11));
+  ASSERT_TRUE(b->activate_ud(0x11));
+  constexpr uint32_t kLen = 256, kGrh = 40;
+  std::vector<uint8_t> src(kLen, 0x5a), dst(kGrh + kLen, 0);
+  auto smr = std::move(*pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto rmr = std::move(*pd->reg_mr(dst.data(), dst.size(), kAccessLocalWrite));
+  Sge r = rmr->sge(0, uint32_t(dst.size()));
+  ASSERT_TRUE(b->post_recv({1, {&r, 1}}));
+  Wc wc[1];
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(scq->poll(wc), 0);  // a polling application
+  const Ah ah{*dev->query_gid(0)};
+  Sge s = smr->sge(0, kLen);
+  SendWr w{2, WrOpcode::Send, kSendSignaled, {&s, 1}};
+  w.ah = &ah;
+  w.remote_qpn = b->qp_num();
+  w.remote_qkey = 0x11;
+  ASSERT_TRUE(a->post_send(w));
+  std::memset(src.data(), 0xee, src.size());  // reused at once
+  auto sent = scq->wait(wc, 10000);
+  ASSERT_TRUE(sent && *sent == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  auto got = rcq->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(wc[0].byte_len, kGrh + kLen);
+  EXPECT_EQ(std::vector<uint8_t>(dst.begin() + kGrh, dst.end()), std::vector<uint8_t>(kLen, 0x5a));
+}
+
 // A device bound to an IPv6 address: its GID table holds that address only, and RC works
 // over it (one device, two QPs, as on loopback ::1).
 TEST(Api, Ipv6LoopbackDevice) {
