@@ -418,7 +418,7 @@ Status QueuePair::post_send(std::span<const SendWr> wrs, size_t* bad) {
       std::any_of(wrs.begin(), wrs.end(), [](const SendWr& w) { return !(w.send_flags & kSendInline); })) {
     e.gather_datagrams(q);
   }
-  e.after_post(tq(qp_).same_host.load(std::memory_order_relaxed));
+  e.after_post(q.same_host.load(std::memory_order_relaxed));
   return s;
 }
 

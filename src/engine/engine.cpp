@@ -155,9 +155,7 @@ void Engine::flush(uint64_t timeout_ns) {
 }
 
 std::unique_lock<transport::CoreMutex> Engine::control_lock() {
-  control_waiting_.fetch_add(1, std::memory_order_seq_cst);
-  std::unique_lock<transport::CoreMutex> g(mu_);
-  control_waiting_.fetch_sub(1, std::memory_order_release);
+  auto g = lock_soon();
   send_held();  // before a QP goes (its packets with it) or anything else changes
   return g;
 }
@@ -174,22 +172,16 @@ std::unique_lock<transport::CoreMutex> Engine::lock_soon() {
 
 void Engine::gather_datagrams(transport::Qp& qp) {
   auto g = lock_soon();
-  const uint64_t now = monotonic_ns();
-  pc_.gather_datagrams(qp, now);
+  pc_.gather_datagrams(qp, monotonic_ns());
   // Their sends completed as they were built: they leave in batches, and before the
   // application polls (a completion it sees is a datagram sent, even if it exits next).
-  if (pc_.tx_queue().size() >= kGatheredBatch) {
-    transmit(pc_, link_, now);
-    gathered_.store(false, std::memory_order_relaxed);
-  } else if (!pc_.tx_queue().empty()) {
-    gathered_.store(true, std::memory_order_relaxed);
-  }
+  if (!pc_.tx_queue().empty()) gathered_.store(true, std::memory_order_relaxed);
+  if (pc_.tx_queue().size() >= kGatheredBatch) send_held();
 }
 
 void Engine::send_gathered_now() {
   auto g = lock_soon();
-  transmit(pc_, link_, monotonic_ns());
-  gathered_.store(false, std::memory_order_relaxed);
+  send_held();
 }
 
 Engine::PostScope::PostScope(Engine& e) : prev_(std::exchange(t_posting, &e)) {}

@@ -40,8 +40,6 @@ class Engine {
   void stop();
   bool threaded() const { return threaded_; }
   std::unique_lock<transport::CoreMutex> control_lock();
-  std::unique_lock<transport::CoreMutex> lock_soon();  // after the engine thread's pass
-  void send_gathered_now();
   // A UD QP's posted datagrams, built now on the application's thread (after the engine
   // thread's pass, if one is under way); sent once a batch waits, or before a poll.
   void gather_datagrams(transport::Qp& qp);
@@ -89,6 +87,9 @@ class Engine {
   // True if a post may wait for the polling application's next poll: the application polls,
   // and the engine thread comes round by itself (awake, or asleep only until polling stops).
   bool may_defer(uint64_t now);
+  // The lock at once if free, else after the engine thread's pass (which steps aside for it).
+  std::unique_lock<transport::CoreMutex> lock_soon();
+  void send_gathered_now();
   transport::ProtocolCore& pc_;
   link::Link& link_;
   Status status_;
@@ -108,8 +109,10 @@ class Engine {
   std::atomic<bool> sleep_bounded_{false};  // asleep in epoll only until the polling window ends
   std::atomic<bool> more_{false};         // the last pass left work for the next
   bool tx_deferred_ = false;              // the last pass left its packets for the next (under mu_)
-  std::atomic<bool> gathered_{false};     // datagrams built in posts wait to be sent
-  void send_held();                       // sends them now (under mu_)
+  // Datagrams built in posts wait to be sent. Read by every CQ poll: a line of its own, away
+  // from what the engine thread writes on each pass.
+  alignas(64) std::atomic<bool> gathered_{false};
+  void send_held();                       // sends both now (under mu_)
   int wake_fd_ = -1;
   int async_fd_ = -1;
   int epoll_fd_ = -1;       // wake-up eventfd and the link
