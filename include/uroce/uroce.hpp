@@ -22,6 +22,7 @@ struct DeviceStack;
 struct PdHold;
 struct CqHold;
 struct SrqHold;
+struct DmHold;
 }  // namespace detail
 namespace verbs { class Qp; }
 
@@ -75,6 +76,7 @@ struct DeviceAttr {
   uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom,
       max_qp_init_rd_atom, max_inline_data, max_ah;
   bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
+  uint64_t max_dm_size;   // device memory (Device::alloc_dm) the device holds in all
 };
 
 struct PortAttr {
@@ -88,6 +90,7 @@ struct PortAttr {
 class ProtectionDomain;
 class CompletionQueue;
 class SharedReceiveQueue;
+class DeviceMemory;
 
 // A device the host has: one per network interface with an address, as list() gives them.
 struct DeviceInfo {
@@ -141,6 +144,9 @@ class Device {
 
   Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t depth);
+  // Device memory (ibv_alloc_dm): len bytes the NIC holds rather than the application, zeroed;
+  // ENOMEM past query_device().max_dm_size in all, EINVAL for 0 bytes.
+  Result<std::unique_ptr<DeviceMemory>> alloc_dm(size_t len);
 
   // Asynchronous events: async_fd() is readable exactly while events wait; get_async_event()
   // returns the oldest, or an EAGAIN error when none is left.
@@ -152,6 +158,14 @@ class Device {
   std::shared_ptr<detail::DeviceStack> stack_;
 };
 
+// What MemoryRegion::rereg changes; what is left out stays as it was.
+struct MrChange {
+  ProtectionDomain* pd = nullptr;  // another PD of the same device
+  void* addr = nullptr;            // a new range [addr, addr + length), named by addr
+  size_t length = 0;
+  std::optional<uint32_t> access;  // new access rights (kAccess*)
+};
+
 class MemoryRegion {
  public:
   ~MemoryRegion();  // deregisters: the keys stop working at once
@@ -159,17 +173,47 @@ class MemoryRegion {
   uint32_t rkey() const { return rkey_; }
   void* addr() const { return addr_; }
   size_t length() const { return len_; }
-  Sge sge(size_t offset, uint32_t length) const {
-    return Sge{uint64_t(static_cast<uint8_t*>(addr_) + offset), length, lkey_};
-  }
+  // The address SGEs and remote accesses name the first byte by: addr() unless registered at
+  // another IOVA (reg_mr's iova; 0 for a region of device memory).
+  uint64_t iova() const { return iova_; }
+  Sge sge(size_t offset, uint32_t length) const { return Sge{iova_ + offset, length, lkey_}; }
+  // Reregisters in place (Reregister Memory Region): the keys stay, and what `c` gives replaces
+  // the region's PD, range or access for every access after the call; work requests posted
+  // with the old range then fail their checks. EINVAL for nothing to change, a PD of another
+  // device, bad access or a region of device memory; on error nothing changes.
+  Status rereg(const MrChange& c);
 
  private:
   friend class ProtectionDomain;
   MemoryRegion() = default;
   std::shared_ptr<detail::PdHold> pd_;
+  std::shared_ptr<detail::DmHold> dm_;  // the device memory it lies in, if any
   void* addr_ = nullptr;
   size_t len_ = 0;
+  uint64_t iova_ = 0;
+  uint32_t access_ = 0;
   uint32_t lkey_ = 0, rkey_ = 0;
+};
+
+// Memory on the device (ibv_alloc_dm). In a software NIC it is memory of the NIC's own, out of
+// the application's reach but through these calls: copied to and from in whole 4-byte words
+// at 4-byte offsets (mlx5's rule for its on-chip memory, which programs follow), and used in
+// RDMA through a zero-based memory region (ProtectionDomain::reg_dm_mr). It lives until the
+// last region on it is gone.
+class DeviceMemory {
+ public:
+  ~DeviceMemory();
+  size_t length() const;
+  // EINVAL for an offset or length not a multiple of 4, or a range past the end.
+  Status copy_to(uint64_t offset, const void* src, size_t len);
+  Status copy_from(void* dst, uint64_t offset, size_t len) const;
+  bool busy() const;  // true while memory regions lie on it
+
+ private:
+  friend class Device;
+  friend class ProtectionDomain;
+  DeviceMemory() = default;
+  std::shared_ptr<detail::DmHold> h_;
 };
 
 class CompletionQueue {
@@ -187,6 +231,9 @@ class CompletionQueue {
   // Returns the number of completions, 0 on timeout.
   Result<int> wait(std::span<Wc> out, int timeout_ms);
   uint32_t capacity() const;
+  // A new capacity of at least depth; what waits stays. EINVAL if more completions wait than
+  // depth, or depth is 0 or past query_device().max_cqe (then nothing changes).
+  Status resize(uint32_t depth);
   bool overrun() const;
   // True while a QP uses it (verbs would refuse to destroy it: EBUSY).
   bool busy() const;
@@ -269,12 +316,17 @@ class ProtectionDomain {
  public:
   ~ProtectionDomain();
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
+  // The same region, named from `iova` on in SGEs and remote accesses (ibv_reg_mr_iova2).
+  Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint64_t iova, uint32_t access);
+  // A zero-based region of device memory: [offset, offset + len) of dm, named from 0.
+  Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t len, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(uint32_t max_wr, uint32_t max_sge = 1, uint32_t limit = 0);
   bool busy() const;  // true while MRs, QPs or SRQs use it
 
  private:
   friend class Device;
+  friend class MemoryRegion;
   ProtectionDomain() = default;
   std::shared_ptr<detail::PdHold> h_;
 };

@@ -111,6 +111,7 @@ DeviceAttr Device::query_device() const {
   a.max_qp_init_rd_atom = l.max_rd_atomic;
   a.max_inline_data = l.max_inline;
   a.atomic_supported = true;
+  a.max_dm_size = detail::kMaxDmBytes;
   return a;
 }
 
@@ -196,19 +197,6 @@ bool ProtectionDomain::busy() const {
   return h_->stack->pc->pd_busy(h_->pd);
 }
 
-Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t len, uint32_t access) {
-  auto g = h_->stack->lock();
-  auto mr = h_->stack->pc->reg_mr(h_->pd, addr, len, access);
-  if (!mr) return mr.error();
-  std::unique_ptr<MemoryRegion> m(new MemoryRegion);
-  m->pd_ = h_;
-  m->addr_ = addr;
-  m->len_ = len;
-  m->lkey_ = mr->lkey.value();
-  m->rkey_ = mr->rkey.value();
-  return m;
-}
-
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& init) {
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
   auto& stack = h_->stack;
@@ -268,13 +256,6 @@ Status SharedReceiveQueue::arm_limit(uint32_t limit) {
   return h_->stack->pc->modify_srq(*h_->srq, limit);
 }
 
-// ---------------------------------------------------------------- MemoryRegion
-
-MemoryRegion::~MemoryRegion() {
-  auto g = pd_->stack->lock();
-  (void)pd_->stack->pc->dereg_mr(verbs::Lkey(lkey_));
-}
-
 // ---------------------------------------------------------------- CompletionQueue
 
 CompletionQueue::~CompletionQueue() = default;
@@ -295,6 +276,11 @@ Status CompletionQueue::req_notify(bool solicited_only) {
 }
 
 uint32_t CompletionQueue::capacity() const { return h_->cq->capacity(); }
+
+Status CompletionQueue::resize(uint32_t depth) {
+  auto g = h_->stack->lock();
+  return h_->stack->pc->resize_cq(h_->cq, depth);
+}
 bool CompletionQueue::overrun() const { return h_->cq->overrun(); }
 
 bool CompletionQueue::busy() const {

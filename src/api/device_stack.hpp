@@ -1,5 +1,6 @@
 // What every API object shares: the protocol core, its UDP link and the engine thread.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -11,12 +12,15 @@
 
 namespace uroce::detail {
 
+inline constexpr uint64_t kMaxDmBytes = 256 << 10;  // device memory per device (mlx5's on-chip: 128 KiB to 256 KiB)
+
 struct DeviceStack {
   std::string name;
   std::unique_ptr<link::UdpLink> link;
   std::unique_ptr<link::SameHostLink> shm;  // shared memory to local peers, over `link`; may be null
   std::unique_ptr<transport::ProtocolCore> pc;
   std::unique_ptr<engine::Engine> engine;
+  std::atomic<uint64_t> dm_used{0};  // device memory allocated (DmHold)
 
   std::unique_lock<transport::CoreMutex> lock() { return engine->control_lock(); }
   link::Link& active_link() { return shm ? static_cast<link::Link&>(*shm) : *link; }

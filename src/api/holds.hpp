@@ -54,4 +54,18 @@ struct SrqHold {
   }
 };
 
+// Device memory: its bytes, counted in the device's dm_used until the last user is gone.
+struct DmHold {
+  DmHold(std::shared_ptr<DeviceStack> c, size_t n)
+      : stack(std::move(c)), words(std::make_unique<uint64_t[]>((n + 7) / 8)), len(n) {}
+  DmHold(const DmHold&) = delete;
+  DmHold& operator=(const DmHold&) = delete;
+  std::shared_ptr<DeviceStack> stack;
+  std::unique_ptr<uint64_t[]> words;  // zeroed; 8-byte aligned, as atomics on it need
+  size_t len;
+  uint8_t* bytes() const { return reinterpret_cast<uint8_t*>(words.get()); }
+  std::atomic<uint32_t> mrs{0};  // memory regions on it
+  ~DmHold() { stack->dm_used -= len; }
+};
+
 }  // namespace uroce::detail

@@ -194,6 +194,14 @@ ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   return c ? ibv_cq_ex_to_cq(&c->ibv) : nullptr;
 }
 
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  UCq* c = from<UCq>(cq);
+  if (cqe <= 0) return EINVAL;
+  if (Status s = c->cq->resize(uint32_t(cqe)); !s) return s.error().code;
+  cq->cqe = int(c->cq->capacity());
+  return 0;
+}
+
 int ibv_destroy_cq(ibv_cq* cq) {
   UCq* c = from<UCq>(cq);
   if (c->cq->busy()) return EBUSY;

@@ -44,8 +44,8 @@ T* fail(const Error& e) {
 }
 
 // The provider operations (ibv_context_ops and verbs_context), one file each: CQs (cq.cpp),
-// QPs and their work requests (qp.cpp), the extended send API (qp_ex.cpp), what uroce does not
-// offer (unsupported.cpp).
+// QPs and their work requests (qp.cpp), the extended send API (qp_ex.cpp), device memory
+// (memory.cpp), what uroce does not offer (unsupported.cpp).
 int poll_cq(ibv_cq* cq, int n, ibv_wc* out);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a);
@@ -59,5 +59,8 @@ void set_send_ops(ibv_qp_ex& x);
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 int dealloc_mw(ibv_mw* mw);
+ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
+int free_dm(ibv_dm* dm);
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access);
 
 }  // namespace uroce::compat

@@ -47,6 +47,11 @@ struct UMr {
   std::unique_ptr<MemoryRegion> mr;
 };
 
+struct UDm {
+  ibv_dm ibv;
+  std::unique_ptr<DeviceMemory> dm;
+};
+
 struct UChannel {
   ibv_comp_channel ibv;  // ibv.fd is an epoll set of the member CQs' event fds
 };

@@ -1,5 +1,5 @@
 // What uroce does not offer, failing as libibverbs callers test for: memory windows, XRC
-// and multicast helpers, re-registration, dma-buf, importing objects from another process.
+// and multicast helpers, dma-buf, importing objects from another process.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <poll.h>
@@ -39,12 +39,6 @@ void ibv_copy_path_rec_from_kern(void*, const void*) {}
 // Where sysfs is mounted, as libibverbs reports it; uroce devices have no entries there.
 const char* ibv_get_sysfs_path(void) { return "/sys"; }
 
-
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
-}
-int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) { return EOPNOTSUPP; }
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   errno = EOPNOTSUPP;

@@ -1,8 +1,8 @@
 // libibverbs.so.1 on uroce: rdma-core's verbs ABI (as Debian 12's rdma-core 44 defines it) for
 // unmodified programs. Errors follow libibverbs: NULL with errno set, or a positive errno.
-// This file is the library part (device list, contexts and their provider-ops table, PDs, MRs,
-// queries, rates and strings); the provider's operations are in cq.cpp, qp.cpp, qp_ex.cpp and
-// unsupported.cpp, the build-time ABI checks in abi_checks.cpp.
+// This file is the library part (device list, contexts and their provider-ops table, PDs,
+// queries, rates and strings); memory regions and device memory are in memory.cpp, the
+// provider's operations in cq.cpp, qp.cpp, qp_ex.cpp and unsupported.cpp, the build-time ABI checks in abi_checks.cpp.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -24,8 +24,6 @@ using namespace uroce::compat;
 
 // The header routes these through inline wrappers; the library defines the functions.
 #undef ibv_query_port
-#undef ibv_reg_mr
-#undef ibv_reg_mr_iova
 
 extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type);
 
@@ -71,6 +69,8 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   if (int rc = ibv_query_device(ctx, &attr->orig_attr)) return rc;
   if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof attr->phys_port_cnt_ex)
     attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
+  if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof attr->max_dm_size)
+    attr->max_dm_size = uctx(ctx)->dev->query_device().max_dm_size;
   return 0;
 }
 
@@ -130,6 +130,9 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   c->vctx.query_device_ex = query_device_ex;
+  c->vctx.alloc_dm = alloc_dm;
+  c->vctx.free_dm = free_dm;
+  c->vctx.reg_dm_mr = reg_dm_mr;
   pthread_mutex_init(&ctx.mutex, nullptr);
   ctx.ops = kOps;
   return &ctx;
@@ -277,29 +280,6 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-  if (access & ~0xf & ~IBV_ACCESS_RELAXED_ORDERING) {
-    errno = EOPNOTSUPP;  // MW binding, zero-based, on-demand paging, ...
-    return nullptr;
-  }
-  auto mr = from<UPd>(pd)->pd->reg_mr(addr, length, uint32_t(access) & 0xf);
-  if (!mr) return fail<ibv_mr>(mr.error());
-  auto* m = new UMr{};
-  m->mr = std::move(*mr);
-  m->ibv.context = pd->context;
-  m->ibv.pd = pd;
-  m->ibv.addr = addr;
-  m->ibv.length = length;
-  m->ibv.lkey = m->mr->lkey();
-  m->ibv.rkey = m->mr->rkey();
-  return &m->ibv;
-}
-
-int ibv_dereg_mr(ibv_mr* mr) {
-  delete from<UMr>(mr);
-  return 0;
-}
-
 int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
                       size_t size) {
   if (flags || size < sizeof(ibv_gid_entry)) return EINVAL;
@@ -311,14 +291,6 @@ int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_e
   entry->port_num = port;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
   return 0;
-}
-
-ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
-  if (iova != uint64_t(addr)) {
-    errno = EOPNOTSUPP;  // remote addresses are virtual addresses: no other IOVA
-    return nullptr;
-  }
-  return ibv_reg_mr(pd, addr, length, int(access));
 }
 
 int ibv_get_pkey_index(ibv_context*, uint8_t port, __be16 pkey) {
@@ -370,10 +342,6 @@ ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries, size_t ma
                                    flags, size))
       return -rc;
   return ssize_t(n);
-}
-
-ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
-  return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
 }
 
 int ibv_dofork_range(void*, size_t) { return 0; }    // nothing is pinned by a kernel driver

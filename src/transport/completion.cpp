@@ -125,6 +125,10 @@ void ProtocolCore::reset_qp(Qp& qp) {
   qp.timers.clear();
   qp.rtt.on_retransmit();  // nothing in flight is timed any more
   std::erase(ack_list_, &qp);
+  // What it completed before (its flushed requests among them) goes too: a program that
+  // brings the QP back up polls only what the QP does from now on.
+  qp.send_cq->purge(qp.qpn().value());
+  if (qp.recv_cq != qp.send_cq) qp.recv_cq->purge(qp.qpn().value());
 }
 
 }  // namespace uroce::transport

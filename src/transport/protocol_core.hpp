@@ -168,10 +168,16 @@ class ProtocolCore {
   // ---- control path (engine lock held) ----
   Result<PdHandle> alloc_pd();
   Status dealloc_pd(PdHandle pd);
-  Result<verbs::Mr> reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access);
+  // iova: the address SGEs and remote VAs name addr by (addr itself unless given).
+  Result<verbs::Mr> reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access,
+                           std::optional<uint64_t> iova = std::nullopt);
+  // The region keeps its keys and takes this PD, range and access from the next packet on.
+  Result<verbs::Mr> rereg_mr(Lkey lkey, PdHandle pd, void* addr, uint64_t len, uint32_t access, uint64_t iova);
   Status dereg_mr(Lkey lkey);
   Result<verbs::Cq*> create_cq(uint32_t depth);
   Status destroy_cq(verbs::Cq* cq);
+  // EINVAL for a depth out of range or below the completions that wait in it.
+  Status resize_cq(verbs::Cq* cq, uint32_t depth);
   Result<Qp*> create_qp(PdHandle pd, QpType type, verbs::Cq* send_cq, verbs::Cq* recv_cq,
                               const QpCap& cap, bool sq_sig_all, verbs::Srq* srq = nullptr);
   // QP1 (the GSI): a UD QP with the well-known number 1; EBUSY if the port has one already.

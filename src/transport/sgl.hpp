@@ -9,7 +9,8 @@
 namespace uroce::transport {
 
 // Visits the len bytes at byte offset `offset` of the list, each piece checked with `need`
-// before copy(address, position in the message buffer, bytes) moves it. Returns the first
+// before copy(where it lies in this process, position in the message buffer, bytes) moves it
+// (an SGE names its MR's IOVA; the MR says where that lies). Returns the first
 // failed check, or OutOfBounds if the list is too short.
 template <class Copy>
 verbs::KeyCheck sgl_walk(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sge* sges, uint32_t n, uint64_t offset,
@@ -22,9 +23,11 @@ verbs::KeyCheck sgl_walk(const verbs::MrTable& mrs, verbs::PdHandle pd, const Sg
       continue;
     }
     uint32_t chunk = uint32_t(s.length - offset) < len - done ? uint32_t(s.length - offset) : len - done;
-    uint64_t addr = s.addr + offset;
-    if (verbs::KeyCheck k = mrs.check_local(verbs::Lkey(s.lkey), pd, addr, chunk, need); k != verbs::KeyCheck::Ok) return k;
-    copy(addr, done, chunk);
+    uint8_t* host = nullptr;
+    if (verbs::KeyCheck k = mrs.check_local(verbs::Lkey(s.lkey), pd, s.addr + offset, chunk, need, &host);
+        k != verbs::KeyCheck::Ok)
+      return k;
+    copy(reinterpret_cast<uint64_t>(host), done, chunk);
     done += chunk;
     offset = 0;
   }

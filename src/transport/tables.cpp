@@ -56,13 +56,31 @@ Status ProtocolCore::dealloc_pd(PdHandle pd) {
   return {};
 }
 
-Result<verbs::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access) {
+Result<verbs::Mr> ProtocolCore::reg_mr(PdHandle pd, void* addr, uint64_t len, uint32_t access,
+                                       std::optional<uint64_t> iova) {
   UROCE_ASSERT_HELD(*this);
   auto it = pds_.find(pd);
   if (it == pds_.end()) return make_error(EINVAL, "reg_mr: unknown protection domain");
   if (mrs_.size() >= limits_.max_mr) return make_error(ENOMEM, "reg_mr: too many memory regions");
-  auto r = mrs_.reg(pd, reinterpret_cast<uint64_t>(addr), len, access);
+  const uint64_t host = reinterpret_cast<uint64_t>(addr);
+  auto r = mrs_.reg(pd, host, len, access, iova.value_or(host));
   if (r) ++it->second;
+  return r;
+}
+
+Result<verbs::Mr> ProtocolCore::rereg_mr(Lkey lkey, PdHandle pd, void* addr, uint64_t len, uint32_t access,
+                                         uint64_t iova) {
+  UROCE_ASSERT_HELD(*this);
+  const verbs::Mr* mr = mrs_.by_lkey(lkey);
+  if (!mr) return make_error(EINVAL, "rereg_mr: unknown memory region");
+  auto it = pds_.find(pd);
+  if (it == pds_.end()) return make_error(EINVAL, "rereg_mr: unknown protection domain");
+  const PdHandle old = mr->pd;
+  auto r = mrs_.rereg(lkey, pd, reinterpret_cast<uint64_t>(addr), len, access, iova);
+  if (r) {
+    --pds_[old];  // the region now holds the new PD instead
+    ++it->second;
+  }
   return r;
 }
 
@@ -85,6 +103,16 @@ Result<Cq*> ProtocolCore::create_cq(uint32_t depth) {
   cqs_[h] = std::move(cq);
   cq_users_[p] = 0;
   return p;
+}
+
+Status ProtocolCore::resize_cq(Cq* cq, uint32_t depth) {
+  UROCE_ASSERT_HELD(*this);
+  if (!cq_users_.count(cq)) return make_error(EINVAL, "resize_cq: unknown completion queue");
+  if (depth == 0 || depth > limits_.max_cqe) return make_error(EINVAL, "resize_cq: depth must be 1.." + std::to_string(limits_.max_cqe));
+  if (!cq->resize(depth))
+    return make_error(EINVAL, "resize_cq: " + std::to_string(cq->pending()) + " completions wait, more than " +
+                                  std::to_string(depth));
+  return {};
 }
 
 Status ProtocolCore::destroy_cq(Cq* cq) {

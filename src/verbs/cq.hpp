@@ -18,7 +18,13 @@ class Cq {
  public:
   Cq(uint32_t handle, uint32_t depth);
   uint32_t handle() const { return handle_; }
-  uint32_t capacity() const { return mask_ + 1; }
+  uint32_t capacity() const { return mask_.load(std::memory_order_relaxed) + 1; }
+  // A new capacity (rounded up as at creation), keeping what waits; false if more completions
+  // wait than it holds. With no push meanwhile (engine lock held); polls wait for it.
+  bool resize(uint32_t depth);
+  // Removes the completions of QP qpn that wait, keeping the others in order (a QP reset
+  // takes its completions with it, as mlx5's does). Engine lock held.
+  void purge(uint32_t qpn);
 
   // Engine side. Returns false (and counts an overrun) if the queue is full.
   bool push(const Wc& wc);
@@ -35,7 +41,7 @@ class Cq {
 
  private:
   uint32_t handle_;
-  uint32_t mask_;
+  std::atomic<uint32_t> mask_;  // changes only in resize(), under both sides' exclusion
   std::unique_ptr<Wc[]> ring_;
   alignas(64) std::atomic<uint32_t> head_{0};  // next to poll
   alignas(64) std::atomic<uint32_t> tail_{0};  // next to fill

@@ -23,18 +23,33 @@ uint32_t MrTable::fresh_key() {
   }
 }
 
-Result<Mr> MrTable::reg(PdHandle pd, uint64_t addr, uint64_t length, uint32_t access) {
+Status MrTable::validate(uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
   constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
   // IBA 10.6.3.1: remote write or atomic access requires local write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
     return make_error(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE");
-  if (addr == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
-  if (addr + length < addr) return make_error(EINVAL, "reg_mr: region wraps the address space");
+  if (host == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
+  if (host + length < host) return make_error(EINVAL, "reg_mr: region wraps the address space");
+  if (iova + length < iova) return make_error(EINVAL, "reg_mr: the IOVA range wraps");
+  return {};
+}
+
+Result<Mr> MrTable::reg(PdHandle pd, uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
+  if (Status s = validate(host, length, access, iova); !s) return s.error();
   Lkey lkey(fresh_key());
   Mr& mr = by_lkey_[lkey];  // holds the lkey while the rkey is chosen
-  mr = Mr{pd, addr, length, access, lkey, Rkey(fresh_key())};
+  mr = Mr{pd, iova, length, access, lkey, Rkey(fresh_key()), host};
   by_rkey_[mr.rkey] = &mr;
+  return mr;
+}
+
+Result<Mr> MrTable::rereg(Lkey lkey, PdHandle pd, uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
+  auto it = by_lkey_.find(lkey);
+  if (it == by_lkey_.end()) return make_error(EINVAL, "rereg_mr: unknown memory region");
+  if (Status s = validate(host, length, access, iova); !s) return s.error();
+  Mr& mr = it->second;
+  mr = Mr{pd, iova, length, access, mr.lkey, mr.rkey, host};
   return mr;
 }
 
@@ -58,11 +73,20 @@ static KeyCheck check_range(const Mr& mr, PdHandle pd, uint64_t addr, uint64_t l
   return KeyCheck::Ok;
 }
 
-KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need) const {
-  if (len == 0) return KeyCheck::Ok;
+// Where the bytes at addr of mr lie (check_range passed).
+static uint8_t* host_of(const Mr& mr, uint64_t addr) { return reinterpret_cast<uint8_t*>(mr.host + (addr - mr.addr)); }
+
+KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need,
+                              uint8_t** host) const {
+  if (len == 0) {
+    if (host) *host = reinterpret_cast<uint8_t*>(addr);  // nothing is touched through it
+    return KeyCheck::Ok;
+  }
   const Mr* mr = by_lkey(lkey);
   if (!mr) return KeyCheck::BadKey;
-  return check_range(*mr, pd, addr, len, need);
+  KeyCheck k = check_range(*mr, pd, addr, len, need);
+  if (k == KeyCheck::Ok && host) *host = host_of(*mr, addr);
+  return k;
 }
 
 KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
@@ -71,7 +95,7 @@ KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len
   auto it = by_rkey_.find(rkey);
   if (it == by_rkey_.end()) return KeyCheck::BadKey;
   KeyCheck k = check_range(*it->second, pd, va, len, need);
-  if (k == KeyCheck::Ok && host) *host = reinterpret_cast<uint8_t*>(va);
+  if (k == KeyCheck::Ok && host) *host = host_of(*it->second, va);
   return k;
 }
 

@@ -170,6 +170,93 @@ static void check_ece(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
   ibv_dereg_mr(rmr);
 }
 
+/* Memory: reregistration (libibverbs' input errors, then a range moved under the same keys),
+ * a region at an IOVA, CQ resizing, and device memory through the inline ibv_*_dm calls: a
+ * zero-based region on it that an RDMA WRITE fills. */
+static void check_memory(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
+  struct ibv_qp *c = make_qp(IBV_QPT_RC, cq, NULL), *d = make_qp(IBV_QPT_RC, cq, NULL);
+  CHECK(c && d && connect_rc(c, d->qp_num, 700, 800) == 0 && connect_rc(d, c->qp_num, 800, 700) == 0,
+        "memory: an RC pair");
+  if (!c || !d) return;
+  static char t1[4096], t2[4096];
+  struct ibv_mr* t = ibv_reg_mr(pd, t1, sizeof t1, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  CHECK(t != NULL, "reg_mr of a target");
+  if (!t) return;
+  const uint32_t lkey = t->lkey, rkey = t->rkey;
+  errno = 0;
+  CHECK(ibv_rereg_mr(t, 0, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL, "rereg_mr, no flags: ERR_INPUT");
+  CHECK(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 64, 0) == IBV_REREG_MR_ERR_INPUT,
+        "rereg_mr, a new range without an address: ERR_INPUT");
+  CHECK(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, IBV_ACCESS_LOCAL_WRITE) == IBV_REREG_MR_ERR_INPUT,
+        "rereg_mr, access without CHANGE_ACCESS: ERR_INPUT");
+  errno = 0;
+  CHECK(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE) == IBV_REREG_MR_ERR_CMD &&
+            errno == EINVAL,
+        "rereg_mr, REMOTE_WRITE without LOCAL_WRITE: ERR_CMD, EINVAL");
+  CHECK(ibv_rereg_mr(t, IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS, NULL, t2, sizeof t2,
+                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) == 0 &&
+            t->addr == t2 && t->length == sizeof t2 && t->lkey == lkey && t->rkey == rkey,
+        "rereg_mr to another range: addr and length follow, the keys stay");
+  struct ibv_wc wc;
+  for (int i = 0; i < 512; ++i) buf[i] = (char)(i * 3 + 1);
+  memset(t1, 0, sizeof t1);
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 512, (uintptr_t)(t2 + 1024), rkey, 61) == 0 &&
+            wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && memcmp(t2 + 1024, buf, 512) == 0,
+        "a WRITE with the old rkey lands in the new range");
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 512, (uintptr_t)t1, rkey, 62) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_REM_ACCESS_ERR && t1[0] == 0 && t1[511] == 0,
+        "a WRITE to the old range: REM_ACCESS_ERR, nothing written");
+  ibv_dereg_mr(t);
+
+  /* An IOVA: the peer names the region from 0x10000. */
+  struct ibv_mr* iv = ibv_reg_mr_iova2(pd, t1, sizeof t1, 0x10000, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  struct ibv_qp *e = make_qp(IBV_QPT_RC, cq, NULL), *f = make_qp(IBV_QPT_RC, cq, NULL);
+  CHECK(iv && e && f && connect_rc(e, f->qp_num, 900, 1000) == 0 && connect_rc(f, e->qp_num, 1000, 900) == 0 &&
+            post_send(e, IBV_WR_RDMA_WRITE, mr, buf, 256, 0x10000 + 2048, iv->rkey, 63) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_SUCCESS && memcmp(t1 + 2048, buf, 256) == 0,
+        "reg_mr_iova2: a WRITE to IOVA 0x10000 + 2048 lands at the buffer's byte 2048");
+  if (iv) ibv_dereg_mr(iv);
+
+  /* Resizing the CQ. */
+  CHECK(ibv_resize_cq(cq, 200) == 0 && cq->cqe >= 200, "resize_cq up: cqe follows");
+  CHECK(ibv_resize_cq(cq, 0) == EINVAL && cq->cqe >= 200, "resize_cq to 0: EINVAL, unchanged");
+  CHECK(ibv_resize_cq(cq, 64) == 0 && cq->cqe >= 64 && cq->cqe < 200, "resize_cq down");
+
+  /* Device memory. */
+  struct ibv_device_attr_ex dx;
+  CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.max_dm_size >= 4096, "query_device_ex: max_dm_size");
+  struct ibv_alloc_dm_attr da = {.length = 4096};
+  struct ibv_dm* dm = ibv_alloc_dm(ctx, &da);
+  CHECK(dm != NULL, "alloc_dm");
+  struct ibv_alloc_dm_attr too_big = {.length = dx.max_dm_size + 4}, bad_mask = {.length = 64, .comp_mask = 1};
+  errno = 0;
+  CHECK(ibv_alloc_dm(ctx, &too_big) == NULL && errno == ENOMEM, "alloc_dm past max_dm_size: ENOMEM");
+  errno = 0;
+  CHECK(ibv_alloc_dm(ctx, &bad_mask) == NULL && errno == EINVAL, "alloc_dm with an unknown comp_mask: EINVAL");
+  if (!dm) return;
+  uint32_t w[4] = {1, 2, 3, 4}, r[4] = {0};
+  CHECK(ibv_memcpy_to_dm(dm, 16, w, sizeof w) == 0 && ibv_memcpy_from_dm(r, dm, 16, sizeof r) == 0 &&
+            memcmp(w, r, sizeof w) == 0,
+        "memcpy to and from device memory");
+  CHECK(ibv_memcpy_to_dm(dm, 2, w, 4) == EINVAL && ibv_memcpy_from_dm(r, dm, 4094, 4) == EINVAL,
+        "memcpy at an odd offset or past the end: EINVAL");
+  errno = 0;
+  CHECK(ibv_reg_dm_mr(pd, dm, 0, 4096, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL,
+        "reg_dm_mr without ZERO_BASED: EINVAL");
+  struct ibv_mr* dmr =
+      ibv_reg_dm_mr(pd, dm, 1024, 2048, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  char got[300];
+  CHECK(dmr && post_send(e, IBV_WR_RDMA_WRITE, mr, buf, 300, 100, dmr->rkey, 64) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_SUCCESS && ibv_memcpy_from_dm(got, dm, 1124, 300) == 0 && memcmp(got, buf, 300) == 0,
+        "reg_dm_mr: a WRITE to zero-based VA 100 lands at device memory byte 1124");
+  CHECK(ibv_free_dm(dm) == EBUSY, "free_dm while a region lies on it: EBUSY");
+  CHECK(dmr && ibv_dereg_mr(dmr) == 0 && ibv_free_dm(dm) == 0, "dereg, then free_dm");
+  ibv_destroy_qp(c);
+  ibv_destroy_qp(d);
+  ibv_destroy_qp(e);
+  ibv_destroy_qp(f);
+}
+
 static atomic_int qp_destroyed;
 static void* destroy_qp_thread(void* qp) {
   if (ibv_destroy_qp(qp) == 0) atomic_store(&qp_destroyed, 1);
@@ -202,6 +289,7 @@ int main(void) {
   CHECK(ch && cq && a && b, "channel, CQs, RC QPs");
   CHECK(connect_rc(a, b->qp_num, 10, 20) == 0 && connect_rc(b, a->qp_num, 20, 10) == 0, "RC QPs to RTS");
   check_ece(cq2, mr, buf);
+  check_memory(cq2, mr, buf);
   CHECK(ibv_req_notify_cq(cq, 0) == 0, "req_notify_cq");
   post_recv(b, NULL, mr, buf + 4096, 1024, 7);
   strcpy(buf, "event");

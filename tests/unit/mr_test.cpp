@@ -62,3 +62,39 @@ TEST(MrTable, KeysAreRandomAndDistinct) {
   EXPECT_EQ(keys.size(), 2000u);
   EXPECT_LT(sequential, 5);  // one key says nothing about the next
 }
+
+TEST(MrTable, AnIovaNamesTheRegionAndHostSaysWhereItLies) {
+  MrTable t(3);
+  alignas(8) static uint8_t buf[256];
+  auto mr = t.reg(PdHandle(1), uint64_t(buf), 256, kAccessLocalWrite | kAccessRemoteWrite, 0);
+  ASSERT_TRUE(mr.ok());
+  uint8_t* host = nullptr;
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), 16, 16, kAccessLocalWrite, &host), KeyCheck::Ok);
+  EXPECT_EQ(host, buf + 16);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), 255, 1, kAccessRemoteWrite, &host), KeyCheck::Ok);
+  EXPECT_EQ(host, buf + 255);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), 255, 2, kAccessRemoteWrite, &host), KeyCheck::OutOfBounds);
+  EXPECT_EQ(t.check_local(mr->lkey, PdHandle(1), uint64_t(buf), 1, 0, &host), KeyCheck::OutOfBounds);
+  EXPECT_FALSE(t.reg(PdHandle(1), uint64_t(buf), 256, 0, UINT64_MAX - 10).ok());  // the IOVA range wraps
+}
+
+TEST(MrTable, ReregKeepsTheKeysAndChecksOnlyTheNewRegion) {
+  MrTable t(4);
+  alignas(8) static uint8_t a[64], b[128];
+  auto mr = t.reg(PdHandle(1), uint64_t(a), 64, kAccessLocalWrite | kAccessRemoteWrite);
+  ASSERT_TRUE(mr.ok());
+  auto r = t.rereg(mr->lkey, PdHandle(2), uint64_t(b), 128, kAccessLocalWrite | kAccessRemoteRead, uint64_t(b));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->lkey, mr->lkey);
+  EXPECT_EQ(r->rkey, mr->rkey);
+  uint8_t* host = nullptr;
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(2), uint64_t(b) + 100, 28, kAccessRemoteRead, &host), KeyCheck::Ok);
+  EXPECT_EQ(host, b + 100);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(2), uint64_t(a), 8, kAccessRemoteRead, nullptr), KeyCheck::OutOfBounds);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), uint64_t(b), 8, kAccessRemoteRead, nullptr), KeyCheck::WrongPd);
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(2), uint64_t(b), 8, kAccessRemoteWrite, nullptr), KeyCheck::NoAccess);
+  // A bad reregistration changes nothing.
+  EXPECT_FALSE(t.rereg(mr->lkey, PdHandle(1), uint64_t(a), 64, kAccessRemoteWrite, uint64_t(a)).ok());
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(2), uint64_t(b), 8, kAccessRemoteRead, nullptr), KeyCheck::Ok);
+  EXPECT_FALSE(t.rereg(Lkey(mr->lkey.value() ^ 1), PdHandle(1), uint64_t(a), 64, 0, uint64_t(a)).ok());
+}

@@ -1,0 +1,137 @@
+// Memory regions (registration at an address or an IOVA, reregistration) and device memory,
+// as libibverbs' calls and provider operations.
+#include <cerrno>
+#include <cstring>
+
+#include "compat/internal.hpp"
+
+using namespace uroce;
+using namespace uroce::compat;
+
+// The header routes these through inline wrappers; the library defines the functions.
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace {
+
+// The access rights uroce's MRs have; optional flags (IBV_ACCESS_OPTIONAL_RANGE, such as
+// relaxed ordering) a device may ignore, and does. -1 for flags it does not offer: MW binding,
+// zero-based (device memory only), on-demand paging, ...
+int64_t rights(unsigned access) {
+  access &= ~unsigned(IBV_ACCESS_OPTIONAL_RANGE);
+  return access & ~0xfu ? -1 : int64_t(access);
+}
+
+ibv_mr* made(Result<std::unique_ptr<MemoryRegion>> mr, ibv_pd* pd) {
+  if (!mr) return fail<ibv_mr>(mr.error());
+  auto* m = new UMr{};
+  m->mr = std::move(*mr);
+  m->ibv.context = pd->context;
+  m->ibv.pd = pd;
+  m->ibv.addr = m->mr->addr();
+  m->ibv.length = m->mr->length();
+  m->ibv.lkey = m->mr->lkey();
+  m->ibv.rkey = m->mr->rkey();
+  return &m->ibv;
+}
+
+int to_dm(ibv_dm* dm, uint64_t offset, const void* src, size_t len) {
+  Status s = from<UDm>(dm)->dm->copy_to(offset, src, len);
+  return s ? 0 : s.error().code;
+}
+
+int from_dm(void* dst, ibv_dm* dm, uint64_t offset, size_t len) {
+  Status s = from<UDm>(dm)->dm->copy_from(dst, offset, len);
+  return s ? 0 : s.error().code;
+}
+
+}  // namespace
+
+namespace uroce::compat {
+
+ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
+  // Any alignment up to a cache line: the memory starts on one.
+  if (!attr || attr->comp_mask || attr->log_align_req > 6) return fail<ibv_dm>(Error{EINVAL, ""});
+  auto dm = uctx(ctx)->dev->alloc_dm(attr->length);
+  if (!dm) return fail<ibv_dm>(dm.error());
+  auto* d = new UDm{};
+  d->dm = std::move(*dm);
+  d->ibv.context = ctx;
+  d->ibv.memcpy_to_dm = to_dm;
+  d->ibv.memcpy_from_dm = from_dm;
+  return &d->ibv;
+}
+
+int free_dm(ibv_dm* dm) {
+  if (from<UDm>(dm)->dm->busy()) return EBUSY;  // memory regions lie on it
+  delete from<UDm>(dm);
+  return 0;
+}
+
+ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access) {
+  // Device memory is named from 0 (IBV_ACCESS_ZERO_BASED), as mlx5 requires too.
+  const int64_t r = rights(access & ~unsigned(IBV_ACCESS_ZERO_BASED));
+  if (!(access & IBV_ACCESS_ZERO_BASED) || r < 0) return fail<ibv_mr>(Error{EINVAL, ""});
+  auto mr = from<UPd>(pd)->pd->reg_dm_mr(*from<UDm>(dm)->dm, offset, length, uint32_t(r));
+  ibv_mr* m = made(std::move(mr), pd);
+  if (m) m->addr = nullptr;  // zero-based
+  return m;
+}
+
+}  // namespace uroce::compat
+
+extern "C" {
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  const int64_t r = rights(access);
+  if (r < 0) return fail<ibv_mr>(Error{EOPNOTSUPP, ""});
+  return made(from<UPd>(pd)->pd->reg_mr(addr, length, iova, uint32_t(r)), pd);
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  delete from<UMr>(mr);
+  return 0;
+}
+
+// libibverbs' input rules first (IBV_REREG_MR_ERR_INPUT), then the device's
+// (IBV_REREG_MR_ERR_CMD); either way errno says why and the region is as it was.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  auto input = [](int e) {
+    errno = e;
+    return int(IBV_REREG_MR_ERR_INPUT);
+  };
+  if (!flags || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED)) return input(EINVAL);
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) return input(EINVAL);
+  if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) return input(EINVAL);
+  if ((flags & IBV_REREG_MR_CHANGE_PD) && !pd) return input(EINVAL);
+  MrChange c;
+  if (flags & IBV_REREG_MR_CHANGE_PD) c.pd = from<UPd>(pd)->pd.get();
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    c.addr = addr;
+    c.length = length;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    const int64_t r = rights(unsigned(access));
+    if (r < 0) return input(EOPNOTSUPP);
+    c.access = uint32_t(r);
+  }
+  UMr* m = from<UMr>(mr);
+  if (Status s = m->mr->rereg(c); !s) {
+    errno = s.error().code;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if (c.pd) mr->pd = pd;
+  mr->addr = m->mr->addr();
+  mr->length = m->mr->length();
+  return 0;
+}
+
+}  // extern "C"

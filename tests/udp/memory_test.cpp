@@ -1,0 +1,302 @@
+// Memory the NIC reaches, through the public API and the real engine: reregistration (access,
+// PD and range change, the keys stay), regions at an IOVA, device memory and its zero-based
+// regions, CQ resizing, and a reset QP taking its completions with it.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "uroce/uroce.hpp"
+
+using namespace uroce;
+
+namespace {
+
+constexpr uint32_t kRemote = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead;
+
+// Two RC QPs of one device connected to each other; `a` sends, `b` receives. Each has a send
+// CQ and a receive CQ of its own, so a test can wait on one while another keeps what it got.
+struct Loop {
+  std::unique_ptr<Device> dev = std::move(*Device::open("uroce_lo"));
+  std::unique_ptr<ProtectionDomain> pd = std::move(*dev->alloc_pd());
+  std::unique_ptr<CompletionQueue> a_send = std::move(*dev->create_cq(64)), a_recv = std::move(*dev->create_cq(64)),
+                                   b_send = std::move(*dev->create_cq(64)), b_recv = std::move(*dev->create_cq(64));
+  std::unique_ptr<QueuePair> a, b;
+  uint32_t psn = 100;
+
+  Loop() { connect(); }
+  // New QPs (or the same ones again after a reset), connected in RTS.
+  void connect(bool fresh = true) {
+    if (fresh) {
+      a = std::move(*pd->create_qp({QpType::RC, a_send.get(), a_recv.get()}));
+      b = std::move(*pd->create_qp({QpType::RC, b_send.get(), b_recv.get()}));
+    }
+    const Gid gid = *dev->query_gid(0);
+    psn += 1000;
+    ConnectOptions o;
+    o.access = kRemote;
+    ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = psn + 1}, psn, o));
+    ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = psn}, psn + 1, o));
+  }
+  void reset() {
+    QpAttr r;
+    r.qp_state = QpState::Reset;
+    ASSERT_TRUE(a->modify(r, kQpState));
+    ASSERT_TRUE(b->modify(r, kQpState));
+  }
+  // One signaled request from `a`; its completion status (Success, or what failed).
+  WcStatus post(const SendWr& w) {
+    if (!a->post_send(w)) return WcStatus::GeneralErr;
+    Wc wc[1];
+    auto got = a_send->wait(wc, 10000);
+    if (!got || *got != 1) return WcStatus::GeneralErr;
+    EXPECT_EQ(wc[0].wr_id, w.wr_id);
+    return wc[0].status;
+  }
+  WcStatus write(const Sge& src, uint64_t va, uint32_t rkey, uint64_t id = 1) {
+    SendWr w{id, WrOpcode::RdmaWrite, kSendSignaled, {&src, 1}};
+    w.remote_addr = va;
+    w.rkey = rkey;
+    return post(w);
+  }
+  WcStatus read(const Sge& dst, uint64_t va, uint32_t rkey, uint64_t id = 2) {
+    SendWr w{id, WrOpcode::RdmaRead, kSendSignaled, {&dst, 1}};
+    w.remote_addr = va;
+    w.rkey = rkey;
+    return post(w);
+  }
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + i * 7);
+  return v;
+}
+
+}  // namespace
+
+TEST(Memory, ReregChangesAccessRangeAndPdAndKeepsTheKeys) {
+  Loop l;
+  auto src = pattern(256, 3);
+  std::vector<uint8_t> first(4096, 0), second(4096, 0);
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto t = std::move(*l.pd->reg_mr(first.data(), first.size(), kRemote));
+  const uint32_t lkey = t->lkey(), rkey = t->rkey();
+  ASSERT_EQ(l.write(smr->sge(0, 256), uint64_t(first.data()) + 100, rkey), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(first.data() + 100, src.data(), 256));
+
+  // Access: without REMOTE_WRITE the next WRITE is refused and nothing is written.
+  ASSERT_TRUE(t->rereg({.access = kAccessLocalWrite | kAccessRemoteRead}));
+  EXPECT_EQ(t->lkey(), lkey);
+  EXPECT_EQ(t->rkey(), rkey);
+  std::fill(first.begin(), first.end(), 0);
+  EXPECT_EQ(l.write(smr->sge(0, 256), uint64_t(first.data()), rkey), WcStatus::RemAccessErr);
+  EXPECT_EQ(std::count(first.begin(), first.end(), 0), 4096);
+  l.reset();
+  l.connect(false);
+
+  // Range: the same rkey now reaches the second buffer and no longer the first.
+  ASSERT_TRUE(t->rereg({.addr = second.data(), .length = second.size(), .access = kRemote}));
+  EXPECT_EQ(t->addr(), second.data());
+  EXPECT_EQ(t->iova(), uint64_t(second.data()));
+  EXPECT_EQ(l.write(smr->sge(0, 256), uint64_t(first.data()), rkey), WcStatus::RemAccessErr);
+  EXPECT_EQ(std::count(first.begin(), first.end(), 0), 4096);
+  l.reset();
+  l.connect(false);
+  ASSERT_EQ(l.write(smr->sge(0, 256), uint64_t(second.data()) + 3840, rkey), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(second.data() + 3840, src.data(), 256));
+  std::vector<uint8_t> back(256, 0);
+  auto bmr = std::move(*l.pd->reg_mr(back.data(), back.size(), kAccessLocalWrite));
+  ASSERT_EQ(l.read(bmr->sge(0, 256), uint64_t(second.data()) + 3840, rkey), WcStatus::Success);
+  EXPECT_EQ(back, std::vector<uint8_t>(src.begin(), src.end()));
+
+  // PD: the source region moved to another PD is no longer the sending QP's.
+  auto pd2 = std::move(*l.dev->alloc_pd());
+  EXPECT_FALSE(pd2->busy());
+  ASSERT_TRUE(smr->rereg({.pd = pd2.get()}));
+  EXPECT_TRUE(pd2->busy());
+  EXPECT_EQ(l.write(smr->sge(0, 256), uint64_t(second.data()), rkey), WcStatus::LocProtErr);
+  l.reset();
+  l.connect(false);
+  ASSERT_TRUE(smr->rereg({.pd = l.pd.get()}));
+  EXPECT_FALSE(pd2->busy());
+  ASSERT_EQ(l.write(smr->sge(0, 256), uint64_t(second.data()), rkey), WcStatus::Success);
+
+  // Bad changes are refused whole: the region works as before.
+  auto other = std::move(*Device::open("uroce_lo"));
+  auto foreign = std::move(*other->alloc_pd());
+  for (const MrChange& bad : {MrChange{}, MrChange{.pd = foreign.get()}, MrChange{.access = kAccessRemoteWrite},
+                              MrChange{.addr = first.data()}, MrChange{.length = 64}}) {
+    Status s = t->rereg(bad);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, EINVAL) << s.error().message;
+  }
+  EXPECT_EQ(t->addr(), second.data());
+  ASSERT_EQ(l.write(smr->sge(0, 256), uint64_t(second.data()) + 1000, rkey), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(second.data() + 1000, src.data(), 256));
+}
+
+TEST(Memory, ARegionAtAnIovaIsNamedByIt) {
+  Loop l;
+  auto src = pattern(512, 9);
+  std::vector<uint8_t> dst(8192, 0);
+  constexpr uint64_t kIova = 0x5000'0000'0000;  // nowhere near the heap
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kIova, kAccessLocalWrite));
+  auto dmr = std::move(*l.pd->reg_mr(dst.data(), dst.size(), 0, kRemote));
+  EXPECT_EQ(smr->sge(16, 8).addr, kIova + 16);
+  ASSERT_EQ(l.write(smr->sge(0, 512), 4096, dmr->rkey()), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(dst.data() + 4096, src.data(), 512));
+  EXPECT_EQ(std::count(dst.begin(), dst.begin() + 4096, 0), 4096);
+  // Its host address is not its name: out of bounds, nothing written.
+  EXPECT_EQ(l.write(smr->sge(0, 512), uint64_t(dst.data()), dmr->rkey()), WcStatus::RemAccessErr);
+  l.reset();
+  l.connect(false);
+  Sge host_named{uint64_t(src.data()), 512, smr->lkey()};
+  EXPECT_EQ(l.write(host_named, 0, dmr->rkey()), WcStatus::LocProtErr);
+  EXPECT_EQ(std::count(dst.begin(), dst.begin() + 4096, 0), 4096);
+}
+
+TEST(Memory, DeviceMemoryCarriesRdmaThroughAZeroBasedRegion) {
+  Loop l;
+  const uint64_t max = l.dev->query_device().max_dm_size;
+  ASSERT_GE(max, 8192u);
+  auto dm = std::move(*l.dev->alloc_dm(4096));
+  EXPECT_EQ(dm->length(), 4096u);
+  std::vector<uint8_t> out(4096, 0xff);
+  ASSERT_TRUE(dm->copy_from(out.data(), 0, 4096));
+  EXPECT_EQ(std::count(out.begin(), out.end(), 0), 4096) << "device memory starts zeroed";
+
+  // Copies: whole words at word offsets, within the memory.
+  auto words = pattern(64, 1);
+  ASSERT_TRUE(dm->copy_to(8, words.data(), 64));
+  ASSERT_TRUE(dm->copy_from(out.data(), 8, 64));
+  EXPECT_EQ(0, std::memcmp(out.data(), words.data(), 64));
+  for (auto [off, len] : {std::pair<uint64_t, size_t>{1, 4}, {4, 3}, {4096, 4}, {0, 4100}, {~0ull - 3, 8}}) {
+    Status s = dm->copy_to(off, words.data(), len);
+    ASSERT_FALSE(s) << off << "+" << len;
+    EXPECT_EQ(s.error().code, EINVAL);
+    EXPECT_FALSE(dm->copy_from(out.data(), off, len));
+  }
+
+  // A region on [1024, 3072): named 0 .. 2048 by the peer and by local SGEs.
+  EXPECT_EQ(l.pd->reg_dm_mr(*dm, 2048, 4096, kRemote).error().code, EINVAL);
+  auto mr = std::move(*l.pd->reg_dm_mr(*dm, 1024, 2048, kRemote));
+  EXPECT_EQ(mr->iova(), 0u);
+  EXPECT_TRUE(dm->busy());
+  auto src = pattern(1000, 5);
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  ASSERT_EQ(l.write(smr->sge(0, 1000), 48, mr->rkey()), WcStatus::Success);
+  ASSERT_TRUE(dm->copy_from(out.data(), 1024 + 48, 1000));
+  EXPECT_EQ(0, std::memcmp(out.data(), src.data(), 1000));
+  std::vector<uint8_t> back(1000, 0);
+  auto bmr = std::move(*l.pd->reg_mr(back.data(), back.size(), kAccessLocalWrite));
+  ASSERT_EQ(l.read(bmr->sge(0, 1000), 48, mr->rkey()), WcStatus::Success);
+  EXPECT_EQ(back, src);
+  // A local SGE on it: a SEND from device memory.
+  std::vector<uint8_t> got(1000, 0);
+  auto gmr = std::move(*l.pd->reg_mr(got.data(), got.size(), kAccessLocalWrite));
+  Sge r = gmr->sge(0, 1000), s = mr->sge(48, 1000);
+  ASSERT_TRUE(l.b->post_recv({7, {&r, 1}}));
+  ASSERT_EQ(l.post({8, WrOpcode::Send, kSendSignaled, {&s, 1}}), WcStatus::Success);
+  EXPECT_EQ(got, src);
+  // Past the region's 2048 bytes (still inside the device memory): refused, nothing written.
+  std::vector<uint8_t> before(4096), after(4096);
+  ASSERT_TRUE(dm->copy_from(before.data(), 0, 4096));
+  EXPECT_EQ(l.write(smr->sge(0, 8), 2044, mr->rkey()), WcStatus::RemAccessErr);
+  ASSERT_TRUE(dm->copy_from(after.data(), 0, 4096));
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(mr->rereg({.access = kAccessLocalWrite}).error().code, EINVAL);
+
+  // The device holds max_dm_size in all; freeing gives it back. The memory outlives its
+  // handle while a region lies on it.
+  auto big = l.dev->alloc_dm(max - 4096 + 4);
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, ENOMEM);
+  EXPECT_EQ(l.dev->alloc_dm(0).error().code, EINVAL);
+  dm.reset();
+  EXPECT_FALSE(l.dev->alloc_dm(max - 4096 + 4)) << "freed while a region still lies on it";
+  l.reset();
+  l.connect(false);
+  ASSERT_EQ(l.read(bmr->sge(0, 1000), 48, mr->rkey()), WcStatus::Success);
+  EXPECT_EQ(back, src);
+  mr.reset();
+  EXPECT_TRUE(l.dev->alloc_dm(max));
+}
+
+TEST(Memory, ResizingACqKeepsWhatWaits) {
+  Loop l;
+  auto src = pattern(64, 2);
+  std::vector<uint8_t> dst(64 * 8, 0);
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto dmr = std::move(*l.pd->reg_mr(dst.data(), dst.size(), kAccessLocalWrite));
+  auto rcq = std::move(*l.dev->create_cq(4));
+  auto b = std::move(*l.pd->create_qp({QpType::RC, l.b_send.get(), rcq.get()}));
+  l.b = std::move(b);
+  l.reset();
+  l.connect(false);
+  // Three receives complete into rcq; the sender's completions say when (the responder
+  // completes a receive before it acknowledges the SEND).
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge r = dmr->sge(i * 64, 64);
+    ASSERT_TRUE(l.b->post_recv({100 + i, {&r, 1}}));
+  }
+  for (uint64_t i = 0; i < 3; ++i) {
+    Sge s = smr->sge(0, 64);
+    ASSERT_EQ(l.post({i, WrOpcode::Send, kSendSignaled, {&s, 1}}), WcStatus::Success);
+  }
+  for (uint32_t bad : {0u, 2u, l.dev->query_device().max_cqe + 1}) {
+    Status s = rcq->resize(bad);
+    ASSERT_FALSE(s) << bad;
+    EXPECT_EQ(s.error().code, EINVAL);
+  }
+  EXPECT_EQ(rcq->capacity(), 4u);
+  ASSERT_TRUE(rcq->resize(100));
+  EXPECT_GE(rcq->capacity(), 100u);
+  ASSERT_TRUE(rcq->resize(3));
+  EXPECT_GE(rcq->capacity(), 3u);
+  EXPECT_LT(rcq->capacity(), 100u);
+  Wc wc[8];
+  ASSERT_EQ(rcq->poll(wc), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(wc[i].wr_id, 100u + i);
+    EXPECT_EQ(wc[i].status, WcStatus::Success);
+    EXPECT_EQ(wc[i].byte_len, 64u);
+  }
+  EXPECT_EQ(0, std::memcmp(dst.data() + 128, src.data(), 64));
+}
+
+TEST(Memory, AResetQpTakesItsCompletionsWithIt) {
+  Loop l;
+  // A second pair whose receiver shares b's receive CQ.
+  auto c = std::move(*l.pd->create_qp({QpType::RC, l.a_send.get(), l.a_recv.get()}));
+  auto d = std::move(*l.pd->create_qp({QpType::RC, l.b_send.get(), l.b_recv.get()}));
+  const Gid gid = *l.dev->query_gid(0);
+  ASSERT_TRUE(c->connect({.gid = gid, .qpn = d->qp_num(), .psn = 5}, 6));
+  ASSERT_TRUE(d->connect({.gid = gid, .qpn = c->qp_num(), .psn = 6}, 5));
+  std::vector<uint8_t> buf(1024, 1);
+  auto mr = std::move(*l.pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite));
+  Sge r = mr->sge(512, 16), s = mr->sge(0, 16);
+  ASSERT_TRUE(l.b->post_recv({1, {&r, 1}}));
+  ASSERT_TRUE(d->post_recv({2, {&r, 1}}));
+  ASSERT_TRUE(l.b->post_recv({3, {&r, 1}}));  // flushed by the reset's way through ERR
+  ASSERT_EQ(l.post({10, WrOpcode::Send, kSendSignaled, {&s, 1}}), WcStatus::Success);
+  ASSERT_TRUE(c->post_send({11, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+  Wc wc[4];
+  auto got = l.a_send->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  ASSERT_EQ(wc[0].wr_id, 11u);
+  QpAttr e;
+  e.qp_state = QpState::Err;
+  ASSERT_TRUE(l.b->modify(e, kQpState));
+  QpAttr reset;
+  reset.qp_state = QpState::Reset;
+  ASSERT_TRUE(l.b->modify(reset, kQpState));
+  // b's receive and its flushed one are gone; d's stays.
+  ASSERT_EQ(l.b_recv->poll(wc), 1);
+  EXPECT_EQ(wc[0].wr_id, 2u);
+  EXPECT_EQ(wc[0].qp_num, d->qp_num());
+  EXPECT_EQ(l.b_recv->poll(wc), 0);
+}
