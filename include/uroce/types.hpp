@@ -14,6 +14,7 @@ namespace uroce {
 
 enum Access : uint32_t {
   kAccessLocalWrite = 1, kAccessRemoteWrite = 2, kAccessRemoteRead = 4, kAccessRemoteAtomic = 8,
+  kAccessMwBind = 16,  // a memory region memory windows may be bound to
 };
 
 enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 4, kSendInline = 8 };
@@ -21,6 +22,10 @@ enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 
 enum class WrOpcode : uint8_t {
   RdmaWrite = 0, RdmaWriteWithImm = 1, Send = 2, SendWithImm = 3, RdmaRead = 4,
   AtomicCmpSwp = 5, AtomicFetchAdd = 6,
+  // Memory windows: SEND that invalidates the peer's window `invalidate_rkey` (RC), binding a
+  // window (SendWr::bind), invalidating one of our own (`invalidate_rkey`). Numbered after
+  // libibverbs' other opcodes; the drop-in maps them.
+  SendWithInv = 7, BindMw = 8, LocalInv = 9,
 };
 
 enum class WcStatus : uint8_t {
@@ -31,7 +36,8 @@ enum class WcStatus : uint8_t {
 const char* to_string(WcStatus s);
 
 enum class WcOpcode : uint8_t {
-  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, Recv = 128, RecvRdmaWithImm = 129,
+  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6, Recv = 128,
+  RecvRdmaWithImm = 129,
 };
 const char* to_string(WcOpcode o);
 
@@ -50,6 +56,19 @@ struct Sge {
 
 struct Ah;
 
+// What a BIND_MW work request binds (IBA 10.6.7): window `mw` (MemoryWindow::handle()) takes
+// rkey `new_rkey` (its index bits unchanged: MemoryWindow::next_rkey()) and gives `access` to
+// [addr, addr + length) of the region `mr_lkey` names, which must allow binding (kAccessMwBind).
+// A length of 0 unbinds a type 1 window.
+struct MwBind {
+  uint32_t mw = 0;
+  uint32_t new_rkey = 0;
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;  // kAccessRemote*; remote write and atomic need the region's LOCAL_WRITE
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::Send;
@@ -61,6 +80,8 @@ struct SendWr {
   uint64_t compare_add = 0;   // atomics: compare (CMP_SWP) or add (FETCH_ADD)
   uint64_t swap = 0;
   const Ah* ah = nullptr;     // UD: destination, read when posting
+  const MwBind* bind = nullptr;  // BIND_MW, read when posting
+  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV (the peer's window), LOCAL_INV (ours)
   uint32_t remote_qpn = 0;    // UD
   uint32_t remote_qkey = 0;   // UD; with the top bit set, the QP's own Q_Key is used
 };
@@ -81,6 +102,8 @@ struct Wc {
   uint32_t byte_len = 0;
   uint32_t imm_data = 0;  // host order, valid when with_imm
   bool with_imm = false;
+  bool with_inv = false;  // a SEND with invalidate: invalidated_rkey is no longer valid here
+  uint32_t invalidated_rkey = 0;
   bool solicited = false;
   bool with_grh = false;  // UD: the buffer starts with the 40-byte GRH area
   NetworkHeader network_hdr = NetworkHeader::None;  // UD: what the datagram came in

@@ -91,6 +91,7 @@ class ProtectionDomain;
 class CompletionQueue;
 class SharedReceiveQueue;
 class DeviceMemory;
+class MemoryWindow;
 
 // A device the host has: one per network interface with an address, as list() gives them.
 struct DeviceInfo {
@@ -182,6 +183,8 @@ class MemoryRegion {
   // with the old range then fail their checks. EINVAL for nothing to change, a PD of another
   // device, bad access or a region of device memory; on error nothing changes.
   Status rereg(const MrChange& c);
+  // Memory windows bound to it now (ibv_dereg_mr refuses with EBUSY; destroying it unbinds them).
+  uint32_t windows() const;
 
  private:
   friend class ProtectionDomain;
@@ -193,6 +196,29 @@ class MemoryRegion {
   uint64_t iova_ = 0;
   uint32_t access_ = 0;
   uint32_t lkey_ = 0, rkey_ = 0;
+};
+
+// A memory window (IBA 10.6.7, ibv_alloc_mw): remote access to part of a region that allows
+// binding (kAccessMwBind), granted with a BIND_MW work request (SendWr::bind) and taken back
+// by binding again with length 0 (type 1), by LOCAL_INV or a peer's SEND with invalidate
+// (type 2, which only the QP that bound it may use or invalidate), or by destroying it. Each
+// bind gives it a new rkey (next_rkey()): an old one stops working.
+class MemoryWindow {
+ public:
+  ~MemoryWindow();  // unbinds it at once
+  uint32_t handle() const { return index_; }  // MwBind::mw
+  uint8_t type() const { return type_; }
+  uint32_t rkey() const;  // its rkey now: the last bind's (or the first, before any)
+  // The rkey to give the next bind: the same index, the next value of the low byte.
+  uint32_t next_rkey() const { return (rkey() & ~0xffu) | ((rkey() + 1) & 0xffu); }
+  bool bound() const;
+
+ private:
+  friend class ProtectionDomain;
+  MemoryWindow() = default;
+  std::shared_ptr<detail::PdHold> pd_;
+  uint32_t index_ = 0;
+  uint8_t type_ = 1;
 };
 
 // Memory on the device (ibv_alloc_dm). In a software NIC it is memory of the NIC's own, out of
@@ -318,6 +344,8 @@ class ProtectionDomain {
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
   // The same region, named from `iova` on in SGEs and remote accesses (ibv_reg_mr_iova2).
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint64_t iova, uint32_t access);
+  // A memory window of type 1 or 2 (EINVAL otherwise), unbound.
+  Result<std::unique_ptr<MemoryWindow>> alloc_mw(uint8_t type);
   // A zero-based region of device memory: [offset, offset + len) of dm, named from 0.
   Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t len, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);

@@ -1,4 +1,5 @@
-// Memory the NIC reaches: memory regions (registration, reregistration, IOVAs) and device memory.
+// Memory the NIC reaches: memory regions (registration, reregistration, IOVAs), memory windows
+// and device memory.
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -73,6 +74,39 @@ MemoryRegion::~MemoryRegion() {
     (void)pd_->stack->pc->dereg_mr(verbs::Lkey(lkey_));
   }
   if (dm_) --dm_->mrs;
+}
+
+uint32_t MemoryRegion::windows() const {
+  auto g = pd_->stack->lock();
+  return pd_->stack->pc->mr_windows(verbs::Lkey(lkey_));
+}
+
+// ---------------------------------------------------------------- MemoryWindow
+
+Result<std::unique_ptr<MemoryWindow>> ProtectionDomain::alloc_mw(uint8_t type) {
+  auto g = h_->stack->lock();
+  auto w = h_->stack->pc->alloc_mw(h_->pd, type);
+  if (!w) return w.error();
+  std::unique_ptr<MemoryWindow> m(new MemoryWindow);
+  m->pd_ = h_;
+  m->index_ = w->index();
+  m->type_ = type;
+  return m;
+}
+
+MemoryWindow::~MemoryWindow() {
+  auto g = pd_->stack->lock();
+  (void)pd_->stack->pc->dealloc_mw(index_);
+}
+
+uint32_t MemoryWindow::rkey() const {
+  auto g = pd_->stack->lock();
+  return pd_->stack->pc->mw(index_)->rkey.value();
+}
+
+bool MemoryWindow::bound() const {
+  auto g = pd_->stack->lock();
+  return pd_->stack->pc->mw(index_)->bound;
 }
 
 // ---------------------------------------------------------------- DeviceMemory

@@ -35,6 +35,8 @@ const char* to_string(WcOpcode o) {
     case WcOpcode::RdmaRead: return "RDMA_READ";
     case WcOpcode::CompSwap: return "COMP_SWAP";
     case WcOpcode::FetchAdd: return "FETCH_ADD";
+    case WcOpcode::BindMw: return "BIND_MW";
+    case WcOpcode::LocalInv: return "LOCAL_INV";
     case WcOpcode::Recv: return "RECV";
     case WcOpcode::RecvRdmaWithImm: return "RECV_RDMA_WITH_IMM";
   }

@@ -23,7 +23,12 @@ namespace uroce::compat {
 // engine threads run even where there are fewer cores than spinning threads.
 thread_local unsigned t_empty_polls = 0;
 
-unsigned wc_flags(const Wc& w) { return (w.with_imm ? IBV_WC_WITH_IMM : 0) | (w.with_grh ? IBV_WC_GRH : 0); }
+unsigned wc_flags(const Wc& w) {
+  return (w.with_imm ? IBV_WC_WITH_IMM : 0) | (w.with_grh ? IBV_WC_GRH : 0) | (w.with_inv ? IBV_WC_WITH_INV : 0);
+}
+// ibv_wc's imm_data and invalidated_rkey share their place: big-endian immediate data, or the
+// rkey in host order.
+uint32_t imm_or_rkey(const Wc& w) { return w.with_inv ? w.invalidated_rkey : htonl(w.imm_data); }
 
 void count_poll(int got) {
   if (got) {
@@ -47,7 +52,7 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* out) {
       o.opcode = ibv_wc_opcode(w.opcode);
       o.vendor_err = w.vendor_err;
       o.byte_len = w.byte_len;
-      o.imm_data = htonl(w.imm_data);
+      o.imm_data = imm_or_rkey(w);
       o.qp_num = w.qp_num;
       o.src_qp = w.src_qp;
       o.wc_flags = wc_flags(w);
@@ -85,7 +90,7 @@ void x_end_poll(ibv_cq_ex*) {}
 ibv_wc_opcode x_read_opcode(ibv_cq_ex* cq) { return ibv_wc_opcode(ucq(cq)->cur.opcode); }
 uint32_t x_read_vendor_err(ibv_cq_ex* cq) { return ucq(cq)->cur.vendor_err; }
 uint32_t x_read_byte_len(ibv_cq_ex* cq) { return ucq(cq)->cur.byte_len; }
-__be32 x_read_imm_data(ibv_cq_ex* cq) { return htonl(ucq(cq)->cur.imm_data); }
+__be32 x_read_imm_data(ibv_cq_ex* cq) { return imm_or_rkey(ucq(cq)->cur); }  // ibv_wc_read_invalidated_rkey too
 uint32_t x_read_qp_num(ibv_cq_ex* cq) { return ucq(cq)->cur.qp_num; }
 uint32_t x_read_src_qp(ibv_cq_ex* cq) { return ucq(cq)->cur.src_qp; }
 unsigned x_read_wc_flags(ibv_cq_ex* cq) { return wc_flags(ucq(cq)->cur); }

@@ -1,5 +1,5 @@
-// Memory regions (registration at an address or an IOVA, reregistration) and device memory,
-// as libibverbs' calls and provider operations.
+// Memory regions (registration at an address or an IOVA, reregistration), memory windows and
+// device memory, as libibverbs' calls and provider operations.
 #include <cerrno>
 #include <cstring>
 
@@ -19,7 +19,7 @@ namespace {
 // zero-based (device memory only), on-demand paging, ...
 int64_t rights(unsigned access) {
   access &= ~unsigned(IBV_ACCESS_OPTIONAL_RANGE);
-  return access & ~0xfu ? -1 : int64_t(access);
+  return access & ~0x1fu ? -1 : int64_t(access);  // up to IBV_ACCESS_MW_BIND
 }
 
 ibv_mr* made(Result<std::unique_ptr<MemoryRegion>> mr, ibv_pd* pd) {
@@ -48,6 +48,52 @@ int from_dm(void* dst, ibv_dm* dm, uint64_t offset, size_t len) {
 }  // namespace
 
 namespace uroce::compat {
+
+Status to_mw_bind(const ibv_mw* mw, uint32_t new_rkey, const ibv_mw_bind_info& b, MwBind& out) {
+  // Zero-based windows are not offered; the rest of the flags are the window's rights.
+  if (b.mw_access_flags & ~unsigned(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                    IBV_ACCESS_REMOTE_ATOMIC))
+    return make_error(EINVAL, "bind_mw: unsupported access flags");
+  if (!b.mr && b.length) return make_error(EINVAL, "bind_mw: a range needs its memory region");
+  out = MwBind{from<UMw>(const_cast<ibv_mw*>(mw))->mw->handle(), new_rkey, b.mr ? b.mr->lkey : 0, b.addr, b.length,
+               b.mw_access_flags};
+  return {};
+}
+
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  auto mw = from<UPd>(pd)->pd->alloc_mw(uint8_t(type));
+  if (!mw) return fail<ibv_mw>(mw.error());
+  auto* m = new UMw{};
+  m->mw = std::move(*mw);
+  m->ibv.context = pd->context;
+  m->ibv.pd = pd;
+  m->ibv.rkey = m->mw->rkey();
+  m->ibv.handle = m->mw->handle();
+  m->ibv.type = type;
+  return &m->ibv;
+}
+
+int dealloc_mw(ibv_mw* mw) {
+  delete from<UMw>(mw);
+  return 0;
+}
+
+// A type 1 window binds through the QP (rdma-core's ibv_bind_mw): a BIND_MW work request with
+// the next rkey, which mw->rkey names from the post on, as rxe's and mlx5's providers do.
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mb) {
+  if (mw->type != IBV_MW_TYPE_1 || qp->pd != mw->pd) return EINVAL;
+  const uint32_t next = ibv_inc_rkey(mw->rkey);
+  MwBind b;
+  if (Status s = to_mw_bind(mw, next, mb->bind_info, b); !s) return s.error().code;
+  SendWr w;
+  w.wr_id = mb->wr_id;
+  w.opcode = WrOpcode::BindMw;
+  w.send_flags = mb->send_flags & (IBV_SEND_SIGNALED | IBV_SEND_FENCE);
+  w.bind = &b;
+  if (Status s = from<UQp>(qp)->qp->post_send(w); !s) return s.error().code;
+  mw->rkey = next;
+  return 0;
+}
 
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
   // Any alignment up to a cache line: the memory starts on one.
@@ -97,6 +143,7 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
+  if (from<UMr>(mr)->mr->windows()) return EBUSY;  // memory windows are bound to it
   delete from<UMr>(mr);
   return 0;
 }

@@ -52,6 +52,11 @@ struct UDm {
   std::unique_ptr<DeviceMemory> dm;
 };
 
+struct UMw {
+  ibv_mw ibv;
+  std::unique_ptr<MemoryWindow> mw;
+};
+
 struct UChannel {
   ibv_comp_channel ibv;  // ibv.fd is an epoll set of the member CQs' event fds
 };
@@ -75,6 +80,7 @@ struct PendingWr {
   std::vector<Sge> sges;
   std::vector<uint8_t> inline_data;
   Ah* ah = nullptr;
+  MwBind bind;  // ibv_wr_bind_mw
 };
 
 struct UQp {

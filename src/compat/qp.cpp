@@ -20,13 +20,29 @@ using namespace uroce::compat;
 namespace uroce::compat {
 
 // ibv_send_wr.wr is a union: the UD view is read only for UD QPs.
-Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud) {
-  if (w->opcode > IBV_WR_ATOMIC_FETCH_AND_ADD) return make_error(EOPNOTSUPP, "opcode not supported");
+// A BIND_MW request keeps its MwBind in `bind` (read when posting).
+Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud, MwBind& bind) {
+  if (w->opcode == IBV_WR_SEND_WITH_INV) {
+    o.opcode = WrOpcode::SendWithInv;
+  } else if (w->opcode == IBV_WR_LOCAL_INV) {
+    o.opcode = WrOpcode::LocalInv;
+  } else if (w->opcode == IBV_WR_BIND_MW) {
+    o.opcode = WrOpcode::BindMw;
+  } else if (w->opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    o.opcode = WrOpcode(w->opcode);  // the same numbers
+  } else {
+    return make_error(EOPNOTSUPP, "opcode not supported");  // TSO, atomic write, ...
+  }
   o.wr_id = w->wr_id;
-  o.opcode = WrOpcode(w->opcode);
+  if (o.opcode == WrOpcode::SendWithInv || o.opcode == WrOpcode::LocalInv) o.invalidate_rkey = w->invalidate_rkey;
+  if (o.opcode == WrOpcode::BindMw) {
+    if (!w->bind_mw.mw) return make_error(EINVAL, "BIND_MW without a memory window");
+    if (Status s = to_mw_bind(w->bind_mw.mw, w->bind_mw.rkey, w->bind_mw.bind_info, bind); !s) return s;
+    o.bind = &bind;
+  }
   o.send_flags = w->send_flags;
   o.sg_list = {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)};
-  o.imm_data = ntohl(w->imm_data);
+  if (o.opcode != WrOpcode::SendWithInv && o.opcode != WrOpcode::LocalInv) o.imm_data = ntohl(w->imm_data);
   if (w->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     o.remote_addr = w->wr.atomic.remote_addr;
     o.rkey = w->wr.atomic.rkey;
@@ -79,9 +95,15 @@ int post_chain(IbvWr* wr, IbvWr** bad, Convert convert, Post post) {
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   bool ud = qp->qp_type == IBV_QPT_UD;
   QueuePair* q = from<UQp>(qp)->qp.get();
+  MwBind binds[kPostBatch];  // one per request of a batch: post_chain fills batch[n] from the n-th
+  size_t n = 0;
   return post_chain<ibv_send_wr, SendWr>(
-      wr, bad, [ud](const ibv_send_wr* w, SendWr& o) { return to_send_wr(w, o, ud); },
-      [q](std::span<const SendWr> ws, size_t* i) { return q->post_send(ws, i); });
+      wr, bad,
+      [ud, &binds, &n](const ibv_send_wr* w, SendWr& o) { return to_send_wr(w, o, ud, binds[n++ % kPostBatch]); },
+      [q, &n](std::span<const SendWr> ws, size_t* i) {
+        n = 0;
+        return q->post_send(ws, i);
+      });
 }
 
 Status to_recv_wr(const ibv_recv_wr* w, RecvWr& o) {

@@ -67,6 +67,7 @@ int x_complete(ibv_qp_ex* qx) {
       p.wr.sg_list = p.sges;
     }
     p.wr.ah = p.ah;
+    if (p.wr.opcode == WrOpcode::BindMw) p.wr.bind = &p.bind;
     if (Status s = q->qp->post_send(p.wr); !s) err = s.error().code;
   }
   q->batch_len = 0;
@@ -129,9 +130,18 @@ void x_set_ud_addr(ibv_qp_ex* qx, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
     p->wr.remote_qkey = remote_qkey;
   }
 }
+void x_send_inv(ibv_qp_ex* qx, uint32_t rkey) { next_wr(qx, WrOpcode::SendWithInv).wr.invalidate_rkey = rkey; }
+void x_local_inv(ibv_qp_ex* qx, uint32_t rkey) { next_wr(qx, WrOpcode::LocalInv).wr.invalidate_rkey = rkey; }
+void x_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  PendingWr& p = next_wr(qx, WrOpcode::BindMw);
+  if (!mw || !info) {
+    uqp(qx)->batch_err = EINVAL;
+    return;
+  }
+  if (Status s = to_mw_bind(mw, rkey, *info, p.bind); !s) uqp(qx)->batch_err = s.error().code;
+}
 // Operations uroce does not have: the batch fails at ibv_wr_complete.
 void x_unsupported_inv(ibv_qp_ex* qx, uint32_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
-void x_unsupported_mw(ibv_qp_ex* qx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { uqp(qx)->batch_err = EOPNOTSUPP; }
 void x_unsupported_tso(ibv_qp_ex* qx, void*, uint16_t, uint16_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
 void x_unsupported_aw(ibv_qp_ex* qx, uint32_t, uint64_t, const void*) { uqp(qx)->batch_err = EOPNOTSUPP; }
 
@@ -151,24 +161,25 @@ void set_send_ops(ibv_qp_ex& x) {
   x.wr_set_inline_data = x_set_inline_data;
   x.wr_set_inline_data_list = x_set_inline_data_list;
   x.wr_set_ud_addr = x_set_ud_addr;
-  x.wr_local_inv = x_unsupported_inv;
-  x.wr_send_inv = x_unsupported_inv;
+  x.wr_local_inv = x_local_inv;
+  x.wr_send_inv = x_send_inv;
   x.wr_set_xrc_srqn = x_unsupported_inv;
-  x.wr_bind_mw = x_unsupported_mw;
+  x.wr_bind_mw = x_bind_mw;
   x.wr_send_tso = x_unsupported_tso;
   x.wr_atomic_write = x_unsupported_aw;
 }
 
 constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                               IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                              IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
 
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
   uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps))) {
-    errno = EOPNOTSUPP;  // XRC, RSS, TSO, memory windows, creation flags ...
+    errno = EOPNOTSUPP;  // XRC, RSS, TSO, atomic write, creation flags ...
     return nullptr;
   }
   ibv_qp_init_attr b{};

@@ -1,5 +1,5 @@
-// What uroce does not offer, failing as libibverbs callers test for: memory windows, XRC
-// and multicast helpers, dma-buf, importing objects from another process.
+// What uroce does not offer, failing as libibverbs callers test for: XRC and multicast
+// helpers, dma-buf, importing objects from another process.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <poll.h>
@@ -15,17 +15,6 @@
 
 using namespace uroce;
 using namespace uroce::compat;
-
-namespace uroce::compat {
-
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-int dealloc_mw(ibv_mw*) { return EOPNOTSUPP; }
-
-}  // namespace uroce::compat
 
 extern "C" {
 

@@ -195,12 +195,14 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->vendor_id = kVendorId;
   a->max_qp = int(d.max_qp);
   a->max_qp_wr = int(d.max_qp_wr);
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = int(d.max_sge);
   a->max_sge_rd = int(d.max_sge);
   a->max_cq = int(d.max_cq);
   a->max_cqe = int(d.max_cqe);
   a->max_mr = int(d.max_mr);
+  a->max_mw = int(d.max_mr);  // windows count against the same table
   a->max_pd = int(d.max_pd);
   a->max_qp_rd_atom = int(d.max_qp_rd_atom);
   a->max_res_rd_atom = int(d.max_qp_rd_atom) * int(d.max_qp);

@@ -33,7 +33,7 @@ void ProtocolCore::complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st) {
     wc.wr_id = w.wr_id;
     wc.status = st;
     wc.opcode = traits(w.opcode).wc;
-    wc.byte_len = st == WcStatus::Success ? w.length : 0;
+    wc.byte_len = st == WcStatus::Success && !traits(w.opcode).local ? w.length : 0;
     wc.qp_num = qp.qpn().value();
   }
   uint32_t d = qp.sq.done.load(std::memory_order_relaxed);

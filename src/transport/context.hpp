@@ -20,6 +20,12 @@ class Context {
   const CoreConfig& config() const { return core_.cfg_; }
   Counters& ctr() { return core_.ctr_; }
   const verbs::MrTable& mrs() const { return core_.mrs_; }
+  verbs::MrTable& mrs() { return core_.mrs_; }
+  // A remote access to qp's side: a region of its PD, or a window (type 2: bound through qp).
+  verbs::KeyCheck check_remote(const Qp& qp, verbs::Rkey rkey, uint64_t va, uint64_t len, uint32_t need,
+                               uint8_t** host = nullptr) const {
+    return core_.mrs_.check_remote(rkey, qp.pd(), va, len, need, host, qp.qpn().value());
+  }
 
   // Transmit: a free buffer (nullptr and counted when the pool is empty), then emit it with
   // the IBA length of its contents (the ICRC is appended), or hand it back unsent.

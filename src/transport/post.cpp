@@ -22,7 +22,7 @@ Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) con
   for (const Sge& s : wr.sg_list) total += s.length;
   if (total > limits_.max_msg) return make_error(EINVAL, "post_send: message longer than 2^31 bytes");
   if (qp.type() == QpType::UC && !t.uc)
-    return make_error(EINVAL, std::string("post_send: ") + t.name + " on a UC queue pair (SEND and RDMA WRITE only)");
+    return make_error(EINVAL, std::string("post_send: ") + t.name + " on a UC queue pair (SEND, RDMA WRITE and memory windows only)");
   if (qp.type() == QpType::UD) {
     if (!t.ud) return make_error(EINVAL, std::string("post_send: ") + t.name + " on a UD queue pair (SEND only)");
     if (!wr.ah) return make_error(EINVAL, "post_send: UD needs an address handle");
@@ -41,6 +41,13 @@ Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) con
                                     std::to_string(qp.sq.max_inline()) + ")");
   } else if (wr.sg_list.size() > qp.sq.max_sge()) {
     return make_error(EINVAL, "post_send: more SGEs than max_send_sge (" + std::to_string(qp.sq.max_sge()) + ")");
+  }
+  if (qp.type() == QpType::RC && !t.rc)
+    return make_error(EINVAL, std::string("post_send: ") + t.name + " on an RC queue pair");
+  if (t.local) {
+    if (!wr.sg_list.empty() || (wr.send_flags & kSendInline))
+      return make_error(EINVAL, std::string("post_send: ") + t.name + " carries no data (no SGEs, no INLINE)");
+    if (wr.opcode == WrOpcode::BindMw && !wr.bind) return make_error(EINVAL, "post_send: BIND_MW needs its MwBind");
   }
   if (t.atomic) {
     if (wr.sg_list.size() != 1 || wr.sg_list[0].length != 8)
@@ -88,6 +95,8 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       w.first_psn = wire::Psn{};
       w.npkts = w.resp_pkts = 0;
       if (wr.opcode == WrOpcode::AtomicCmpSwp) sq.ext(idx).swap = wr.swap;
+      if (wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::LocalInv) w.imm = wr.invalidate_rkey;
+      if (wr.opcode == WrOpcode::BindMw) sq.ext(idx).bind = *wr.bind;
       if (wr.ah) {
         verbs::SendWqeExt& x = sq.ext(idx);
         x.ud_dgid = wr.ah->dgid;

@@ -173,7 +173,12 @@ class ProtocolCore {
                            std::optional<uint64_t> iova = std::nullopt);
   // The region keeps its keys and takes this PD, range and access from the next packet on.
   Result<verbs::Mr> rereg_mr(Lkey lkey, PdHandle pd, void* addr, uint64_t len, uint32_t access, uint64_t iova);
-  Status dereg_mr(Lkey lkey);
+  Status dereg_mr(Lkey lkey);  // unbinds the windows bound to it
+  uint32_t mr_windows(Lkey lkey) const { return mrs_.windows_on(lkey); }
+  // Memory windows (type 1 or 2), named by index; a window holds its PD like a region.
+  Result<verbs::Mw> alloc_mw(PdHandle pd, uint8_t type);
+  Status dealloc_mw(uint32_t index);
+  const verbs::Mw* mw(uint32_t index) const { return mrs_.mw(index); }
   Result<verbs::Cq*> create_cq(uint32_t depth);
   Status destroy_cq(verbs::Cq* cq);
   // EINVAL for a depth out of range or below the completions that wait in it.

@@ -22,13 +22,15 @@ uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
 
 // FIRST/MIDDLE/LAST/ONLY opcode for packet k of n of an RC SEND or WRITE (IBA 9.4.1.1).
 Opcode segment_opcode_rc(const SendWqe& w, uint32_t k, uint32_t n) {
-  const bool send = traits(w.opcode).send, imm = traits(w.opcode).imm;
+  const bool send = traits(w.opcode).send, imm = traits(w.opcode).imm, inv = w.opcode == WrOpcode::SendWithInv;
   if (n == 1) {
+    if (inv) return Opcode::RC_SEND_ONLY_INV;
     if (send) return imm ? Opcode::RC_SEND_ONLY_IMM : Opcode::RC_SEND_ONLY;
     return imm ? Opcode::RC_WRITE_ONLY_IMM : Opcode::RC_WRITE_ONLY;
   }
   if (k == 0) return send ? Opcode::RC_SEND_FIRST : Opcode::RC_WRITE_FIRST;
   if (k + 1 < n) return send ? Opcode::RC_SEND_MIDDLE : Opcode::RC_WRITE_MIDDLE;
+  if (inv) return Opcode::RC_SEND_LAST_INV;
   if (send) return imm ? Opcode::RC_SEND_LAST_IMM : Opcode::RC_SEND_LAST;
   return imm ? Opcode::RC_WRITE_LAST_IMM : Opcode::RC_WRITE_LAST;
 }
@@ -116,9 +118,17 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
     p.reth = {w.remote_addr, w.rkey, w.length};
   if (last) {
     p.imm = w.imm;
+    p.ieth = w.imm;  // SEND with invalidate: the rkey (an IETH only its opcodes carry)
     p.bth.solicited = (w.flags & kSendSolicited) != 0;
   }
   return true;
+}
+
+// BIND_MW and LOCAL_INV (IBA 10.6.7, 10.7.x): the NIC's own work on its protection table.
+WcStatus run_local(Context& cx, Qp& qp, const SendWqe& w, uint32_t idx) {
+  if (w.opcode == WrOpcode::BindMw) return cx.mrs().bind_mw(qp.pd(), qp.qpn().value(), qp.sq.ext(idx).bind);
+  return cx.mrs().invalidate(verbs::Rkey(w.imm), qp.pd(), qp.qpn().value()) ? WcStatus::Success
+                                                                            : WcStatus::LocQpOpErr;
 }
 
 // Puts the requester at the packet carrying `psn` (a READ or atomic request whose PSN lies
@@ -176,6 +186,18 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     if (qp.type() == QpType::UD) {
       if (st != QpState::Rts) return false;
       if (!requester_send_datagram(cx, qp, w, req.next)) return true;
+      --budget;
+      continue;
+    }
+    if (traits(w.opcode).local) {
+      // No packet: done once everything before it has completed, so that a window changes
+      // exactly between the requests around it and nothing resent can pass it.
+      if (st != QpState::Rts || sq.done.load(std::memory_order_relaxed) != req.next) return false;
+      if (const WcStatus s = run_local(cx, qp, w, req.next); s != WcStatus::Success) {
+        fail_wqe(cx, qp, w, s);
+        return false;
+      }
+      cx.complete_send(qp, w, WcStatus::Success);
       --budget;
       continue;
     }

@@ -138,6 +138,8 @@ void recv_completion(Context& cx, Qp& qp, WcStatus st, WcOpcode op, uint32_t len
     wc.with_imm = true;
     wc.imm_data = p->imm;
   }
+  wc.with_inv = st == WcStatus::Success && p && p->has(wire::kIeth);
+  wc.invalidated_rkey = wc.with_inv ? p->ieth : 0;
   wc.solicited = p && p->bth.solicited;
   r.have_recv = false;
   cx.push_wc(qp.recv_cq, wc);
@@ -176,6 +178,14 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     r.msg_first = p.bth.psn;
   }
   uint32_t len = uint32_t(p.payload.size());
+  // SEND with invalidate (IBA 10.6.7.2.4) names a bound type 2 window of this QP, or is refused
+  // before a byte is placed (class C, as rxe): the receive completes in error.
+  if (p.has(wire::kIeth) && !cx.mrs().can_invalidate(Rkey(p.ieth), qp.pd(), qp.qpn().value())) {
+    if (r.on_trial) return held_unfit(cx, qp);
+    ++cx.ctr().rx_bad_invalidate;
+    recv_completion(cx, qp, WcStatus::RemInvReqErr, WcOpcode::Recv, r.recv_offset, &p);
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  }
   // From the hold, the receive taken stays for the requester's own resend of this packet.
   if (r.on_trial && uint64_t(r.recv_offset) + len > r.recv_len) return held_unfit(cx, qp);
   if (uint64_t(r.recv_offset) + len > r.recv_len) {
@@ -189,6 +199,7 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);  // our WQE's fault: class A
   }
   r.recv_offset += len;
+  if (p.has(wire::kIeth)) cx.mrs().invalidate(Rkey(p.ieth), qp.pd(), qp.qpn().value());  // as it completes
   r.epsn = p.bth.psn + 1;
   if (flags & wire::kLast) {
     ++r.msn;
@@ -208,7 +219,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
     if (!(qp.attr().qp_access_flags & kAccessRemoteWrite) || p.reth.dma_len > kMaxMessage) {
       return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
     }
-    if (cx.mrs().check_remote(Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite, nullptr) !=
+    if (cx.check_remote(qp, Rkey(p.reth.rkey), p.reth.va, p.reth.dma_len, kAccessRemoteWrite) !=
         verbs::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
     }
@@ -229,7 +240,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   if (len) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
-    if (cx.mrs().check_remote(r.write_rkey, qp.pd(), r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
+    if (cx.check_remote(qp, r.write_rkey, r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
         verbs::KeyCheck::Ok) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
     }
@@ -249,7 +260,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
 }
 
 bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
-  return cx.mrs().check_remote(rkey, qp.pd(), va, len, kAccessRemoteRead, nullptr) == verbs::KeyCheck::Ok;
+  return cx.check_remote(qp, rkey, va, len, kAccessRemoteRead) == verbs::KeyCheck::Ok;
 }
 
 void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
@@ -293,7 +304,7 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // misaligned, not allowed, too many: class C
   }
   uint8_t* host = nullptr;
-  if (cx.mrs().check_remote(Rkey(p.atomic.rkey), qp.pd(), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
+  if (cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
       verbs::KeyCheck::Ok) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
   }
@@ -424,7 +435,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       wire::Packet p = response_to(qp, op, j.psn + k);
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
-      if (len && cx.mrs().check_remote(j.rkey, qp.pd(), j.va + j.sent, len, kAccessRemoteRead, &src) !=
+      if (len && cx.check_remote(qp, j.rkey, j.va + j.sent, len, kAccessRemoteRead, &src) !=
                      verbs::KeyCheck::Ok) {
         cx.release(tx);  // deregistered while its READ was answered: class C, NAK now, before anything else
         ++cx.ctr().tx_naks_fatal;
@@ -520,9 +531,7 @@ bool fits_in_sequence(const Qp& qp, const wire::Packet& p) {
     const size_t n = p.payload.size();
     ok = (flags & wire::kLast) ? n <= qp.mtu() : n == qp.mtu();
   }
-  // SEND with invalidate needs memory windows and invalidation, which uroce does not have:
-  // refused, so that the rkey it names is never believed invalidated (IBA 9.7.5.2.2).
-  return ok && !p.has(wire::kIeth);
+  return ok;
 }
 
 wire::Packet response_to(const Qp& qp, Opcode op, Psn psn) {

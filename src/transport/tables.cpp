@@ -94,6 +94,26 @@ Status ProtocolCore::dereg_mr(Lkey lkey) {
   return {};
 }
 
+Result<verbs::Mw> ProtocolCore::alloc_mw(PdHandle pd, uint8_t type) {
+  UROCE_ASSERT_HELD(*this);
+  auto it = pds_.find(pd);
+  if (it == pds_.end()) return make_error(EINVAL, "alloc_mw: unknown protection domain");
+  if (mrs_.mw_count() >= limits_.max_mr) return make_error(ENOMEM, "alloc_mw: too many memory windows");
+  auto w = mrs_.alloc_mw(pd, type);
+  if (w) ++it->second;
+  return w;
+}
+
+Status ProtocolCore::dealloc_mw(uint32_t index) {
+  UROCE_ASSERT_HELD(*this);
+  const verbs::Mw* w = mrs_.mw(index);
+  if (!w) return make_error(EINVAL, "dealloc_mw: unknown memory window");
+  const PdHandle pd = w->pd;
+  mrs_.dealloc_mw(index);  // unbound at once: its rkey stops working with the next packet
+  --pds_[pd];
+  return {};
+}
+
 Result<Cq*> ProtocolCore::create_cq(uint32_t depth) {
   UROCE_ASSERT_HELD(*this);
   if (depth == 0 || depth > limits_.max_cqe) return make_error(EINVAL, "create_cq: depth must be 1.." + std::to_string(limits_.max_cqe));

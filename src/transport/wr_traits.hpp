@@ -18,20 +18,25 @@ struct WrTraits {
   bool atomic;      // 8-byte atomic: one packet, answered with the original value
   bool uc;          // allowed on UC QPs
   bool ud;          // allowed on UD QPs
+  bool local;       // done by the NIC alone (memory windows), no packet: executed in order
+  bool rc = true;   // allowed on RC QPs
   bool rd_atomic() const { return read || atomic; }  // counts against max_rd_atomic
 };
 
-inline constexpr std::array<WrTraits, 7> kWrTraits = {{
-    // name              wc                    send   write  imm    read   atomic uc     ud
-    {"RDMA_WRITE",          WcOpcode::RdmaWrite, false, true,  false, false, false, true,  false},
-    {"RDMA_WRITE_WITH_IMM", WcOpcode::RdmaWrite, false, true,  true,  false, false, true,  false},
-    {"SEND",                WcOpcode::Send,      true,  false, false, false, false, true,  true},
-    {"SEND_WITH_IMM",       WcOpcode::Send,      true,  false, true,  false, false, true,  true},
-    {"RDMA_READ",           WcOpcode::RdmaRead,  false, false, false, true,  false, false, false},
-    {"ATOMIC_CMP_AND_SWP",  WcOpcode::CompSwap,  false, false, false, false, true,  false, false},
-    {"ATOMIC_FETCH_AND_ADD", WcOpcode::FetchAdd, false, false, false, false, true,  false, false},
+inline constexpr std::array<WrTraits, 10> kWrTraits = {{
+    // name              wc                    send   write  imm    read   atomic uc     ud     local
+    {"RDMA_WRITE",          WcOpcode::RdmaWrite, false, true,  false, false, false, true,  false, false},
+    {"RDMA_WRITE_WITH_IMM", WcOpcode::RdmaWrite, false, true,  true,  false, false, true,  false, false},
+    {"SEND",                WcOpcode::Send,      true,  false, false, false, false, true,  true,  false},
+    {"SEND_WITH_IMM",       WcOpcode::Send,      true,  false, true,  false, false, true,  true,  false},
+    {"RDMA_READ",           WcOpcode::RdmaRead,  false, false, false, true,  false, false, false, false},
+    {"ATOMIC_CMP_AND_SWP",  WcOpcode::CompSwap,  false, false, false, false, true,  false, false, false},
+    {"ATOMIC_FETCH_AND_ADD", WcOpcode::FetchAdd, false, false, false, false, true,  false, false, false},
+    {"SEND_WITH_INV",       WcOpcode::Send,      true,  false, false, false, false, false, false, false},
+    {"BIND_MW",             WcOpcode::BindMw,    false, false, false, false, false, true,  false, true},
+    {"LOCAL_INV",           WcOpcode::LocalInv,  false, false, false, false, false, true,  false, true},
 }};
-static_assert(uint8_t(WrOpcode::AtomicFetchAdd) + 1 == kWrTraits.size(), "one row per WrOpcode, in order");
+static_assert(uint8_t(WrOpcode::LocalInv) + 1 == kWrTraits.size(), "one row per WrOpcode, in order");
 
 inline bool known_opcode(WrOpcode op) { return uint8_t(op) < kWrTraits.size(); }
 // For a known opcode (post_send refuses the others before anything asks).

@@ -19,12 +19,19 @@ uint32_t MrTable::fresh_key() {
   // Random 32-bit keys: knowing one key says nothing about another.
   for (;;) {
     uint32_t k = uint32_t(rng_());
-    if (k != 0 && !by_lkey_.count(Lkey(k)) && !by_rkey_.count(Rkey(k))) return k;
+    if (k != 0 && !by_lkey_.count(Lkey(k)) && !by_rkey_.count(Rkey(k)) && !mws_.count(k >> 8)) return k;
   }
 }
 
+void MrTable::count_block(uint32_t key, int d) {
+  uint32_t& n = blocks_[key >> 8];
+  n += d;
+  if (n == 0) blocks_.erase(key >> 8);
+}
+
 Status MrTable::validate(uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
-  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  constexpr uint32_t kKnown =
+      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic | kAccessMwBind;
   if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
   // IBA 10.6.3.1: remote write or atomic access requires local write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
@@ -41,6 +48,8 @@ Result<Mr> MrTable::reg(PdHandle pd, uint64_t host, uint64_t length, uint32_t ac
   Mr& mr = by_lkey_[lkey];  // holds the lkey while the rkey is chosen
   mr = Mr{pd, iova, length, access, lkey, Rkey(fresh_key()), host};
   by_rkey_[mr.rkey] = &mr;
+  count_block(lkey.value(), 1);
+  count_block(mr.rkey.value(), 1);
   return mr;
 }
 
@@ -49,6 +58,7 @@ Result<Mr> MrTable::rereg(Lkey lkey, PdHandle pd, uint64_t host, uint64_t length
   if (it == by_lkey_.end()) return make_error(EINVAL, "rereg_mr: unknown memory region");
   if (Status s = validate(host, length, access, iova); !s) return s.error();
   Mr& mr = it->second;
+  if (mr.windows) return make_error(EBUSY, "rereg_mr: memory windows are bound to it");
   mr = Mr{pd, iova, length, access, mr.lkey, mr.rkey, host};
   return mr;
 }
@@ -56,8 +66,97 @@ Result<Mr> MrTable::rereg(Lkey lkey, PdHandle pd, uint64_t host, uint64_t length
 bool MrTable::dereg(Lkey lkey) {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return false;
+  if (it->second.windows)
+    for (auto& [index, w] : mws_)
+      if (w.bound && w.mr == lkey) unbind(w);
+  count_block(lkey.value(), -1);
+  count_block(it->second.rkey.value(), -1);
   by_rkey_.erase(it->second.rkey);
   by_lkey_.erase(it);
+  return true;
+}
+
+// ---------------------------------------------------------------- memory windows
+
+Result<Mw> MrTable::alloc_mw(PdHandle pd, uint8_t type) {
+  if (type != 1 && type != 2) return make_error(EINVAL, "alloc_mw: type must be 1 or 2");
+  for (;;) {
+    const uint32_t k = uint32_t(rng_());
+    if ((k >> 8) == 0 || blocks_.count(k >> 8) || mws_.count(k >> 8)) continue;
+    Mw& w = mws_[k >> 8];
+    w.pd = pd;
+    w.type = type;
+    w.rkey = Rkey(k);
+    return w;
+  }
+}
+
+void MrTable::unbind(Mw& w) {
+  if (!w.bound) return;
+  auto it = by_lkey_.find(w.mr);
+  if (it != by_lkey_.end()) --it->second.windows;
+  w.bound = false;
+  w.length = 0;
+  w.access = 0;
+  w.qpn = 0;
+}
+
+bool MrTable::dealloc_mw(uint32_t index) {
+  auto it = mws_.find(index);
+  if (it == mws_.end()) return false;
+  unbind(it->second);
+  mws_.erase(it);
+  return true;
+}
+
+const Mw* MrTable::mw(uint32_t index) const {
+  auto it = mws_.find(index);
+  return it == mws_.end() ? nullptr : &it->second;
+}
+
+WcStatus MrTable::bind_mw(PdHandle qp_pd, uint32_t qpn, const MwBind& b) {
+  constexpr uint32_t kRemote = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+  auto it = mws_.find(b.mw);
+  if (it == mws_.end()) return WcStatus::MwBindErr;
+  Mw& w = it->second;
+  if (w.pd != qp_pd || (b.new_rkey >> 8) != w.index() || (w.type == 2 && w.bound)) return WcStatus::MwBindErr;
+  if (b.access & ~(kRemote | kAccessLocalWrite)) return WcStatus::MwBindErr;
+  if (b.length == 0 && w.type == 1) {  // a zero-length bind unbinds a type 1 window
+    unbind(w);
+    w.rkey = Rkey(b.new_rkey);
+    return WcStatus::Success;
+  }
+  auto m = by_lkey_.find(Lkey(b.mr_lkey));
+  if (m == by_lkey_.end()) return WcStatus::MwBindErr;
+  Mr& mr = m->second;
+  if (mr.pd != qp_pd || !(mr.access & kAccessMwBind)) return WcStatus::MwBindErr;
+  if (b.addr < mr.addr || b.addr + b.length < b.addr || b.addr + b.length > mr.addr + mr.length)
+    return WcStatus::MwBindErr;
+  // IBA 10.6.7.2.2: what a window may write, the region must let the NIC write.
+  if ((b.access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(mr.access & kAccessLocalWrite))
+    return WcStatus::MwBindErr;
+  unbind(w);  // a type 1 window rebinds in one step
+  w.bound = true;
+  w.rkey = Rkey(b.new_rkey);
+  w.mr = mr.lkey;
+  w.addr = b.addr;
+  w.length = b.length;
+  w.access = b.access & kRemote;
+  w.qpn = w.type == 2 ? qpn : 0;
+  ++mr.windows;
+  return WcStatus::Success;
+}
+
+bool MrTable::can_invalidate(Rkey rkey, PdHandle pd, uint32_t qpn) const {
+  auto it = mws_.find(rkey.value() >> 8);
+  if (it == mws_.end()) return false;
+  const Mw& w = it->second;
+  return w.type == 2 && w.bound && w.rkey == rkey && w.pd == pd && w.qpn == qpn;
+}
+
+bool MrTable::invalidate(Rkey rkey, PdHandle pd, uint32_t qpn) {
+  if (!can_invalidate(rkey, pd, qpn)) return false;
+  unbind(mws_.at(rkey.value() >> 8));
   return true;
 }
 
@@ -89,11 +188,28 @@ KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t le
   return k;
 }
 
+// Through a window: its own PD, QP, bounds and rights, then the region's bytes.
+static KeyCheck check_window(const Mw& w, const Mr* mr, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
+                             uint32_t qpn) {
+  if (!w.bound || !mr) return KeyCheck::BadKey;
+  if (w.pd != pd || (w.type == 2 && w.qpn != qpn)) return KeyCheck::WrongPd;
+  if (va < w.addr || va + len < va || va + len > w.addr + w.length) return KeyCheck::OutOfBounds;
+  if ((w.access & need) != need) return KeyCheck::NoAccess;
+  return KeyCheck::Ok;
+}
+
 KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
-                               uint8_t** host) const {
+                               uint8_t** host, uint32_t qpn) const {
   if (len == 0) return KeyCheck::Ok;
   auto it = by_rkey_.find(rkey);
-  if (it == by_rkey_.end()) return KeyCheck::BadKey;
+  if (it == by_rkey_.end()) {
+    auto w = mws_.find(rkey.value() >> 8);
+    if (w == mws_.end() || w->second.rkey != rkey) return KeyCheck::BadKey;
+    const Mr* mr = w->second.bound ? by_lkey(w->second.mr) : nullptr;
+    KeyCheck k = check_window(w->second, mr, pd, va, len, need, qpn);
+    if (k == KeyCheck::Ok && host) *host = host_of(*mr, va);
+    return k;
+  }
   KeyCheck k = check_range(*it->second, pd, va, len, need);
   if (k == KeyCheck::Ok && host) *host = host_of(*it->second, va);
   return k;

@@ -45,6 +45,7 @@ static_assert(sizeof(SendWqe) == 64, "a send WQE is one cache line");
 
 struct SendWqeExt {
   uint64_t swap;        // CAS
+  MwBind bind;          // BIND_MW
   Gid ud_dgid;          // UD destination and source GID index, from the address handle when posted
   uint32_t ud_qpn;
   uint32_t ud_qkey;

@@ -257,6 +257,79 @@ static void check_memory(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
   ibv_destroy_qp(f);
 }
 
+/* Memory windows: a type 1 window bound with ibv_bind_mw grants WRITEs to its range alone; a
+ * type 2 window bound with IBV_WR_BIND_MW dies with the peer's SEND with invalidate, whose
+ * receive says which rkey it invalidated; a region with a window bound cannot be deregistered. */
+static void check_windows(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
+  struct ibv_qp *c = make_qp(IBV_QPT_RC, cq, NULL), *d = make_qp(IBV_QPT_RC, cq, NULL);
+  CHECK(c && d && connect_rc(c, d->qp_num, 1100, 1200) == 0 && connect_rc(d, c->qp_num, 1200, 1100) == 0,
+        "windows: an RC pair");
+  if (!c || !d) return;
+  static char t[8192];
+  struct ibv_mr* tm = ibv_reg_mr(pd, t, sizeof t, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  struct ibv_mw* w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  struct ibv_mw* w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECK(tm && w1 && w2 && w1->type == IBV_MW_TYPE_1 && w2->type == IBV_MW_TYPE_2, "reg_mr with MW_BIND, alloc_mw 1 and 2");
+  if (!tm || !w1 || !w2) return;
+  struct ibv_wc wc;
+  const uint32_t first = w1->rkey;
+  struct ibv_mw_bind mb = {.wr_id = 71, .send_flags = IBV_SEND_SIGNALED,
+                           .bind_info = {.mr = tm, .addr = (uintptr_t)(t + 1024), .length = 1024,
+                                         .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}};
+  CHECK(ibv_bind_mw(d, w1, &mb) == 0 && w1->rkey != first && (w1->rkey >> 8) == (first >> 8) && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 71,
+        "ibv_bind_mw (type 1): BIND_MW completion, the next rkey of the same index");
+  for (int i = 0; i < 128; ++i) buf[i] = (char)(i + 9);
+  memset(t, 0, sizeof t);
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 128, (uintptr_t)(t + 1024 + 512), w1->rkey, 72) == 0 &&
+            wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && memcmp(t + 1024 + 512, buf, 128) == 0,
+        "a WRITE through the type 1 window lands");
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 128, (uintptr_t)t, w1->rkey, 73) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_REM_ACCESS_ERR && t[0] == 0,
+        "a WRITE outside the window: REM_ACCESS_ERR, nothing written");
+  ibv_destroy_qp(c);
+  ibv_destroy_qp(d);
+  c = make_qp(IBV_QPT_RC, cq, NULL);
+  d = make_qp(IBV_QPT_RC, cq, NULL);
+  if (!c || !d || connect_rc(c, d->qp_num, 1300, 1400) || connect_rc(d, c->qp_num, 1400, 1300)) return;
+  const uint32_t k2 = ibv_inc_rkey(w2->rkey);
+  struct ibv_send_wr bw = {.wr_id = 74, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+  bw.bind_mw.mw = w2;
+  bw.bind_mw.rkey = k2;
+  bw.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = tm, .addr = (uintptr_t)(t + 4096), .length = 4096,
+                                                   .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+  CHECK(ibv_post_send(d, &bw, &bad) == 0 && wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS &&
+            wc.opcode == IBV_WC_BIND_MW,
+        "IBV_WR_BIND_MW (type 2) completes");
+  CHECK(ibv_dereg_mr(tm) == EBUSY, "dereg_mr with windows bound: EBUSY");
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 128, (uintptr_t)(t + 8000), k2, 75) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_SUCCESS && memcmp(t + 8000, buf, 128) == 0,
+        "a WRITE through the type 2 window lands");
+  static char rb[64];
+  struct ibv_mr* rbm = ibv_reg_mr(pd, rb, sizeof rb, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_sge rs = {.addr = (uintptr_t)rb, .length = sizeof rb, .lkey = rbm ? rbm->lkey : 0};
+  struct ibv_recv_wr rw = {.wr_id = 76, .sg_list = &rs, .num_sge = 1}, *rbad;
+  struct ibv_sge ss = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
+  struct ibv_send_wr sw = {.wr_id = 77, .sg_list = &ss, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_INV,
+                           .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = k2};
+  int recv_ok = 0, send_ok = 0;
+  if (rbm && ibv_post_recv(d, &rw, &rbad) == 0 && ibv_post_send(c, &sw, &bad) == 0)
+    for (int i = 0; i < 2 && wait_wc(cq, &wc) == 1; ++i) {
+      recv_ok |= wc.wr_id == 76 && wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_INV) &&
+                 wc.invalidated_rkey == k2;
+      send_ok |= wc.wr_id == 77 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND;
+    }
+  CHECK(recv_ok && send_ok, "SEND_WITH_INV: the receive has IBV_WC_WITH_INV and the invalidated rkey");
+  CHECK(post_send(c, IBV_WR_RDMA_WRITE, mr, buf, 128, (uintptr_t)(t + 4096), k2, 78) == 0 && wait_wc(cq, &wc) == 1 &&
+            wc.status == IBV_WC_REM_ACCESS_ERR && t[4096] == 0,
+        "after it, a WRITE with that rkey: REM_ACCESS_ERR");
+  ibv_destroy_qp(c);
+  ibv_destroy_qp(d);
+  CHECK(ibv_dealloc_mw(w1) == 0 && ibv_dealloc_mw(w2) == 0 && ibv_dereg_mr(tm) == 0,
+        "dealloc_mw, then dereg_mr");
+  if (rbm) ibv_dereg_mr(rbm);
+}
+
 static atomic_int qp_destroyed;
 static void* destroy_qp_thread(void* qp) {
   if (ibv_destroy_qp(qp) == 0) atomic_store(&qp_destroyed, 1);
@@ -290,6 +363,7 @@ int main(void) {
   CHECK(connect_rc(a, b->qp_num, 10, 20) == 0 && connect_rc(b, a->qp_num, 20, 10) == 0, "RC QPs to RTS");
   check_ece(cq2, mr, buf);
   check_memory(cq2, mr, buf);
+  check_windows(cq2, mr, buf);
   CHECK(ibv_req_notify_cq(cq, 0) == 0, "req_notify_cq");
   post_recv(b, NULL, mr, buf + 4096, 1024, 7);
   strcpy(buf, "event");
@@ -440,7 +514,8 @@ int main(void) {
     CHECK(k == 3 && writes == 1 && sends == 1 && recvs == 1 && strcmp(buf + 7000, "written-by-ibv_wr") == 0 &&
               strcmp(buf + 7500, "inline-send") == 0, "extended API: WRITE and inline SEND arrive");
     ibv_wr_start(qx);
-    ibv_wr_send_inv(qx, 5);
+    uint64_t word = 0;
+    ibv_wr_atomic_write(qx, mr->rkey, (uintptr_t)buf, &word);
     CHECK(ibv_wr_complete(qx) == EOPNOTSUPP, "unsupported ibv_wr_* op: EOPNOTSUPP at complete");
   }
   ibv_destroy_qp(xq);
@@ -474,7 +549,7 @@ int main(void) {
 
   /* What uroce does not have fails with an error, not a crash. */
   errno = 0;
-  CHECK(ibv_alloc_mw(pd, IBV_MW_TYPE_1) == NULL && errno == EOPNOTSUPP, "memory windows: EOPNOTSUPP");
+  CHECK(ibv_alloc_mw(pd, (enum ibv_mw_type)3) == NULL && errno == EINVAL, "memory window of type 3: EINVAL");
   struct ibv_qp_init_attr xa = {.send_cq = cq3, .recv_cq = cq3, .qp_type = IBV_QPT_XRC_SEND,
                                 .cap = {.max_send_wr = 1, .max_send_sge = 1}};
   errno = 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "../common/core_pair.hpp"
+#include "../common/forge.hpp"
 #include "../common/seed.hpp"
 #include "transport/bringup.hpp"
 
@@ -211,9 +212,9 @@ TEST(Hostile, ReadResponseWithNakSyndromeIsDropped) {
   EXPECT_EQ(0, std::memcmp(f.local.data(), forged.data(), forged.size()));
 }
 
-// SEND with invalidate would have to invalidate the rkey it names, which uroce cannot do yet:
-// it is refused as an invalid request instead of being taken for a plain SEND.
-TEST(Hostile, SendWithInvalidateIsRefused) {
+// SEND with invalidate may only invalidate a bound type 2 window of the QP it arrives on: one
+// naming a region's rkey is refused as an invalid request before a byte is placed.
+TEST(Hostile, SendWithInvalidateOfARegionIsRefused) {
   CorePair t;
   std::vector<uint8_t> rb(256, 0);
   auto rm = t.reg(t.b, rb.data(), rb.size());
@@ -227,11 +228,65 @@ TEST(Hostile, SendWithInvalidateIsRefused) {
   p.ieth = rm.rkey;
   p.payload = data;
   t.inject(t.b, t.a, p);
+  EXPECT_EQ(t.b.pc->counters().rx_bad_invalidate, 1u);
   EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 1u);
   EXPECT_EQ(rb, std::vector<uint8_t>(256, 0));
   Wc w = t.one_wc(t.b.rcq);
-  EXPECT_EQ(w.status, WcStatus::WrFlushErr);  // the receive was not consumed by it
+  EXPECT_EQ(w.status, WcStatus::RemInvReqErr);
+  EXPECT_FALSE(w.with_inv);
   EXPECT_EQ(t.b.qp->state(), QpState::Err);
+}
+
+// A bound type 2 window of B's QP grants its range and rights alone; forged requests from a
+// third party (A's addresses, in sequence, correct ICRCs) that reach past them, use the rkey
+// it had before its last bind, or come after a LOCAL_INV are NAKed and counted, and touch
+// nothing.
+TEST(Hostile, AWindowGrantsItsRangeAloneAndDiesWhenInvalidated) {
+  std::vector<uint8_t> mem(8192, 0x5a);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    CorePair t;
+    auto mr = t.reg(t.b, mem.data(), mem.size(), kAccessLocalWrite | kAccessMwBind);
+    auto w = t.b.pc->alloc_mw(t.b.pd, 2);
+    ASSERT_TRUE(w);
+    const uint32_t old_rkey = w->rkey.value(), rkey = (old_rkey & ~0xffu) | ((old_rkey + 1) & 0xffu);
+    MwBind b{w->index(), rkey, mr.lkey, uint64_t(mem.data()) + 4096, 1024, kAccessRemoteWrite};
+    SendWr bind{7, WrOpcode::BindMw, kSendSignaled, {}};
+    bind.bind = &b;
+    ASSERT_TRUE(t.send(t.b, bind));
+    Wc bw = t.one_wc(t.b.scq);
+    ASSERT_EQ(bw.status, WcStatus::Success);
+    EXPECT_EQ(bw.opcode, WcOpcode::BindMw);
+    uint8_t data[64];
+    std::fill(std::begin(data), std::end(data), 0xc3);
+    wire::Packet p;
+    p.bth.opcode = wire::Opcode::RC_WRITE_ONLY;
+    p.bth.dest_qp = t.b.qp->qpn().value();
+    p.bth.psn = t.b.qp->resp.epsn;
+    p.payload = data;
+    p.reth = {uint64_t(mem.data()) + 4096 + 16, rkey, 64};
+    if (round == 0) {  // inside the window: granted
+      t.inject(t.b, t.a, p);
+      EXPECT_TRUE(all_are(mem.data() + 4096 + 16, 64, 0xc3));
+      std::fill(mem.begin(), mem.end(), 0x5a);
+      EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 0u);
+      continue;
+    }
+    if (round == 1) p.reth.va = uint64_t(mem.data()) + 4096 + 1024 - 32;  // past its end, inside the region
+    if (round == 2) p.reth.rkey = old_rkey;                              // the rkey before the bind
+    if (round == 3) {                                                     // after LOCAL_INV
+      SendWr inv{8, WrOpcode::LocalInv, kSendSignaled, {}};
+      inv.invalidate_rkey = rkey;
+      ASSERT_TRUE(t.send(t.b, inv));
+      Wc iw = t.one_wc(t.b.scq);
+      ASSERT_EQ(iw.status, WcStatus::Success);
+      EXPECT_EQ(iw.opcode, WcOpcode::LocalInv);
+    }
+    t.inject(t.b, t.a, p);
+    EXPECT_EQ(t.b.pc->counters().tx_naks_fatal, 1u);
+    EXPECT_EQ(t.b.qp->state(), QpState::Err);
+    EXPECT_TRUE(all_are(mem.data(), mem.size(), 0x5a)) << "a refused WRITE touched the region";
+  }
 }
 
 // A READ longer than 2^31 bytes is an invalid request even where the region is larger: at MTU

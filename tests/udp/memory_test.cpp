@@ -300,3 +300,147 @@ TEST(Memory, AResetQpTakesItsCompletionsWithIt) {
   EXPECT_EQ(wc[0].qp_num, d->qp_num());
   EXPECT_EQ(l.b_recv->poll(wc), 0);
 }
+
+// Memory windows through the API and the engine: a type 2 window serves the QP that bound it
+// and no other QP of its PD; a peer's SEND with invalidate and our LOCAL_INV end it; a bind
+// the region cannot back fails with MW_BIND_ERR and binds nothing.
+TEST(Memory, WindowsServeTheirQpAloneAndEndWhenInvalidated) {
+  Loop l;
+  std::vector<uint8_t> mem(8192, 0), src = pattern(256, 4), rbuf(64, 0);
+  auto mr = std::move(*l.pd->reg_mr(mem.data(), mem.size(), kAccessLocalWrite | kAccessMwBind));
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto rmr = std::move(*l.pd->reg_mr(rbuf.data(), rbuf.size(), kAccessLocalWrite));
+  auto w = std::move(*l.pd->alloc_mw(2));
+  EXPECT_EQ(w->type(), 2);
+  EXPECT_FALSE(w->bound());
+  auto bind = [&](QueuePair& qp, CompletionQueue& cq, uint32_t rkey, uint64_t off, uint64_t len, uint32_t access) {
+    MwBind b{w->handle(), rkey, mr->lkey(), uint64_t(mem.data()) + off, len, access};
+    SendWr s{50, WrOpcode::BindMw, kSendSignaled, {}};
+    s.bind = &b;
+    if (!qp.post_send(s)) return WcStatus::GeneralErr;
+    Wc wc[1];
+    auto got = cq.wait(wc, 10000);
+    if (!got || *got != 1) return WcStatus::GeneralErr;
+    EXPECT_EQ(wc[0].opcode, WcOpcode::BindMw);
+    return wc[0].status;
+  };
+  const uint32_t k1 = w->next_rkey();
+  ASSERT_EQ(bind(*l.b, *l.b_send, k1, 4096, 2048, kAccessRemoteWrite | kAccessRemoteRead), WcStatus::Success);
+  EXPECT_TRUE(w->bound());
+  EXPECT_EQ(w->rkey(), k1);
+  EXPECT_EQ(mr->windows(), 1u);
+  ASSERT_EQ(l.write(smr->sge(0, 256), uint64_t(mem.data()) + 4096 + 100, k1), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(mem.data() + 4096 + 100, src.data(), 256));
+
+  // Another QP of the same PD may not use it.
+  auto c = std::move(*l.pd->create_qp({QpType::RC, l.a_send.get(), l.a_recv.get()}));
+  auto d = std::move(*l.pd->create_qp({QpType::RC, l.b_send.get(), l.b_recv.get()}));
+  const Gid gid = *l.dev->query_gid(0);
+  ASSERT_TRUE(c->connect({.gid = gid, .qpn = d->qp_num(), .psn = 31}, 32));
+  ASSERT_TRUE(d->connect({.gid = gid, .qpn = c->qp_num(), .psn = 32}, 31));
+  std::fill(mem.begin(), mem.end(), 0);
+  Sge s = smr->sge(0, 256);
+  SendWr wr{60, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  wr.remote_addr = uint64_t(mem.data()) + 4096;
+  wr.rkey = k1;
+  ASSERT_TRUE(c->post_send(wr));
+  Wc wc[2];
+  auto got = l.a_send->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].wr_id, 60u);
+  EXPECT_EQ(wc[0].status, WcStatus::RemAccessErr);
+  EXPECT_EQ(std::count(mem.begin(), mem.end(), 0), 8192);
+
+  // The peer's SEND with invalidate ends it: the receive names the rkey.
+  Sge r = rmr->sge(0, 64), s8 = smr->sge(0, 8);
+  ASSERT_TRUE(l.b->post_recv({61, {&r, 1}}));
+  SendWr inv{62, WrOpcode::SendWithInv, kSendSignaled, {&s8, 1}};
+  inv.invalidate_rkey = k1;
+  ASSERT_EQ(l.post(inv), WcStatus::Success);
+  got = l.b_recv->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].wr_id, 61u);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_TRUE(wc[0].with_inv);
+  EXPECT_EQ(wc[0].invalidated_rkey, k1);
+  EXPECT_FALSE(w->bound());
+  EXPECT_EQ(mr->windows(), 0u);
+  EXPECT_EQ(l.write(smr->sge(0, 256), uint64_t(mem.data()) + 4096, k1), WcStatus::RemAccessErr);
+  EXPECT_EQ(std::count(mem.begin(), mem.end(), 0), 8192);
+  l.reset();
+  l.connect(false);
+
+  // Bound again with the next rkey; our LOCAL_INV ends it, and a SEND with invalidate naming
+  // it after that is refused (the receive completes in error, counted).
+  const uint32_t k2 = w->next_rkey();
+  ASSERT_NE(k2, k1);
+  ASSERT_EQ(bind(*l.b, *l.b_send, k2, 0, 1024, kAccessRemoteRead), WcStatus::Success);
+  SendWr li{63, WrOpcode::LocalInv, kSendSignaled, {}};
+  li.invalidate_rkey = k2;
+  ASSERT_TRUE(l.b->post_send(li));
+  got = l.b_send->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].opcode, WcOpcode::LocalInv);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  const uint64_t bad_before = l.dev->counters()["rx_bad_invalidate"];
+  ASSERT_TRUE(l.b->post_recv({64, {&r, 1}}));
+  inv.invalidate_rkey = k2;
+  EXPECT_EQ(l.post(inv), WcStatus::RemInvReqErr);
+  got = l.b_recv->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::RemInvReqErr);
+  EXPECT_EQ(l.dev->counters()["rx_bad_invalidate"], bad_before + 1);
+  l.reset();
+  l.connect(false);
+
+  // Binds the region cannot back: MW_BIND_ERR, nothing bound.
+  auto plain = std::move(*l.pd->reg_mr(mem.data(), mem.size(), kAccessLocalWrite));
+  MwBind no_bind{w->handle(), w->next_rkey(), plain->lkey(), uint64_t(mem.data()), 64, kAccessRemoteRead};
+  SendWr bw{70, WrOpcode::BindMw, kSendSignaled, {}};
+  bw.bind = &no_bind;
+  ASSERT_TRUE(l.b->post_send(bw));
+  got = l.b_send->wait(wc, 10000);
+  ASSERT_TRUE(got && *got == 1);
+  EXPECT_EQ(wc[0].status, WcStatus::MwBindErr);
+  EXPECT_FALSE(w->bound());
+  l.reset();
+  l.connect(false);
+  EXPECT_EQ(bind(*l.b, *l.b_send, w->next_rkey(), 8192 - 64, 128, kAccessRemoteRead), WcStatus::MwBindErr)
+      << "a window past its region";
+  EXPECT_FALSE(w->bound());
+
+  // Posting checks.
+  Sge one = smr->sge(0, 8);
+  SendWr with_data{80, WrOpcode::BindMw, kSendSignaled, {&one, 1}};
+  with_data.bind = &no_bind;
+  EXPECT_EQ(l.a->post_send(with_data).error().code, EINVAL);
+  SendWr no_info{81, WrOpcode::BindMw, kSendSignaled, {}};
+  EXPECT_EQ(l.a->post_send(no_info).error().code, EINVAL);
+  auto uc = std::move(*l.pd->create_qp({QpType::UC, l.a_send.get(), l.a_recv.get()}));
+  auto uc_peer = std::move(*l.pd->create_qp({QpType::UC, l.b_send.get(), l.b_recv.get()}));
+  ASSERT_TRUE(uc->connect({.gid = gid, .qpn = uc_peer->qp_num(), .psn = 1}, 2));
+  EXPECT_EQ(uc->post_send(inv).error().code, EINVAL) << "SEND with invalidate is RC's";
+  EXPECT_EQ(l.pd->alloc_mw(3).error().code, EINVAL);
+}
+
+// Destroying a region unbinds the windows bound to it: their rkeys stop working at once.
+TEST(Memory, ARegionTakesItsWindowsWithIt) {
+  Loop l;
+  std::vector<uint8_t> mem(4096, 0), src = pattern(64, 8);
+  auto mr = std::move(*l.pd->reg_mr(mem.data(), mem.size(), kAccessLocalWrite | kAccessMwBind));
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto w = std::move(*l.pd->alloc_mw(1));
+  const uint32_t k = w->next_rkey();
+  MwBind b{w->handle(), k, mr->lkey(), uint64_t(mem.data()), 4096, kAccessRemoteWrite};
+  SendWr s{1, WrOpcode::BindMw, kSendSignaled, {}};
+  s.bind = &b;
+  ASSERT_EQ(l.post(s), WcStatus::Success);
+  ASSERT_EQ(l.write(smr->sge(0, 64), uint64_t(mem.data()), k), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(mem.data(), src.data(), 64));
+  EXPECT_EQ(mr->rereg({.access = kAccessLocalWrite}).error().code, EBUSY);
+  mr.reset();
+  EXPECT_FALSE(w->bound());
+  std::fill(mem.begin(), mem.end(), 0);
+  EXPECT_EQ(l.write(smr->sge(0, 64), uint64_t(mem.data()), k), WcStatus::RemAccessErr);
+  EXPECT_EQ(std::count(mem.begin(), mem.end(), 0), 4096);
+}

@@ -98,3 +98,76 @@ TEST(MrTable, ReregKeepsTheKeysAndChecksOnlyTheNewRegion) {
   EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(2), uint64_t(b), 8, kAccessRemoteRead, nullptr), KeyCheck::Ok);
   EXPECT_FALSE(t.rereg(Lkey(mr->lkey.value() ^ 1), PdHandle(1), uint64_t(a), 64, 0, uint64_t(a)).ok());
 }
+
+TEST(MrTable, AWindowGrantsItsRangeAndRightsAloneUntilUnbound) {
+  MrTable t(5);
+  alignas(8) static uint8_t buf[4096];
+  const uint64_t a = uint64_t(buf);
+  auto mr = t.reg(PdHandle(1), a, 4096, kAccessLocalWrite | kAccessMwBind);
+  auto plain = t.reg(PdHandle(1), a, 4096, kAccessLocalWrite | kAccessRemoteWrite);
+  ASSERT_TRUE(mr.ok() && plain.ok());
+  auto w = t.alloc_mw(PdHandle(1), 2);
+  ASSERT_TRUE(w.ok());
+  const uint32_t idx = w->index(), k = (w->rkey.value() & ~0xffu) | ((w->rkey.value() + 1) & 0xffu);
+  // Binding refuses, changing nothing: another index, a region without MW_BIND, past the
+  // region, write rights the region cannot back, another PD.
+  auto ro = t.reg(PdHandle(1), a, 4096, kAccessMwBind);
+  for (const MwBind& bad : {MwBind{idx, k ^ 0x100u, mr->lkey.value(), a, 64, kAccessRemoteRead},
+                            MwBind{idx, k, plain->lkey.value(), a, 64, kAccessRemoteRead},
+                            MwBind{idx, k, mr->lkey.value(), a + 4000, 200, kAccessRemoteRead},
+                            MwBind{idx, k, ro->lkey.value(), a, 64, kAccessRemoteWrite}})
+    EXPECT_EQ(t.bind_mw(PdHandle(1), 9, bad), WcStatus::MwBindErr);
+  EXPECT_EQ(t.bind_mw(PdHandle(2), 9, {idx, k, mr->lkey.value(), a, 64, kAccessRemoteRead}), WcStatus::MwBindErr);
+  EXPECT_FALSE(t.mw(idx)->bound);
+  ASSERT_EQ(t.bind_mw(PdHandle(1), 9, {idx, k, mr->lkey.value(), a + 1024, 1024, kAccessRemoteWrite}), WcStatus::Success);
+  EXPECT_EQ(t.bind_mw(PdHandle(1), 9, {idx, k, mr->lkey.value(), a, 64, kAccessRemoteWrite}), WcStatus::MwBindErr)
+      << "a bound type 2 window binds again";
+  uint8_t* host = nullptr;
+  EXPECT_EQ(t.check_remote(Rkey(k), PdHandle(1), a + 1024, 1024, kAccessRemoteWrite, &host, 9), KeyCheck::Ok);
+  EXPECT_EQ(host, buf + 1024);
+  EXPECT_EQ(t.check_remote(Rkey(k), PdHandle(1), a + 1024, 1025, kAccessRemoteWrite, nullptr, 9), KeyCheck::OutOfBounds);
+  EXPECT_EQ(t.check_remote(Rkey(k), PdHandle(1), a + 1024, 8, kAccessRemoteRead, nullptr, 9), KeyCheck::NoAccess);
+  EXPECT_EQ(t.check_remote(Rkey(k), PdHandle(1), a + 1024, 8, kAccessRemoteWrite, nullptr, 10), KeyCheck::WrongPd)
+      << "a type 2 window from another QP";
+  EXPECT_EQ(t.check_remote(w->rkey, PdHandle(1), a + 1024, 8, kAccessRemoteWrite, nullptr, 9), KeyCheck::BadKey)
+      << "the rkey before the bind";
+  EXPECT_EQ(t.check_remote(mr->rkey, PdHandle(1), a, 8, kAccessRemoteWrite, nullptr, 9), KeyCheck::NoAccess)
+      << "the region itself grants nothing remote";
+  // Invalidation: only of a bound type 2 window, from its own QP and PD; a region's rkey is
+  // never taken for one.
+  EXPECT_FALSE(t.invalidate(plain->rkey, PdHandle(1), 9));
+  EXPECT_EQ(t.check_remote(plain->rkey, PdHandle(1), a, 8, kAccessRemoteWrite, nullptr, 9), KeyCheck::Ok);
+  EXPECT_FALSE(t.invalidate(Rkey(k), PdHandle(1), 10));
+  EXPECT_FALSE(t.invalidate(Rkey(k), PdHandle(2), 9));
+  EXPECT_EQ(t.windows_on(mr->lkey), 1u);
+  EXPECT_TRUE(t.invalidate(Rkey(k), PdHandle(1), 9));
+  EXPECT_EQ(t.windows_on(mr->lkey), 0u);
+  EXPECT_EQ(t.check_remote(Rkey(k), PdHandle(1), a + 1024, 8, kAccessRemoteWrite, nullptr, 9), KeyCheck::BadKey);
+  EXPECT_FALSE(t.invalidate(Rkey(k), PdHandle(1), 9)) << "invalidated twice";
+  // Deregistering the region unbinds what is bound to it.
+  const uint32_t k2 = (k & ~0xffu) | ((k + 1) & 0xffu);
+  ASSERT_EQ(t.bind_mw(PdHandle(1), 9, {idx, k2, mr->lkey.value(), a, 64, kAccessRemoteRead}), WcStatus::Success);
+  EXPECT_TRUE(t.dereg(mr->lkey));
+  EXPECT_FALSE(t.mw(idx)->bound);
+  EXPECT_EQ(t.check_remote(Rkey(k2), PdHandle(1), a, 8, kAccessRemoteRead, nullptr, 9), KeyCheck::BadKey);
+  EXPECT_TRUE(t.dealloc_mw(idx));
+  EXPECT_EQ(t.mw(idx), nullptr);
+}
+
+TEST(MrTable, WindowKeysNeverMeetRegionKeys) {
+  MrTable t(11);
+  static uint8_t buf[64];
+  std::set<uint32_t> blocks;
+  for (int i = 0; i < 200; ++i) {
+    auto mr = t.reg(PdHandle(1), uint64_t(buf), 64, 0);
+    ASSERT_TRUE(mr.ok());
+    blocks.insert(mr->lkey.value() >> 8);
+    blocks.insert(mr->rkey.value() >> 8);
+  }
+  for (int i = 0; i < 200; ++i) {
+    auto w = t.alloc_mw(PdHandle(1), 1 + i % 2);
+    ASSERT_TRUE(w.ok());
+    EXPECT_TRUE(blocks.insert(w->index()).second) << "a window's 256 rkeys include a region's key";
+  }
+  EXPECT_EQ(t.alloc_mw(PdHandle(1), 3).error().code, EINVAL);
+}

@@ -75,8 +75,7 @@ bool later_write(Context& cx, Qp& qp, const wire::Packet& p, uint64_t& va, uint3
   const uint32_t mtu = qp.mtu();
   if (p.info().flags & wire::kFirst) {
     if (p.reth.dma_len <= mtu || p.reth.dma_len > kMaxMessage || !(qp.attr().qp_access_flags & kAccessRemoteWrite) ||
-        cx.mrs().check_remote(verbs::Rkey(p.reth.rkey), qp.pd(), p.reth.va, p.reth.dma_len, kAccessRemoteWrite,
-                              nullptr) != verbs::KeyCheck::Ok)
+        cx.check_remote(qp, verbs::Rkey(p.reth.rkey), p.reth.va, p.reth.dma_len, kAccessRemoteWrite) != verbs::KeyCheck::Ok)
       return false;
     h.writes[h.next_write++ % h.writes.size()] = {p.bth.psn, (p.reth.dma_len + mtu - 1) / mtu, p.reth.va, p.reth.rkey};
     va = p.reth.va;
@@ -115,7 +114,7 @@ bool place_now(Context& cx, Qp& qp, const wire::Packet& p) {
     return false;
   }
   uint8_t* dst = nullptr;
-  if (cx.mrs().check_remote(verbs::Rkey(rkey), qp.pd(), va, mtu, kAccessRemoteWrite, &dst) != verbs::KeyCheck::Ok)
+  if (cx.check_remote(qp, verbs::Rkey(rkey), va, mtu, kAccessRemoteWrite, &dst) != verbs::KeyCheck::Ok)
     return false;  // executed in order, it is NAKed there
   std::memcpy(dst, p.payload.data(), mtu);
   return true;
