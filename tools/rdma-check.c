@@ -3,9 +3,12 @@
  * device, e.g. Linux Soft-RoCE. The client does RDMA WRITE (multi-packet), WRITE with
  * immediate, SEND with immediate, SEND, RDMA READ, FETCH_AND_ADD and CMP_AND_SWAP; it checks the
  * READ data and the atomic results, the server checks everything that landed in its memory and
- * its receive completions, and reports over TCP.
- *   server: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU]
- *   client: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU] SERVER_IP
+ * its receive completions, and reports over TCP. With -w (both sides) a memory window follows:
+ * the server binds a type 2 window over part of its memory (IBV_WR_BIND_MW), the client WRITEs
+ * and READs through it, invalidates it with SEND_WITH_INV (the server's receive must name its
+ * rkey), and a last WRITE through it must fail with REM_ACCESS_ERR, writing nothing.
+ *   server: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU] [-w]
+ *   client: rdma-check [-d DEV] [-g GID_INDEX] [-p PORT] [-m MTU] [-w] SERVER_IP
  * Exit 0 and "rdma-check: all checks passed" when both sides agree. */
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -21,7 +24,11 @@
 
 enum { kRegion = 1 << 20, kReadOff = 0, kReadLen = 65536, kWriteOff = 256 << 10, kWriteLen = 100000,
        kWimmOff = kWriteOff + kWriteLen, kWimmLen = 5000, kAtomicOff = 512 << 10, kRecvOff = 600 << 10,
-       kRecvLen = 16384, kSendImmLen = 3000, kSendLen = 10000 };
+       kRecvLen = 16384, kSendImmLen = 3000, kSendLen = 10000, kMwOff = 768 << 10, kMwLen = 20000,
+       kMwAt = 4096 /* where in the window the client writes */, kInvLen = 64 };
+
+static int windows;  /* -w */
+static int rxe;      /* the device is Linux Soft-RoCE */
 
 static char failure[256];
 #define FAIL(...) do { if (!failure[0]) snprintf(failure, sizeof failure, __VA_ARGS__); } while (0)
@@ -64,6 +71,8 @@ struct res {
   struct ibv_context* ctx;
   struct ibv_pd* pd;
   struct ibv_mr* mr;
+  struct ibv_mr* bind_mr;  /* -w: the memory windows may be bound to */
+  struct ibv_mw* mw;
   struct ibv_cq* cq;
   struct ibv_qp* qp;
   uint8_t* mem;
@@ -79,12 +88,18 @@ static int open_resources(struct res* r, const char* devname, int gidx) {
   for (int i = 0; list && i < n; ++i)
     if (!devname || !strcmp(ibv_get_device_name(list[i]), devname)) { dev = list[i]; break; }
   if (!dev) { fprintf(stderr, "rdma-check: no device\n"); return 1; }
+  rxe = !strncmp(ibv_get_device_name(dev), "rxe", 3);
   r->ctx = ibv_open_device(dev);
   r->pd = r->ctx ? ibv_alloc_pd(r->ctx) : NULL;
   r->mem = aligned_alloc(4096, kRegion);
   memset(r->mem, 0, kRegion);
   r->mr = r->pd ? ibv_reg_mr(r->pd, r->mem, kRegion, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                                       IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC) : NULL;
+  if (windows && r->pd) {
+    r->bind_mr = ibv_reg_mr(r->pd, r->mem + kMwOff, 65536, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    r->mw = ibv_alloc_mw(r->pd, IBV_MW_TYPE_2);
+    if (!r->bind_mr || !r->mw) { fprintf(stderr, "rdma-check: memory window setup failed\n"); return 1; }
+  }
   r->cq = r->ctx ? ibv_create_cq(r->ctx, 64, NULL, NULL, 0) : NULL;
   struct ibv_qp_init_attr qa = {.send_cq = r->cq, .recv_cq = r->cq, .qp_type = IBV_QPT_RC,
                                 .cap = {.max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 1, .max_recv_sge = 1}};
@@ -157,15 +172,33 @@ static int connect_qp(struct res* r, int gidx, enum ibv_mtu mtu) {
 
 /* The server receives WRITE_WITH_IMM, SEND_WITH_IMM and SEND, in that order, then checks its
  * memory and reports. */
+/* -w: binds the type 2 window over [kMwOff, kMwOff + kMwLen) for remote WRITE and READ; its rkey. */
+static uint32_t bind_window(struct res* r) {
+  const uint32_t rkey = ibv_inc_rkey(r->mw->rkey);
+  struct ibv_send_wr w = {.wr_id = 50, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED}, *bad;
+  w.bind_mw.mw = r->mw;
+  w.bind_mw.rkey = rkey;
+  w.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = r->bind_mr, .addr = (uintptr_t)(r->mem + kMwOff),
+                                                  .length = kMwLen,
+                                                  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+  struct ibv_wc wc;
+  if (ibv_post_send(r->qp, &w, &bad) || !poll_one(r->cq, &wc) || wc.status != IBV_WC_SUCCESS ||
+      wc.opcode != IBV_WC_BIND_MW)
+    FAIL("bind_mw failed");
+  return rkey;
+}
+
 static int run_server(struct res* r) {
   struct ibv_wc wc;
   char msg[256] = "";
-  for (uint64_t i = 0; i < 3; ++i) {
+  const int receives = windows ? 4 : 3;
+  for (uint64_t i = 0; i < (uint64_t)receives; ++i) {
     struct ibv_sge s = {(uintptr_t)(r->mem + kRecvOff + i * kRecvLen), kRecvLen, r->mr->lkey};
     struct ibv_recv_wr w = {.wr_id = 10 + i, .sg_list = &s, .num_sge = 1}, *bad;
     if (ibv_post_recv(r->qp, &w, &bad)) FAIL("post_recv");
   }
-  if (xfer(r->fd, "R", 1, 0)) return 1;  /* receives posted: go */
+  uint32_t mw_rkey = windows ? bind_window(r) : 0;
+  if (xfer(r->fd, "R", 1, 0) || (windows && xfer(r->fd, &mw_rkey, 4, 0))) return 1;  /* receives posted: go */
   uint32_t want_len[3] = {kWimmLen, kSendImmLen, kSendLen}, want_imm[3] = {0x1001, 0x1002, 0};
   for (int i = 0; i < 3; ++i) {
     if (!poll_one(r->cq, &wc)) { FAIL("receive %d never completed", i); break; }
@@ -174,6 +207,16 @@ static int run_server(struct res* r) {
     int imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
     if (imm != (want_imm[i] != 0) || (imm && ntohl(wc.imm_data) != want_imm[i])) FAIL("receive %d: immediate", i);
     if (i == 0 && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) FAIL("write-with-imm opcode");
+  }
+  if (windows) {  /* the SEND with invalidate */
+    if (!poll_one(r->cq, &wc)) FAIL("the SEND with invalidate never completed");
+    /* rxe (Linux 6.1) reports the kernel's IB_WC_WITH_INVALIDATE, 1 << 2, as it is: libibverbs'
+     * IBV_WC_IP_CSUM_OK. The rkey is right either way, and the client's last WRITE proves the
+     * window gone. */
+    else if (wc.status != IBV_WC_SUCCESS || wc.wr_id != 13 || wc.byte_len != kInvLen ||
+             !(wc.wc_flags & (IBV_WC_WITH_INV | (rxe ? 1u << 2 : 0))) || wc.invalidated_rkey != mw_rkey)
+      FAIL("SEND with invalidate: status %s, flags %#x, invalidated rkey %#x of %#x", ibv_wc_status_str(wc.status),
+           wc.wc_flags, wc.invalidated_rkey, mw_rkey);
   }
   char done;
   if (xfer(r->fd, &done, 1, 1)) FAIL("client vanished");
@@ -185,6 +228,7 @@ static int run_server(struct res* r) {
   uint64_t counter;
   memcpy(&counter, mem + kAtomicOff, 8);
   if (counter != 777) FAIL("atomic counter is %lu, not 777", (unsigned long)counter);
+  if (windows && !same(mem + kMwOff + kMwAt, kMwLen - kMwAt, 6)) FAIL("data written through the window differs");
   snprintf(msg, sizeof msg, "%s", failure[0] ? failure : "server-ok");
   xfer(r->fd, msg, sizeof msg, 0);
   printf("rdma-check server: %s\n", msg);
@@ -245,12 +289,44 @@ static void client_read_and_atomics(struct res* r, uint8_t* src) {
   }
 }
 
+/* -w: WRITE and READ through the peer's window, SEND with invalidate, then a WRITE that must fail. */
+static void client_window(struct res* r, uint8_t* src, uint32_t rkey) {
+  const uint32_t len = kMwLen - kMwAt;
+  fill(src, len, 6);
+  struct ibv_sge s = {(uintptr_t)src, len, r->mr->lkey};
+  struct ibv_send_wr w = {.wr_id = 30, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+                          .send_flags = IBV_SEND_SIGNALED};
+  w.wr.rdma.remote_addr = r->peer.addr + kMwOff + kMwAt;
+  w.wr.rdma.rkey = rkey;
+  if (!post_and_wait(r, &w)) FAIL("WRITE through the window failed");
+  memset(src, 0, len);
+  w.wr_id = 31;
+  w.opcode = IBV_WR_RDMA_READ;
+  if (!failure[0] && !post_and_wait(r, &w)) FAIL("READ through the window failed");
+  else if (!failure[0] && !same(src, len, 6)) FAIL("READ through the window differs");
+  struct ibv_sge is = {(uintptr_t)src, kInvLen, r->mr->lkey};
+  struct ibv_send_wr inv = {.wr_id = 32, .sg_list = &is, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_INV,
+                            .send_flags = IBV_SEND_SIGNALED, .invalidate_rkey = rkey};
+  if (!failure[0] && !post_and_wait(r, &inv)) FAIL("SEND with invalidate failed");
+  if (failure[0]) return;
+  fill(src, len, 7);
+  w.wr_id = 33;
+  w.opcode = IBV_WR_RDMA_WRITE;
+  struct ibv_send_wr* bad;
+  struct ibv_wc wc;
+  if (ibv_post_send(r->qp, &w, &bad) || !poll_one(r->cq, &wc)) FAIL("WRITE after the invalidation: no completion");
+  else if (wc.status != IBV_WC_REM_ACCESS_ERR)
+    FAIL("WRITE after the invalidation: %s, not REM_ACCESS_ERR", ibv_wc_status_str(wc.status));
+}
+
 static int run_client(struct res* r) {
   char go, msg[256] = "";
-  if (xfer(r->fd, &go, 1, 1)) return 1;
+  uint32_t mw_rkey = 0;
+  if (xfer(r->fd, &go, 1, 1) || (windows && xfer(r->fd, &mw_rkey, 4, 1))) return 1;
   uint8_t* src = r->mem + kWriteOff;  /* our own staging area */
   client_writes_and_sends(r, src);
   client_read_and_atomics(r, src);
+  if (windows && !failure[0]) client_window(r, src, mw_rkey);
   xfer(r->fd, "D", 1, 0);
   if (xfer(r->fd, msg, sizeof msg, 1)) snprintf(msg, sizeof msg, "no answer from the server");
   if (!failure[0] && strcmp(msg, "server-ok")) FAIL("server: %s", msg);
@@ -262,12 +338,13 @@ int main(int argc, char** argv) {
   const char* devname = NULL;
   int gidx = 0, port = 18600, opt;
   enum ibv_mtu mtu = IBV_MTU_1024;
-  while ((opt = getopt(argc, argv, "d:g:p:m:")) != -1) {
+  while ((opt = getopt(argc, argv, "d:g:p:m:w")) != -1) {
     if (opt == 'd') devname = optarg;
     else if (opt == 'g') gidx = atoi(optarg);
     else if (opt == 'p') port = atoi(optarg);
+    else if (opt == 'w') windows = 1;
     else if (opt == 'm') mtu = atoi(optarg) == 4096 ? IBV_MTU_4096 : atoi(optarg) == 2048 ? IBV_MTU_2048 : IBV_MTU_1024;
-    else { fprintf(stderr, "usage: rdma-check [-d dev] [-g gid] [-p port] [-m mtu] [server]\n"); return 2; }
+    else { fprintf(stderr, "usage: rdma-check [-d dev] [-g gid] [-p port] [-m mtu] [-w] [server]\n"); return 2; }
   }
   const char* server = optind < argc ? argv[optind] : NULL;
   struct res r;

@@ -11,6 +11,7 @@
 #        ONLY=rdmacm tests/interop/rxe_interop.sh ...   (the rdma_cm cases alone, as root)
 #        ONLY=lossy tests/interop/rxe_interop.sh ...    (the cases under loss alone, both ways)
 #        ONLY=xdp tests/interop/rxe_interop.sh ...      (the AF_XDP cases alone)
+#        ONLY=mw tests/interop/rxe_interop.sh ...       (the memory window cases alone)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -206,17 +207,23 @@ upload_rdma_check() {
   guest "base64 -d /tmp/rc.b64 > /tmp/rdma-check && chmod +x /tmp/rdma-check && md5sum /tmp/rdma-check" |
     grep -q "$(md5sum < "$OUT/rdma-check.bin" | cut -d' ' -f1)"
 }
-rdma_check_case() {  # role; the server prints server-ok, the client "all checks passed"
-  local role=$1 tag="rdma-check-uroce-$1$SUFFIX" port=18601 rc
+# With `mw`, a type 2 memory window follows (rdma-check -w): bound by the server, WRITE and READ
+# through it, SEND_WITH_INV that must invalidate it, then a WRITE through it that must fail.
+rdma_check_case() {  # role [mw]; the server prints server-ok, the client "all checks passed"
+  local role=$1 tag="rdma-check-uroce-$1$SUFFIX" port=18601 rc w="" what=""
   [ "$role" = server ] && port=18602
-  run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g $GGID -p $port" \
-    "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -g $UGID -p $port
+  if [ "${2:-}" = mw ]; then
+    w=-w tag="rdma-check-mw-uroce-$1$SUFFIX" port=$((port + 2))
+    what=", then a type 2 memory window: BIND_MW, WRITE and READ through it, SEND_WITH_INV, a WRITE refused"
+  fi
+  run_pair "$role" "$tag" $port "/tmp/rdma-check -d rxe0 -g $GGID -p $port $w" \
+    "$BUILD/bin/uroce-run" -- "$BUILD/bin/rdma-check" -g $UGID -p $port $w
   rc=$?
   local server_log=guest client_log=host
   [ "$role" = server ] && server_log=host client_log=guest
   grep -q "server-ok" "$OUT/$tag.$server_log.log" || rc=1
   grep -q "all checks passed" "$OUT/$tag.$client_log.log" || rc=1
-  finish "RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked" \
+  finish "RC WRITE (100000 B), WRITE_IMM, SEND_IMM, SEND, READ (64 KiB), FETCH_ADD, CMP_SWAP, all bytes checked$what" \
     "$role" "$tag" $rc
 }
 # The IB CM on QP1 against the kernel's rdma_cm: uroce-cm-connect connects to rping's listener
@@ -365,6 +372,8 @@ all_cases() {
   if [ "$uploaded" = yes ]; then
     guarded rdma_check_case client
     guarded rdma_check_case server
+    guarded rdma_check_case client mw
+    guarded rdma_check_case server mw
   fi
 
   guarded cm_case client
@@ -422,6 +431,21 @@ if [ "${ONLY:-}" = xdp ]; then
   uploaded=no
   upload_rdma_check && uploaded=yes
   xdp_section
+  printf '%s\n' "${results[@]}"
+  echo "interop: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+  exit
+fi
+
+if [ "${ONLY:-}" = mw ]; then
+  MODE="default: UDP, GSO/GRO"
+  SUFFIX=""
+  uploaded=no
+  upload_rdma_check && uploaded=yes || record "rdma-check upload to the guest" 1 "see $OUT"
+  if [ "$uploaded" = yes ]; then
+    guarded rdma_check_case client mw
+    guarded rdma_check_case server mw
+  fi
   printf '%s\n' "${results[@]}"
   echo "interop: $passed passed, $failed failed"
   [ "$failed" = 0 ]
