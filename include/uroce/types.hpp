@@ -15,6 +15,10 @@ namespace uroce {
 enum Access : uint32_t {
   kAccessLocalWrite = 1, kAccessRemoteWrite = 2, kAccessRemoteRead = 4, kAccessRemoteAtomic = 8,
   kAccessMwBind = 16,  // a memory region memory windows may be bound to
+  // On-demand paging: nothing of the region need be mapped when it is registered or later; an
+  // access to memory that is not mapped (or not writable) fails with an access error instead
+  // of faulting. reg_mr(nullptr, SIZE_MAX, ...) with it registers the whole address space.
+  kAccessOnDemand = 64,
 };
 
 enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 4, kSendInline = 8 };

@@ -77,6 +77,7 @@ struct DeviceAttr {
       max_qp_init_rd_atom, max_inline_data, max_ah;
   bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
   uint64_t max_dm_size;   // device memory (Device::alloc_dm) the device holds in all
+  bool odp;               // on-demand regions (kAccessOnDemand): where the process may use process_vm_readv
 };
 
 struct PortAttr {
@@ -344,6 +345,9 @@ class ProtectionDomain {
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint32_t access);
   // The same region, named from `iova` on in SGEs and remote accesses (ibv_reg_mr_iova2).
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t len, uint64_t iova, uint32_t access);
+  // Prefetch (ibv_advise_mr): each SGE must lie in an on-demand region of this PD (EINVAL
+  // otherwise); with `populate` its pages are touched now, EFAULT if one is not mapped.
+  Status prefetch(std::span<const Sge> sges, bool populate = true);
   // A memory window of type 1 or 2 (EINVAL otherwise), unbound.
   Result<std::unique_ptr<MemoryWindow>> alloc_mw(uint8_t type);
   // A zero-based region of device memory: [offset, offset + len) of dm, named from 0.

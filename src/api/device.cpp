@@ -16,6 +16,7 @@
 #include "link/iface.hpp"
 #include "link/steering.hpp"
 #include "api/holds.hpp"
+#include "verbs/region_access.hpp"
 #include "transport/bringup.hpp"
 #include "wire/mtu.hpp"
 #include "uroce/uroce.hpp"
@@ -112,6 +113,7 @@ DeviceAttr Device::query_device() const {
   a.max_inline_data = l.max_inline;
   a.atomic_supported = true;
   a.max_dm_size = detail::kMaxDmBytes;
+  a.odp = verbs::odp_available();
   return a;
 }
 

@@ -81,6 +81,11 @@ uint32_t MemoryRegion::windows() const {
   return pd_->stack->pc->mr_windows(verbs::Lkey(lkey_));
 }
 
+Status ProtectionDomain::prefetch(std::span<const Sge> sges, bool populate) {
+  auto g = h_->stack->lock();
+  return h_->stack->pc->prefetch(h_->pd, sges, populate);
+}
+
 // ---------------------------------------------------------------- MemoryWindow
 
 Result<std::unique_ptr<MemoryWindow>> ProtectionDomain::alloc_mw(uint8_t type) {

@@ -61,6 +61,7 @@ Status to_mw_bind(const ibv_mw* mw, uint32_t new_rkey, const ibv_mw_bind_info& b
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 int dealloc_mw(ibv_mw* mw);
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int free_dm(ibv_dm* dm);
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access);

@@ -14,12 +14,16 @@ using namespace uroce::compat;
 
 namespace {
 
-// The access rights uroce's MRs have; optional flags (IBV_ACCESS_OPTIONAL_RANGE, such as
-// relaxed ordering) a device may ignore, and does. -1 for flags it does not offer: MW binding,
-// zero-based (device memory only), on-demand paging, ...
+// The access rights uroce's MRs have (the same bits as libibverbs'); optional flags
+// (IBV_ACCESS_OPTIONAL_RANGE, such as relaxed ordering) a device may ignore, and does, as it
+// ignores IBV_ACCESS_HUGETLB, a hint. -1 for flags it does not offer: zero-based (device
+// memory only), flush, ...
 int64_t rights(unsigned access) {
-  access &= ~unsigned(IBV_ACCESS_OPTIONAL_RANGE);
-  return access & ~0x1fu ? -1 : int64_t(access);  // up to IBV_ACCESS_MW_BIND
+  access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | unsigned(IBV_ACCESS_HUGETLB));
+  constexpr unsigned kOffered = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
+  static_assert(unsigned(IBV_ACCESS_MW_BIND) == kAccessMwBind && unsigned(IBV_ACCESS_ON_DEMAND) == kAccessOnDemand);
+  return access & ~kOffered ? -1 : int64_t(access);
 }
 
 ibv_mr* made(Result<std::unique_ptr<MemoryRegion>> mr, ibv_pd* pd) {
@@ -93,6 +97,16 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mb) {
   if (Status s = from<UQp>(qp)->qp->post_send(w); !s) return s.error().code;
   mw->rkey = next;
   return 0;
+}
+
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge) {
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EOPNOTSUPP;
+  if ((flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) || !num_sge || !sg_list) return EINVAL;
+  Status s = from<UPd>(pd)->pd->prefetch({reinterpret_cast<const Sge*>(sg_list), num_sge},
+                                         advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT);
+  return s ? 0 : s.error().code;
 }
 
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {

@@ -133,7 +133,11 @@ QpAttr to_attr(const ibv_qp_attr* a, int mask) {
   o.rq_psn = a->rq_psn;
   o.sq_psn = a->sq_psn;
   o.dest_qp_num = a->dest_qp_num;
-  o.qp_access_flags = a->qp_access_flags;
+  // Programs pass their regions' access flags to their QPs too (rdma-core's own tests do):
+  // what only a region can have means nothing to a QP and is left out, as the kernel does.
+  constexpr unsigned kRegionOnly = IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_ON_DEMAND |
+                                   IBV_ACCESS_HUGETLB | unsigned(IBV_ACCESS_OPTIONAL_RANGE);
+  o.qp_access_flags = unsigned(a->qp_access_flags) & ~kRegionOnly;
   if (mask & IBV_QP_AV) {
     // RoCE addresses by GID; a path without a GRH (LID only) cannot be routed.
     if (a->ah_attr.is_global) std::memcpy(o.dgid.raw.data(), a->ah_attr.grh.dgid.raw, 16);

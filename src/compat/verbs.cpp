@@ -69,6 +69,18 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   if (int rc = ibv_query_device(ctx, &attr->orig_attr)) return rc;
   if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof attr->phys_port_cnt_ex)
     attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
+  // On-demand paging: every operation of RC, UC and UD, implicit regions too (no XRC here).
+  const bool odp = uctx(ctx)->dev->query_device().odp;
+  if (attr_size >= offsetof(ibv_device_attr_ex, odp_caps) + sizeof attr->odp_caps && odp) {
+    attr->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    constexpr uint32_t kAll = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                              IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr->odp_caps.per_transport_caps.rc_odp_caps = kAll;
+    attr->odp_caps.per_transport_caps.uc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                    IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
+    attr->odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+                                                    IBV_ODP_SUPPORT_SRQ_RECV;
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof attr->max_dm_size)
     attr->max_dm_size = uctx(ctx)->dev->query_device().max_dm_size;
   return 0;
@@ -130,6 +142,7 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   c->vctx.create_qp_ex = create_qp_ex;
   c->vctx.create_cq_ex = create_cq_ex;
   c->vctx.query_device_ex = query_device_ex;
+  c->vctx.advise_mr = advise_mr;
   c->vctx.alloc_dm = alloc_dm;
   c->vctx.free_dm = free_dm;
   c->vctx.reg_dm_mr = reg_dm_mr;

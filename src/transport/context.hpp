@@ -22,9 +22,10 @@ class Context {
   const verbs::MrTable& mrs() const { return core_.mrs_; }
   verbs::MrTable& mrs() { return core_.mrs_; }
   // A remote access to qp's side: a region of its PD, or a window (type 2: bound through qp).
+  // *odp: the bytes belong to an on-demand region (move them with verbs/region_access.hpp).
   verbs::KeyCheck check_remote(const Qp& qp, verbs::Rkey rkey, uint64_t va, uint64_t len, uint32_t need,
-                               uint8_t** host = nullptr) const {
-    return core_.mrs_.check_remote(rkey, qp.pd(), va, len, need, host, qp.qpn().value());
+                               uint8_t** host = nullptr, bool* odp = nullptr) const {
+    return core_.mrs_.check_remote(rkey, qp.pd(), va, len, need, host, qp.qpn().value(), odp);
   }
 
   // Transmit: a free buffer (nullptr and counted when the pool is empty), then emit it with

@@ -174,6 +174,9 @@ class ProtocolCore {
   // The region keeps its keys and takes this PD, range and access from the next packet on.
   Result<verbs::Mr> rereg_mr(Lkey lkey, PdHandle pd, void* addr, uint64_t len, uint32_t access, uint64_t iova);
   Status dereg_mr(Lkey lkey);  // unbinds the windows bound to it
+  // ibv_advise_mr's prefetch: each SGE must lie in an on-demand region of pd (EINVAL); with
+  // `populate` its pages are touched now (EFAULT if one is not mapped).
+  Status prefetch(PdHandle pd, std::span<const Sge> sges, bool populate);
   uint32_t mr_windows(Lkey lkey) const { return mrs_.windows_on(lkey); }
   // Memory windows (type 1 or 2), named by index; a window holds its PD like a region.
   Result<verbs::Mw> alloc_mw(PdHandle pd, uint8_t type);

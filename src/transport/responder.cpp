@@ -19,12 +19,12 @@
 //   D  UC, which answers nothing: the message is dropped silently, up to the next FIRST/ONLY.
 // A completion queue that overflows (class G) is the core's to handle (push_wc).
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 
 #include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
+#include "verbs/region_access.hpp"
 
 namespace uroce::transport {
 
@@ -240,11 +240,12 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   if (len) {
     // Checked again per packet: deregistration revokes the key at once.
     uint8_t* dst = nullptr;
-    if (cx.check_remote(qp, r.write_rkey, r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst) !=
-        verbs::KeyCheck::Ok) {
+    bool odp = false;
+    if (cx.check_remote(qp, r.write_rkey, r.write_va + r.write_offset, len, kAccessRemoteWrite, &dst, &odp) !=
+            verbs::KeyCheck::Ok ||
+        !verbs::region_write(dst, p.payload.data(), len, odp)) {
       return reject(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
     }
-    std::memcpy(dst, p.payload.data(), len);
   }
   r.write_offset += len;
   r.epsn = p.bth.psn + 1;
@@ -304,18 +305,13 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // misaligned, not allowed, too many: class C
   }
   uint8_t* host = nullptr;
-  if (cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host) !=
-      verbs::KeyCheck::Ok) {
+  bool odp = false;
+  uint64_t orig = 0;
+  if (cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host, &odp) !=
+          verbs::KeyCheck::Ok ||
+      !verbs::region_atomic(host, odp, p.bth.opcode == Opcode::RC_COMPARE_SWAP, p.atomic.compare, p.atomic.swap_add,
+                            orig)) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
-  }
-  // Atomic with respect to every other uroce atomic on this memory: all go through atomic_ref.
-  std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(host));
-  uint64_t orig;
-  if (p.bth.opcode == Opcode::RC_COMPARE_SWAP) {
-    orig = p.atomic.compare;
-    target.compare_exchange_strong(orig, p.atomic.swap_add);
-  } else {
-    orig = target.fetch_add(p.atomic.swap_add);
   }
   remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, Rkey(p.atomic.rkey), 8, orig});
   RespJob j;
@@ -435,9 +431,14 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       wire::Packet p = response_to(qp, op, j.psn + k);
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
-      if (len && cx.check_remote(qp, j.rkey, j.va + j.sent, len, kAccessRemoteRead, &src) !=
-                     verbs::KeyCheck::Ok) {
-        cx.release(tx);  // deregistered while its READ was answered: class C, NAK now, before anything else
+      bool odp = false;
+      const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+      uint8_t* dst = tx->data + at;
+      if (len && (cx.check_remote(qp, j.rkey, j.va + j.sent, len, kAccessRemoteRead, &src, &odp) != verbs::KeyCheck::Ok ||
+                  (odp && !verbs::region_read(dst, src, len, true)))) {
+        // Deregistered (or an on-demand page gone) while its READ was answered: class C, NAK
+        // now, before anything else.
+        cx.release(tx);
         ++cx.ctr().tx_naks_fatal;
         ++qp.stats.tx_naks;
         r.jobs.clear();
@@ -445,9 +446,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
         cx.qp_to_error(qp);
         return Step::Done;
       }
-      const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
-      uint8_t* dst = tx->data + at;
-      if (len && !cx.by_reference(tx, at, src, len)) std::memcpy(dst, src, len);
+      if (len && !odp && !cx.by_reference(tx, at, src, len)) std::memcpy(dst, src, len);
       p.payload = {dst, len};
       send_packet(cx, tx, p);
       j.sent += len;

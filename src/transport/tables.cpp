@@ -11,6 +11,7 @@
 #include <string>
 
 #include "transport/roles.hpp"
+#include "verbs/region_access.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
 
@@ -91,6 +92,22 @@ Status ProtocolCore::dereg_mr(Lkey lkey) {
   PdHandle pd = mr->pd;
   mrs_.dereg(lkey);  // keys are dead from here on: the engine checks every access under our lock
   --pds_[pd];
+  return {};
+}
+
+Status ProtocolCore::prefetch(PdHandle pd, std::span<const Sge> sges, bool populate) {
+  UROCE_ASSERT_HELD(*this);
+  for (const Sge& s : sges) {
+    uint8_t* host = nullptr;
+    bool odp = false;
+    if (mrs_.check_local(Lkey(s.lkey), pd, s.addr, s.length, 0, &host, &odp) != verbs::KeyCheck::Ok || !odp)
+      return make_error(EINVAL, "advise_mr: an SGE outside the on-demand regions of this protection domain");
+    constexpr uint64_t kPage = 4096;
+    uint8_t byte;
+    for (uint64_t at = 0; populate && at < s.length; at = (at + kPage) & ~(kPage - 1))
+      if (!verbs::region_read(&byte, host + at, 1, true))
+        return make_error(EFAULT, "advise_mr: memory of the region is not mapped");
+  }
   return {};
 }
 

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "verbs/region_access.hpp"
+
 namespace uroce::verbs {
 
 const char* to_string(KeyCheck k) {
@@ -11,6 +13,7 @@ const char* to_string(KeyCheck k) {
     case KeyCheck::WrongPd: return "key belongs to another protection domain";
     case KeyCheck::OutOfBounds: return "access outside the memory region";
     case KeyCheck::NoAccess: return "memory region lacks the access right";
+    case KeyCheck::Missing: return "memory of an on-demand region is not mapped";
   }
   return "?";
 }
@@ -30,13 +33,17 @@ void MrTable::count_block(uint32_t key, int d) {
 }
 
 Status MrTable::validate(uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
-  constexpr uint32_t kKnown =
-      kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic | kAccessMwBind;
+  constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
+                              kAccessMwBind | kAccessOnDemand;
   if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
+  if ((access & kAccessOnDemand) && !odp_available())
+    return make_error(EOPNOTSUPP, "reg_mr: on-demand paging needs process_vm_readv, which this process may not use");
   // IBA 10.6.3.1: remote write or atomic access requires local write.
   if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite))
     return make_error(EINVAL, "reg_mr: REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE");
-  if (host == 0 && length != 0) return make_error(EINVAL, "reg_mr: null address");
+  // An implicit on-demand region: the whole address space, from 0.
+  const bool implicit = (access & kAccessOnDemand) && host == 0 && iova == 0 && length == UINT64_MAX;
+  if (host == 0 && length != 0 && !implicit) return make_error(EINVAL, "reg_mr: null address");
   if (host + length < host) return make_error(EINVAL, "reg_mr: region wraps the address space");
   if (iova + length < iova) return make_error(EINVAL, "reg_mr: the IOVA range wraps");
   return {};
@@ -176,7 +183,7 @@ static KeyCheck check_range(const Mr& mr, PdHandle pd, uint64_t addr, uint64_t l
 static uint8_t* host_of(const Mr& mr, uint64_t addr) { return reinterpret_cast<uint8_t*>(mr.host + (addr - mr.addr)); }
 
 KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need,
-                              uint8_t** host) const {
+                              uint8_t** host, bool* odp) const {
   if (len == 0) {
     if (host) *host = reinterpret_cast<uint8_t*>(addr);  // nothing is touched through it
     return KeyCheck::Ok;
@@ -185,6 +192,7 @@ KeyCheck MrTable::check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t le
   if (!mr) return KeyCheck::BadKey;
   KeyCheck k = check_range(*mr, pd, addr, len, need);
   if (k == KeyCheck::Ok && host) *host = host_of(*mr, addr);
+  if (odp) *odp = mr->odp();
   return k;
 }
 
@@ -199,7 +207,7 @@ static KeyCheck check_window(const Mw& w, const Mr* mr, PdHandle pd, uint64_t va
 }
 
 KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
-                               uint8_t** host, uint32_t qpn) const {
+                               uint8_t** host, uint32_t qpn, bool* odp) const {
   if (len == 0) return KeyCheck::Ok;
   auto it = by_rkey_.find(rkey);
   if (it == by_rkey_.end()) {
@@ -208,10 +216,12 @@ KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len
     const Mr* mr = w->second.bound ? by_lkey(w->second.mr) : nullptr;
     KeyCheck k = check_window(w->second, mr, pd, va, len, need, qpn);
     if (k == KeyCheck::Ok && host) *host = host_of(*mr, va);
+    if (k == KeyCheck::Ok && odp) *odp = mr->odp();
     return k;
   }
   KeyCheck k = check_range(*it->second, pd, va, len, need);
   if (k == KeyCheck::Ok && host) *host = host_of(*it->second, va);
+  if (odp) *odp = it->second->odp();
   return k;
 }
 

@@ -20,6 +20,7 @@ struct Mr {
   Rkey rkey;
   uint64_t host = 0;  // where its bytes lie in this process: addr unless registered at another IOVA
   uint32_t windows = 0;  // memory windows bound to it
+  bool odp() const { return access & kAccessOnDemand; }  // its bytes move through verbs/region_access.hpp
 };
 
 // A memory window (IBA 10.6.7): remote access to part of a region, granted and taken back by
@@ -37,7 +38,8 @@ struct Mw {
   uint32_t index() const { return rkey.value() >> 8; }
 };
 
-enum class KeyCheck : uint8_t { Ok, BadKey, WrongPd, OutOfBounds, NoAccess };
+// Missing: the checks passed, but memory of an on-demand region is not mapped (or not writable).
+enum class KeyCheck : uint8_t { Ok, BadKey, WrongPd, OutOfBounds, NoAccess, Missing };
 const char* to_string(KeyCheck k);
 
 class MrTable {
@@ -78,14 +80,15 @@ class MrTable {
 
   // Local SGE: lkey of this PD, [addr, addr+len) inside the MR, and the access it needs
   // (LOCAL_WRITE when the NIC writes into it). Zero-length accesses touch nothing and pass.
-  // On Ok, *host (if given) is where the bytes lie.
+  // On Ok, *host (if given) is where the bytes lie, *odp whether they belong to an on-demand
+  // region (to be moved with verbs/region_access.hpp).
   KeyCheck check_local(Lkey lkey, PdHandle pd, uint64_t addr, uint64_t len, uint32_t need,
-                       uint8_t** host = nullptr) const;
+                       uint8_t** host = nullptr, bool* odp = nullptr) const;
   // Remote access by rkey (IBA C9-88: no check for a zero-length transfer), through a region
   // or a bound window (a type 2 window only from the QP qpn it is bound to). On Ok, *host is
   // the address to read or write.
   KeyCheck check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
-                        uint8_t** host, uint32_t qpn = 0) const;
+                        uint8_t** host, uint32_t qpn = 0, bool* odp = nullptr) const;
 
  private:
   uint32_t fresh_key();  // a key in no window's block

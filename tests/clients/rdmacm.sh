@@ -111,7 +111,9 @@ if command -v qperf >/dev/null; then
   crc=0
   for t in rc_bw rc_rdma_write_bw rc_rdma_read_bw rc_lat; do
     for try in 1 2 3 4 5; do  # bounded: until the server's TCP port listens
-      timeout 30 $RUN qperf -lp $QPORT -cm1 -t 1 "$SADDR" $t > "$TMP/qperf.one" 2>&1; rc=$?
+      # -to 20: the server forks a process (a new NIC) per test, which a loaded machine may take
+      # longer than qperf's 5 s to bring up before it names its rdma_cm port.
+      timeout 30 $RUN qperf -lp $QPORT -to 20 -cm1 -t 1 "$SADDR" $t > "$TMP/qperf.one" 2>&1; rc=$?
       cp "$TMP/qperf.one" "$TMP/qperf.client.$t"
       grep -qE "failed to connect|Event rejected" "$TMP/qperf.one" || break
       sleep 0.2

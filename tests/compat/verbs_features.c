@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -251,6 +252,34 @@ static void check_memory(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
         "reg_dm_mr: a WRITE to zero-based VA 100 lands at device memory byte 1124");
   CHECK(ibv_free_dm(dm) == EBUSY, "free_dm while a region lies on it: EBUSY");
   CHECK(dmr && ibv_dereg_mr(dmr) == 0 && ibv_free_dm(dm) == 0, "dereg, then free_dm");
+
+  /* On-demand paging: the capabilities, an implicit region of the whole address space that a
+   * WRITE reaches through, a region whose page is gone (REM_ACCESS_ERR, no crash), advise_mr. */
+  struct ibv_device_attr_ex ox;
+  CHECK(ibv_query_device_ex(ctx, NULL, &ox) == 0 && (ox.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT) &&
+            (ox.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE),
+        "query_device_ex: ODP and implicit ODP");
+  struct ibv_mr* all = ibv_reg_mr(pd, NULL, SIZE_MAX,
+                                  IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  memset(t1, 0, sizeof t1);
+  CHECK(all && post_send(e, IBV_WR_RDMA_WRITE, mr, buf, 100, (uintptr_t)(t1 + 300), all->rkey, 65) == 0 &&
+            wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && memcmp(t1 + 300, buf, 100) == 0,
+        "an implicit on-demand region: a WRITE lands wherever it names");
+  char* page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  struct ibv_mr* om = page != MAP_FAILED ? ibv_reg_mr(pd, page, 4096, IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE |
+                                                                        IBV_ACCESS_REMOTE_WRITE)
+                                         : NULL;
+  struct ibv_sge psge = {.addr = (uintptr_t)page, .length = 4096, .lkey = om ? om->lkey : 0};
+  CHECK(om && ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &psge, 1) == 0,
+        "advise_mr(PREFETCH_WRITE) on a mapped on-demand region");
+  if (om) munmap(page, 4096);
+  CHECK(om && ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, IBV_ADVISE_MR_FLAG_FLUSH, &psge, 1) == EFAULT,
+        "advise_mr on its unmapped page: EFAULT");
+  CHECK(om && post_send(e, IBV_WR_RDMA_WRITE, mr, buf, 100, (uintptr_t)page, om->rkey, 66) == 0 &&
+            wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR,
+        "a WRITE to an unmapped page of an on-demand region: REM_ACCESS_ERR, and the process lives on");
+  if (om) ibv_dereg_mr(om);
+  if (all) ibv_dereg_mr(all);
   ibv_destroy_qp(c);
   ibv_destroy_qp(d);
   ibv_destroy_qp(e);
@@ -555,8 +584,8 @@ int main(void) {
   errno = 0;
   CHECK(ibv_create_qp(pd, &xa) == NULL && errno == EOPNOTSUPP, "XRC QP: EOPNOTSUPP");
   errno = 0;
-  CHECK(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND) == NULL && errno == EOPNOTSUPP,
-        "on-demand paging: EOPNOTSUPP");
+  CHECK(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED) == NULL && errno == EOPNOTSUPP,
+        "a zero-based region of host memory: EOPNOTSUPP");
 
   /* Extended CQ: SEND with immediate between two RC QPs on one ibv_cq_ex, polled with
    * start/next/end_poll and read field by field. */

@@ -1,12 +1,17 @@
 // Memory the NIC reaches, through the public API and the real engine: reregistration (access,
 // PD and range change, the keys stay), regions at an IOVA, device memory and its zero-based
-// regions, CQ resizing, and a reset QP taking its completions with it.
+// regions, memory windows, on-demand regions, CQ resizing, and a reset QP taking its
+// completions with it.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "uroce/uroce.hpp"
@@ -37,7 +42,7 @@ struct Loop {
     const Gid gid = *dev->query_gid(0);
     psn += 1000;
     ConnectOptions o;
-    o.access = kRemote;
+    o.access = kRemote | kAccessRemoteAtomic;
     ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = psn + 1}, psn, o));
     ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = psn}, psn + 1, o));
   }
@@ -443,4 +448,134 @@ TEST(Memory, ARegionTakesItsWindowsWithIt) {
   std::fill(mem.begin(), mem.end(), 0);
   EXPECT_EQ(l.write(smr->sge(0, 64), uint64_t(mem.data()), k), WcStatus::RemAccessErr);
   EXPECT_EQ(std::count(mem.begin(), mem.end(), 0), 4096);
+}
+
+// On-demand paging: nothing of the region need be mapped. What is mapped is reached as in any
+// region; a page that is not (unmapped, or read-only for a write) fails the access with an
+// access error, and the process lives on.
+TEST(Memory, OnDemandRegionsFailCleanlyWhereNothingIsMapped) {
+  Loop l;
+  constexpr size_t kPage = 4096;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  auto odp = std::move(*l.pd->reg_mr(m, 3 * kPage, kRemote | kAccessRemoteAtomic | kAccessOnDemand));
+  auto src = pattern(512, 6);
+  std::vector<uint8_t> back(512, 0);
+  uint64_t word = 0;
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto bmr = std::move(*l.pd->reg_mr(back.data(), back.size(), kAccessLocalWrite));
+  auto wmr = std::move(*l.pd->reg_mr(&word, 8, kAccessLocalWrite));
+  auto again = [&] {
+    l.reset();
+    l.connect(false);
+  };
+  auto fetch_add = [&](uint64_t va, uint64_t add) {
+    Sge s = wmr->sge(0, 8);
+    SendWr w{9, WrOpcode::AtomicFetchAdd, kSendSignaled, {&s, 1}};
+    w.remote_addr = va;
+    w.rkey = odp->rkey();
+    w.compare_add = add;
+    return l.post(w);
+  };
+  const uint64_t p1 = uint64_t(m) + kPage, p2 = uint64_t(m) + 2 * kPage;
+  ASSERT_EQ(l.write(smr->sge(0, 512), p1 + 100, odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(m + kPage + 100, src.data(), 512));
+  ASSERT_EQ(l.read(bmr->sge(0, 512), p1 + 100, odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(back, src);
+  ASSERT_EQ(fetch_add(p2, 5), WcStatus::Success);
+  ASSERT_EQ(fetch_add(p2, 5), WcStatus::Success);
+  EXPECT_EQ(word, 5u);
+  auto prefetch = [&](uint64_t addr, uint32_t len, uint32_t lkey) {
+    Sge s{addr, len, lkey};
+    return l.pd->prefetch({&s, 1});
+  };
+  EXPECT_TRUE(prefetch(p1, 4096, odp->lkey()));
+  EXPECT_EQ(prefetch(uint64_t(src.data()), 8, smr->lkey()).error().code, EINVAL) << "not on demand";
+
+  // Page 1 unreachable (PROT_NONE): WRITE, READ, atomic and a local SGE on it all fail.
+  ASSERT_EQ(mprotect(m + kPage, kPage, PROT_NONE), 0);
+  EXPECT_EQ(prefetch(p1, 8, odp->lkey()).error().code, EFAULT);
+  EXPECT_EQ(l.write(smr->sge(0, 512), p1, odp->rkey()), WcStatus::RemAccessErr);
+  again();
+  EXPECT_EQ(l.read(bmr->sge(0, 512), p1, odp->rkey()), WcStatus::RemAccessErr);
+  again();
+  EXPECT_EQ(fetch_add(p1, 1), WcStatus::RemAccessErr);
+  again();
+  Sge local{p1, 64, odp->lkey()};
+  EXPECT_EQ(l.write(local, uint64_t(back.data()), bmr->rkey()), WcStatus::LocProtErr);
+  again();
+  // Page 2 read-only: READ works, WRITE does not, and writes nothing.
+  ASSERT_EQ(mprotect(m + 2 * kPage, kPage, PROT_READ), 0);
+  ASSERT_EQ(l.read(bmr->sge(0, 8), p2, odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(l.write(smr->sge(0, 8), p2, odp->rkey()), WcStatus::RemAccessErr);
+  again();
+  uint64_t after = 0;
+  std::memcpy(&after, m + 2 * kPage, 8);
+  EXPECT_EQ(after, 10u);
+  // Mapped again: reached again.
+  ASSERT_EQ(mprotect(m + kPage, kPage, PROT_READ | PROT_WRITE), 0);
+  ASSERT_EQ(l.write(smr->sge(0, 512), p1, odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(m + kPage, src.data(), 512));
+  // Unmapped altogether.
+  ASSERT_EQ(munmap(m, 3 * kPage), 0);
+  EXPECT_EQ(l.write(smr->sge(0, 512), p1, odp->rkey()), WcStatus::RemAccessErr);
+}
+
+// An implicit on-demand region covers the whole address space from 0: its rkey reaches any
+// mapped memory of the process by its address, and nothing else.
+TEST(Memory, AnImplicitRegionReachesWhatIsMapped) {
+  Loop l;
+  auto all = l.pd->reg_mr(nullptr, SIZE_MAX, kRemote | kAccessOnDemand);
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(l.pd->reg_mr(nullptr, SIZE_MAX, kRemote).error().code, EINVAL) << "only on demand";
+  auto src = pattern(300, 2);
+  std::vector<uint8_t> dst(1000, 0);
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  ASSERT_EQ(l.write(smr->sge(0, 300), uint64_t(dst.data()) + 500, (*all)->rkey()), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(dst.data() + 500, src.data(), 300));
+  EXPECT_EQ(l.write(smr->sge(0, 300), 4096, (*all)->rkey()), WcStatus::RemAccessErr) << "page 1 is never mapped";
+}
+
+// Pages of an on-demand region taken away and given back while WRITEs and READs run: each
+// completes whole or with an access error, and the process lives on.
+TEST(Memory, PagesComingAndGoingDuringTrafficNeverCrash) {
+  Loop l;
+  constexpr size_t kLen = 64 * 1024;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  auto odp = std::move(*l.pd->reg_mr(m, kLen, kRemote | kAccessOnDemand));
+  auto src = pattern(kLen, 1);
+  std::vector<uint8_t> back(kLen);
+  auto smr = std::move(*l.pd->reg_mr(src.data(), src.size(), kAccessLocalWrite));
+  auto bmr = std::move(*l.pd->reg_mr(back.data(), back.size(), kAccessLocalWrite));
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    for (int i = 0; i < 100000 && !stop.load(); ++i)
+      mprotect(m + (i % 16) * 4096, 4096, i % 2 ? PROT_READ | PROT_WRITE : PROT_NONE);
+    mprotect(m, kLen, PROT_READ | PROT_WRITE);
+  });
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 300; ++i) {
+    const WcStatus st = i % 2 ? l.read(bmr->sge(0, kLen), uint64_t(m), odp->rkey())
+                              : l.write(smr->sge(0, kLen), uint64_t(m), odp->rkey());
+    ASSERT_TRUE(st == WcStatus::Success || st == WcStatus::RemAccessErr) << to_string(st);
+    if (st == WcStatus::Success) {
+      ++ok;
+    } else {
+      ++refused;
+      l.reset();
+      l.connect(false);
+    }
+  }
+  stop = true;
+  flipper.join();
+  std::printf("300 transfers of 64 KiB while pages came and went: %d whole, %d refused\n", ok, refused);
+  // All mapped again: both ways whole.
+  l.reset();
+  l.connect(false);
+  ASSERT_EQ(l.write(smr->sge(0, kLen), uint64_t(m), odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(0, std::memcmp(m, src.data(), kLen));
+  ASSERT_EQ(l.read(bmr->sge(0, kLen), uint64_t(m), odp->rkey()), WcStatus::Success);
+  EXPECT_EQ(back, src);
+  munmap(m, kLen);
 }

@@ -9,6 +9,7 @@
 #include "transport/recovery/selective/selective.hpp"
 #include "transport/roles.hpp"
 #include "transport/sgl.hpp"
+#include "verbs/region_access.hpp"
 
 namespace uroce::transport {
 
@@ -114,10 +115,10 @@ bool place_now(Context& cx, Qp& qp, const wire::Packet& p) {
     return false;
   }
   uint8_t* dst = nullptr;
-  if (cx.check_remote(qp, verbs::Rkey(rkey), va, mtu, kAccessRemoteWrite, &dst) != verbs::KeyCheck::Ok)
-    return false;  // executed in order, it is NAKed there
-  std::memcpy(dst, p.payload.data(), mtu);
-  return true;
+  bool odp = false;
+  // Refused, it is executed in order instead, and NAKed there.
+  return cx.check_remote(qp, verbs::Rkey(rkey), va, mtu, kAccessRemoteWrite, &dst, &odp) == verbs::KeyCheck::Ok &&
+         verbs::region_write(dst, p.payload.data(), mtu, odp);
 }
 
 // A request's opcode as RC has it: uroce's SEND opcodes are RC's plus 0xc8.

@@ -1,0 +1,49 @@
+#include "verbs/region_access.hpp"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace uroce::verbs {
+
+// The region's side is the "remote" iovec: only a fault there is ours to report; the local
+// side is the NIC's own buffer. A transfer cut short by a fault returns fewer bytes.
+bool odp_read(void* to, const uint8_t* from, size_t n) {
+  if (n == 0) return true;
+  iovec local{to, n}, remote{const_cast<uint8_t*>(from), n};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+}
+
+bool odp_write(uint8_t* to, const void* from, size_t n) {
+  if (n == 0) return true;
+  iovec local{const_cast<void*>(from), n}, remote{to, n};
+  return process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+}
+
+bool odp_available() {
+  static const bool ok = [] {
+    uint64_t a = 1, b = 0;
+    return odp_read(&b, reinterpret_cast<const uint8_t*>(&a), 8) && b == 1;
+  }();
+  return ok;
+}
+
+bool region_atomic(uint8_t* host, bool odp, bool cas, uint64_t compare, uint64_t swap_add, uint64_t& orig) {
+  if (odp) {
+    if (!odp_read(&orig, host, 8)) return false;
+    if (cas && orig != compare) return true;
+    const uint64_t next = cas ? swap_add : orig + swap_add;
+    return odp_write(host, &next, 8);
+  }
+  std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(host));
+  if (cas) {
+    orig = compare;
+    target.compare_exchange_strong(orig, swap_add);
+  } else {
+    orig = target.fetch_add(swap_add);
+  }
+  return true;
+}
+
+}  // namespace uroce::verbs
