@@ -114,6 +114,7 @@ struct Wc {
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;
   uint32_t vendor_err = 0;
+  uint64_t timestamp_ns = 0;  // when the device completed it, on its clock (Device::clock_ns)
 };
 
 // A 128-bit GID. RoCE v2 over IPv4 uses the IPv4-mapped IPv6 form ::ffff:a.b.c.d.

@@ -140,6 +140,9 @@ class Device {
   Status claim_service(uint64_t service_id);
   void release_service(uint64_t service_id);
   std::map<std::string, uint64_t> counters() const;
+  // The device's clock (CLOCK_MONOTONIC, in ns): completions carry the time they were made on
+  // it (Wc::timestamp_ns), as ibv_query_rt_values_ex reads a NIC's.
+  uint64_t clock_ns() const;
   // Lets what was posted so far leave the host (bounded by timeout_ms): a program that posts
   // and exits at once still gets its packets out, as a hardware NIC sends them.
   void flush(int timeout_ms);

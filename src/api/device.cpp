@@ -117,6 +117,8 @@ DeviceAttr Device::query_device() const {
   return a;
 }
 
+uint64_t Device::clock_ns() const { return engine::monotonic_ns(); }
+
 PortAttr Device::query_port() const {
   const auto& cfg = stack_->pc->config();
   return PortAttr{true, Mtu::Mtu4096, cfg.port_mtu, uint32_t(cfg.gids.size()), "Ethernet"};

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 #include "compat/internal.hpp"
@@ -119,7 +120,19 @@ UCq* new_cq(ibv_context* ctx, uint32_t cqe, void* cq_context, ibv_comp_channel* 
   return c;
 }
 
-// The standard fields only: no timestamps, VLAN, flow tag or tag matching, and no parent domain.
+// Completion timestamps: the device clock counts nanoseconds (hca_core_clock is 1 GHz), and the
+// wall-clock form is that time moved by how far CLOCK_REALTIME is from it now.
+uint64_t x_read_completion_ts(ibv_cq_ex* cq) { return ucq(cq)->cur.timestamp_ns; }
+uint64_t x_read_completion_wallclock_ns(ibv_cq_ex* cq) {
+  timespec mono, real;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  const int64_t offset = (int64_t(real.tv_sec) - int64_t(mono.tv_sec)) * 1'000'000'000 + (real.tv_nsec - mono.tv_nsec);
+  return uint64_t(int64_t(ucq(cq)->cur.timestamp_ns) + offset);
+}
+
+// The standard fields and completion timestamps: no VLAN, flow tag or tag matching, and no
+// parent domain.
 ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   if (a->cqe == 0 || a->cqe > uint32_t(INT32_MAX) || a->comp_vector >= uint32_t(ctx->num_comp_vectors) ||
       (a->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))) {
@@ -127,7 +140,9 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
     return nullptr;
   }
   uint32_t flags = a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS ? a->flags : 0;
-  if ((a->wc_flags & ~uint64_t(IBV_WC_STANDARD_FLAGS)) || (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
+  constexpr uint64_t kOffered = uint64_t(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  if ((a->wc_flags & ~kOffered) || (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
       (flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -148,6 +163,8 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   x.read_slid = x_read_slid;
   x.read_sl = x_read_sl;
   x.read_dlid_path_bits = x_read_dlid_path_bits;
+  x.read_completion_ts = x_read_completion_ts;
+  x.read_completion_wallclock_ns = x_read_completion_wallclock_ns;
   return &x;
 }
 

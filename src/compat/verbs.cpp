@@ -81,8 +81,24 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     attr->odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                                                     IBV_ODP_SUPPORT_SRQ_RECV;
   }
+  // Completion timestamps: 64 bits of the device clock, which counts nanoseconds (1 GHz).
+  if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof attr->hca_core_clock) {
+    attr->completion_timestamp_mask = UINT64_MAX;
+    attr->hca_core_clock = 1'000'000;  // kHz
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof attr->max_dm_size)
     attr->max_dm_size = uctx(ctx)->dev->query_device().max_dm_size;
+  return 0;
+}
+
+// The device clock now (the one completions are stamped with); only the raw clock is offered.
+int query_rt_values(ibv_context* ctx, ibv_values_ex* values) {
+  if (values->comp_mask & ~uint32_t(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    const uint64_t ns = uctx(ctx)->dev->clock_ns();
+    values->raw_clock.tv_sec = time_t(ns / 1'000'000'000);
+    values->raw_clock.tv_nsec = long(ns % 1'000'000'000);
+  }
   return 0;
 }
 
@@ -143,6 +159,7 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   c->vctx.create_cq_ex = create_cq_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.advise_mr = advise_mr;
+  c->vctx.query_rt_values = query_rt_values;
   c->vctx.alloc_dm = alloc_dm;
   c->vctx.free_dm = free_dm;
   c->vctx.reg_dm_mr = reg_dm_mr;

@@ -11,7 +11,7 @@ using verbs::Cq;
 
 void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
   bool was_overrun = cq->overrun();
-  if (!cq->push(wc)) {
+  if (!cq->push(wc, now_)) {
     ++ctr_.cq_overruns;
     if (!was_overrun) {  // reported once per CQ
       AsyncEvent e{AsyncEventType::CqErr};

@@ -19,6 +19,7 @@ void count_rx(Qp& q, size_t bytes) {
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
   UROCE_ASSERT_HELD(*this);
+  now_ = now;
   ++ctr_.rx_packets;
   ctr_.rx_bytes += buf.size();
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included

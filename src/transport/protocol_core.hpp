@@ -316,6 +316,7 @@ class ProtocolCore {
   std::vector<PacketBuf*> tx_;
   std::vector<verbs::Cq*> cq_events_;
   uint64_t wcs_made_ = 0;
+  uint64_t now_ = 0;  // the time the last entry point with one gave: completions carry it
 };
 
 }  // namespace uroce::transport

@@ -83,6 +83,7 @@ uint64_t ProtocolCore::next_deadline() {
 
 void ProtocolCore::gather_datagrams(Qp& qp, uint64_t now) {
   UROCE_ASSERT_HELD(*this);
+  now_ = now;
   if (qp.type() != QpType::UD) return;
   Context cx(*this);
   uint32_t budget = UINT32_MAX;
@@ -91,6 +92,7 @@ void ProtocolCore::gather_datagrams(Qp& qp, uint64_t now) {
 
 bool ProtocolCore::progress(uint64_t now) {
   UROCE_ASSERT_HELD(*this);
+  now_ = now;
   Context cx(*this);
   bool did = false;
   if (doorbell_count_.load(std::memory_order_seq_cst)) {

@@ -31,7 +31,7 @@ void Cq::purge(uint32_t qpn) {
   tail_.store(kept, std::memory_order_release);
 }
 
-bool Cq::push(const Wc& wc) {
+bool Cq::push(const Wc& wc, uint64_t ts) {
   const uint32_t mask = mask_.load(std::memory_order_relaxed);
   uint32_t t = tail_.load(std::memory_order_relaxed);
   if (t - head_.load(std::memory_order_acquire) > mask) {
@@ -39,6 +39,7 @@ bool Cq::push(const Wc& wc) {
     return false;
   }
   ring_[t & mask] = wc;
+  ring_[t & mask].timestamp_ns = ts;
   tail_.store(t + 1, std::memory_order_release);
   return true;
 }

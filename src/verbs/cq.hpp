@@ -26,8 +26,9 @@ class Cq {
   // takes its completions with it, as mlx5's does). Engine lock held.
   void purge(uint32_t qpn);
 
-  // Engine side. Returns false (and counts an overrun) if the queue is full.
-  bool push(const Wc& wc);
+  // Engine side: wc, completed at time `ts` of the device's clock. Returns false (and counts
+  // an overrun) if the queue is full.
+  bool push(const Wc& wc, uint64_t ts = 0);
   // True when the push should raise a completion event, given the arming (consumes it).
   bool take_event_for(const Wc& wc);
 

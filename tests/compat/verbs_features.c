@@ -634,9 +634,46 @@ int main(void) {
   ibv_destroy_qp(xs);
   ibv_destroy_qp(xr);
   CHECK(cqx && ibv_destroy_cq(ibv_cq_ex_to_cq(cqx)) == 0, "destroy the extended CQ");
-  struct ibv_cq_init_attr_ex cts = {.cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP};
-  errno = 0;
-  CHECK(ibv_create_cq_ex(ctx, &cts) == NULL && errno == EOPNOTSUPP, "extended CQ with timestamps: EOPNOTSUPP");
+  /* Completion timestamps: the device clock (ns, hca_core_clock 1 GHz), and wall-clock time. */
+  struct ibv_device_attr_ex tx;
+  CHECK(ibv_query_device_ex(ctx, NULL, &tx) == 0 && tx.completion_timestamp_mask == UINT64_MAX &&
+            tx.hca_core_clock == 1000000,
+        "query_device_ex: 64-bit completion timestamps at 1 GHz");
+  struct ibv_values_ex v0 = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK}, v1 = v0;
+  struct ibv_cq_init_attr_ex cts = {
+      .cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK};
+  struct ibv_cq_ex* tcq = ibv_create_cq_ex(ctx, &cts);
+  struct ibv_qp* ts = tcq ? make_qp(IBV_QPT_RC, ibv_cq_ex_to_cq(tcq), NULL) : NULL;
+  struct ibv_qp* tr = tcq ? make_qp(IBV_QPT_RC, ibv_cq_ex_to_cq(tcq), NULL) : NULL;
+  CHECK(tcq && ts && tr && connect_rc(ts, tr->qp_num, 90, 91) == 0 && connect_rc(tr, ts->qp_num, 91, 90) == 0,
+        "create_cq_ex with both timestamps; RC QPs on it");
+  if (ts && tr) {
+    struct timespec r0, r1;
+    clock_gettime(CLOCK_REALTIME, &r0);
+    CHECK(ibv_query_rt_values_ex(ctx, &v0) == 0, "query_rt_values_ex: the raw clock");
+    post_send(ts, IBV_WR_RDMA_WRITE, mr, buf, 64, (uintptr_t)(buf + 6000), mr->rkey, 95);
+    struct ibv_poll_cq_attr pa = {0};
+    int r = ENOENT;
+    for (double end = now_s() + 10; r == ENOENT && now_s() < end;) r = ibv_start_poll(tcq, &pa);
+    uint64_t ts_ns = 0, wall = 0;
+    if (r == 0) {
+      ts_ns = ibv_wc_read_completion_ts(tcq);
+      wall = ibv_wc_read_completion_wallclock_ns(tcq);
+      ibv_end_poll(tcq);
+    }
+    ibv_query_rt_values_ex(ctx, &v1);
+    clock_gettime(CLOCK_REALTIME, &r1);
+    const uint64_t c0 = (uint64_t)v0.raw_clock.tv_sec * 1000000000u + (uint64_t)v0.raw_clock.tv_nsec;
+    const uint64_t c1 = (uint64_t)v1.raw_clock.tv_sec * 1000000000u + (uint64_t)v1.raw_clock.tv_nsec;
+    const uint64_t w0 = (uint64_t)r0.tv_sec * 1000000000u + (uint64_t)r0.tv_nsec;
+    const uint64_t w1 = (uint64_t)r1.tv_sec * 1000000000u + (uint64_t)r1.tv_nsec;
+    CHECK(r == 0 && tcq->wr_id == 95 && c0 <= ts_ns && ts_ns <= c1,
+          "the completion's timestamp lies between two readings of the device clock around it");
+    CHECK(r == 0 && wall + 1000000 >= w0 && wall <= w1 + 1000000, "its wall-clock time lies between the two around it");
+  }
+  ibv_destroy_qp(ts);
+  ibv_destroy_qp(tr);
+  if (tcq) ibv_destroy_cq(ibv_cq_ex_to_cq(tcq));
   struct ibv_cq_init_attr_ex cpd = {.cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = pd};
   errno = 0;
   CHECK(ibv_create_cq_ex(ctx, &cpd) == NULL && errno == EOPNOTSUPP, "extended CQ in a parent domain: EOPNOTSUPP");

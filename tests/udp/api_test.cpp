@@ -454,3 +454,37 @@ TEST(Api, OpeningShortOfDescriptorsFailsCleanly) {
   EXPECT_EQ(test::reap(child, 60), 0) << "-1: it hung (see stderr for the rest)";
 }
 #endif  // __SANITIZE_ADDRESS__
+
+// Completions carry the time the device made them, on its clock: a SEND's two completions lie
+// between two readings of Device::clock_ns around it, the receive's no earlier than the
+// moment the SEND was posted.
+TEST(Api, CompletionsCarryTheDeviceClock) {
+  auto dev = std::move(*Device::open("uroce_lo"));
+  auto pd = std::move(*dev->alloc_pd());
+  auto cq = std::move(*dev->create_cq(16));
+  std::vector<char> buf(256, 0);
+  auto mr = std::move(*pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite));
+  auto a = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  auto b = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get()}));
+  Gid gid = *dev->query_gid(0);
+  ASSERT_TRUE(a->connect({.gid = gid, .qpn = b->qp_num(), .psn = 3}, 4));
+  ASSERT_TRUE(b->connect({.gid = gid, .qpn = a->qp_num(), .psn = 4}, 3));
+  Sge src = mr->sge(0, 32), dst = mr->sge(128, 32);
+  ASSERT_TRUE(b->post_recv({1, {&dst, 1}}));
+  const uint64_t t0 = dev->clock_ns();
+  ASSERT_TRUE(a->post_send({2, WrOpcode::Send, kSendSignaled, {&src, 1}}));
+  Wc wc[2];
+  int got = 0;
+  for (int i = 0; i < 100 && got < 2; ++i) {
+    auto n = cq->wait({wc + got, size_t(2 - got)}, 100);
+    ASSERT_TRUE(n);
+    got += *n;
+  }
+  const uint64_t t1 = dev->clock_ns();
+  ASSERT_EQ(got, 2);
+  for (const Wc& w : wc) {
+    EXPECT_EQ(w.status, WcStatus::Success);
+    EXPECT_GE(w.timestamp_ns, t0) << "wr " << w.wr_id;
+    EXPECT_LE(w.timestamp_ns, t1) << "wr " << w.wr_id;
+  }
+}
