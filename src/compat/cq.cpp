@@ -131,8 +131,7 @@ uint64_t x_read_completion_wallclock_ns(ibv_cq_ex* cq) {
   return uint64_t(int64_t(ucq(cq)->cur.timestamp_ns) + offset);
 }
 
-// The standard fields and completion timestamps: no VLAN, flow tag or tag matching, and no
-// parent domain.
+// The standard fields and completion timestamps: no VLAN, flow tag or tag matching.
 ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   if (a->cqe == 0 || a->cqe > uint32_t(INT32_MAX) || a->comp_vector >= uint32_t(ctx->num_comp_vectors) ||
       (a->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))) {
@@ -142,7 +141,12 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   uint32_t flags = a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS ? a->flags : 0;
   constexpr uint64_t kOffered = uint64_t(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                                 IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-  if ((a->wc_flags & ~kOffered) || (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) ||
+  // A CQ in a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) is an ordinary CQ: only the domain is checked.
+  if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!a->parent_domain || !from<UPd>(a->parent_domain)->base)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if ((a->wc_flags & ~kOffered) ||
       (flags & ~uint32_t(IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
     errno = EOPNOTSUPP;
     return nullptr;

@@ -45,7 +45,8 @@ T* fail(const Error& e) {
 
 // The provider operations (ibv_context_ops and verbs_context), one file each: CQs (cq.cpp),
 // QPs and their work requests (qp.cpp), the extended send API (qp_ex.cpp), device memory
-// (memory.cpp), what uroce does not offer (unsupported.cpp).
+// (memory.cpp), parent and thread domains (domains.cpp), what uroce does not offer
+// (unsupported.cpp).
 int poll_cq(ibv_cq* cq, int n, ibv_wc* out);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a);
@@ -61,6 +62,9 @@ Status to_mw_bind(const ibv_mw* mw, uint32_t new_rkey, const ibv_mw_bind_info& b
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 int dealloc_mw(ibv_mw* mw);
+ibv_td* alloc_td(ibv_context* ctx, ibv_td_init_attr* attr);
+int dealloc_td(ibv_td* td);
+ibv_pd* alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
 int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int free_dm(ibv_dm* dm);

@@ -36,6 +36,7 @@ ibv_mr* made(Result<std::unique_ptr<MemoryRegion>> mr, ibv_pd* pd) {
   m->ibv.length = m->mr->length();
   m->ibv.lkey = m->mr->lkey();
   m->ibv.rkey = m->mr->rkey();
+  ++from<UPd>(pd)->objects;
   return &m->ibv;
 }
 
@@ -74,10 +75,12 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   m->ibv.rkey = m->mw->rkey();
   m->ibv.handle = m->mw->handle();
   m->ibv.type = type;
+  ++from<UPd>(pd)->objects;
   return &m->ibv;
 }
 
 int dealloc_mw(ibv_mw* mw) {
+  --from<UPd>(mw->pd)->objects;
   delete from<UMw>(mw);
   return 0;
 }
@@ -85,7 +88,7 @@ int dealloc_mw(ibv_mw* mw) {
 // A type 1 window binds through the QP (rdma-core's ibv_bind_mw): a BIND_MW work request with
 // the next rkey, which mw->rkey names from the post on, as rxe's and mlx5's providers do.
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mb) {
-  if (mw->type != IBV_MW_TYPE_1 || qp->pd != mw->pd) return EINVAL;
+  if (mw->type != IBV_MW_TYPE_1 || from<UPd>(qp->pd)->pd != from<UPd>(mw->pd)->pd) return EINVAL;
   const uint32_t next = ibv_inc_rkey(mw->rkey);
   MwBind b;
   if (Status s = to_mw_bind(mw, next, mb->bind_info, b); !s) return s.error().code;
@@ -158,6 +161,7 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
 
 int ibv_dereg_mr(ibv_mr* mr) {
   if (from<UMr>(mr)->mr->windows()) return EBUSY;  // memory windows are bound to it
+  --from<UPd>(mr->pd)->objects;
   delete from<UMr>(mr);
   return 0;
 }
@@ -189,7 +193,11 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     errno = s.error().code;
     return IBV_REREG_MR_ERR_CMD;
   }
-  if (c.pd) mr->pd = pd;
+  if (c.pd) {
+    --from<UPd>(mr->pd)->objects;
+    ++from<UPd>(pd)->objects;
+    mr->pd = pd;
+  }
   mr->addr = m->mr->addr();
   mr->length = m->mr->length();
   return 0;

@@ -37,9 +37,22 @@ struct UContext {
   Device* dev = nullptr;  // shared->dev
 };
 
+// A protection domain, or a parent domain (ibv_alloc_parent_domain): a PD of its own to the
+// program, the same protection domain underneath (`base` is the one it was made from).
 struct UPd {
   ibv_pd ibv;
-  std::unique_ptr<ProtectionDomain> pd;
+  std::shared_ptr<ProtectionDomain> pd;
+  struct UPd* base = nullptr;      // a parent domain's
+  struct UTd* td = nullptr;        // a parent domain's thread domain, or null
+  std::atomic<uint32_t> parents{0};  // parent domains made from this one
+  std::atomic<uint32_t> objects{0};  // QPs, SRQs, regions and windows made in it (by this pointer)
+};
+
+// A thread domain: the promise that one thread at a time uses what is made in it. uroce's
+// queues take their locks anyway; the object exists so that programs can make it and pass it.
+struct UTd {
+  ibv_td ibv;
+  std::atomic<uint32_t> users{0};  // parent domains that name it
 };
 
 struct UMr {

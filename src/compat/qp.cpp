@@ -198,6 +198,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   attr->cap.max_send_wr = a.cap.max_send_wr;
   attr->cap.max_recv_wr = a.cap.max_recv_wr;
   track(pd->context, &UDevice::qps, ibv.qp_num, &ibv);
+  ++from<UPd>(pd)->objects;
   return &ibv;
 }
 
@@ -219,6 +220,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   pthread_mutex_init(&s->ibv.mutex, nullptr);
   pthread_cond_init(&s->ibv.cond, nullptr);
   track(pd->context, &UDevice::srqs, s->ibv.handle, &s->ibv);
+  ++from<UPd>(pd)->objects;
   return &s->ibv;
 }
 
@@ -240,6 +242,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   if (from<USrq>(srq)->srq->busy()) return EBUSY;
   track<ibv_srq>(srq->context, &UDevice::srqs, srq->handle, nullptr);
   wait_acks(srq->context, srq);
+  --from<UPd>(srq->pd)->objects;
   delete from<USrq>(srq);
   return 0;
 }
@@ -347,6 +350,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
 int ibv_destroy_qp(ibv_qp* qp) {
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   wait_acks(qp->context, qp);
+  --from<UPd>(qp->pd)->objects;
   delete from<UQp>(qp);
   return 0;
 }

@@ -159,6 +159,9 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   c->vctx.create_cq_ex = create_cq_ex;
   c->vctx.query_device_ex = query_device_ex;
   c->vctx.advise_mr = advise_mr;
+  c->vctx.alloc_td = alloc_td;
+  c->vctx.dealloc_td = dealloc_td;
+  c->vctx.alloc_parent_domain = alloc_parent_domain;
   c->vctx.query_rt_values = query_rt_values;
   c->vctx.alloc_dm = alloc_dm;
   c->vctx.free_dm = free_dm;
@@ -307,8 +310,13 @@ ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
-  if (from<UPd>(pd)->pd->busy()) return EBUSY;  // as libibverbs: nothing changes
-  delete from<UPd>(pd);
+  UPd* p = from<UPd>(pd);
+  // As libibverbs: nothing changes while objects use it: a parent domain made from it, what
+  // was made in it (a parent domain: what was made in it by its own pointer).
+  if (p->parents.load() || p->objects.load() || (!p->base && p->pd->busy())) return EBUSY;
+  if (p->base) --p->base->parents;
+  if (p->td) --p->td->users;
+  delete p;
   return 0;
 }
 

@@ -359,6 +359,49 @@ static void check_windows(struct ibv_cq* cq, struct ibv_mr* mr, char* buf) {
   if (rbm) ibv_dereg_mr(rbm);
 }
 
+/* Parent and thread domains: a parent domain made from the PD (with a thread domain) is a PD
+ * to the program: a region and QPs made in it move data; the PD and the thread domain cannot
+ * go while it exists; a CQ may be made in it. */
+static void check_domains(void) {
+  static char pbuf[4096];
+  struct ibv_td_init_attr ta = {0}, bad_ta = {.comp_mask = 1};
+  struct ibv_td* td = ibv_alloc_td(ctx, &ta);
+  errno = 0;
+  CHECK(td && ibv_alloc_td(ctx, &bad_ta) == NULL && errno == EINVAL, "alloc_td; with an unknown comp_mask: EINVAL");
+  struct ibv_parent_domain_init_attr pa = {.pd = pd, .td = td};
+  struct ibv_pd* par = td ? ibv_alloc_parent_domain(ctx, &pa) : NULL;
+  struct ibv_parent_domain_init_attr nested = {.pd = par};
+  errno = 0;
+  CHECK(par && par != pd && ibv_alloc_parent_domain(ctx, &nested) == NULL && errno == EINVAL,
+        "alloc_parent_domain; from a parent domain: EINVAL");
+  if (!par) return;
+  struct ibv_cq_init_attr_ex ca = {.cqe = 8, .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = par};
+  struct ibv_cq_ex* pcq = ibv_create_cq_ex(ctx, &ca);
+  struct ibv_cq* cq = pcq ? ibv_cq_ex_to_cq(pcq) : NULL;
+  struct ibv_mr* pm = ibv_reg_mr(par, pbuf, 2048, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+                                .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* x = cq && pm ? ibv_create_qp(par, &qa) : NULL;
+  struct ibv_qp* y = cq && pm ? ibv_create_qp(par, &qa) : NULL;
+  CHECK(x && y && x->pd == par && connect_rc(x, y->qp_num, 1500, 1600) == 0 && connect_rc(y, x->qp_num, 1600, 1500) == 0,
+        "a CQ, a region and RC QPs in the parent domain");
+  struct ibv_wc wc;
+  if (x && y) {
+    memcpy(pbuf, "parent-domain", 14);
+    memset(pbuf + 1024, 0, 32);
+    CHECK(post_recv(y, NULL, pm, pbuf + 1024, 32, 121) == 0 && post_send(x, IBV_WR_SEND, pm, pbuf, 14, 0, 0, 122) == 0 &&
+              wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wait_wc(cq, &wc) == 1 &&
+              wc.status == IBV_WC_SUCCESS && strcmp(pbuf + 1024, "parent-domain") == 0,
+          "a SEND between QPs of the parent domain arrives");
+  }
+  CHECK(ibv_dealloc_pd(pd) == EBUSY && ibv_dealloc_td(td) == EBUSY, "the PD and the thread domain stay while it exists");
+  ibv_destroy_qp(x);
+  ibv_destroy_qp(y);
+  if (pm) ibv_dereg_mr(pm);
+  if (cq) ibv_destroy_cq(cq);
+  CHECK(ibv_dealloc_pd(par) == 0 && ibv_dealloc_td(td) == 0, "dealloc the parent domain, then the thread domain");
+}
+
 static atomic_int qp_destroyed;
 static void* destroy_qp_thread(void* qp) {
   if (ibv_destroy_qp(qp) == 0) atomic_store(&qp_destroyed, 1);
@@ -676,7 +719,8 @@ int main(void) {
   if (tcq) ibv_destroy_cq(ibv_cq_ex_to_cq(tcq));
   struct ibv_cq_init_attr_ex cpd = {.cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = pd};
   errno = 0;
-  CHECK(ibv_create_cq_ex(ctx, &cpd) == NULL && errno == EOPNOTSUPP, "extended CQ in a parent domain: EOPNOTSUPP");
+  CHECK(ibv_create_cq_ex(ctx, &cpd) == NULL && errno == EINVAL, "extended CQ 'in a parent domain' that is a PD: EINVAL");
+  check_domains();
   struct ibv_cq_init_attr_ex czero = {.cqe = 0};
   errno = 0;
   CHECK(ibv_create_cq_ex(ctx, &czero) == NULL && errno == EINVAL, "extended CQ of 0 entries: EINVAL");
