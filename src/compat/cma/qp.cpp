@@ -14,7 +14,10 @@ namespace {
 // 4.096 us * 2^14 = 67 ms. The kernel's rdma_cm on RoCE takes its packet lifetime + 1 (19, 2 s,
 // on Debian 12's 6.1); a program that wants another sets RDMA_OPTION_ID_ACK_TIMEOUT.
 constexpr uint8_t kAckTimeout = 14;
-constexpr uint8_t kMinRnrTimer = 12;
+// RNR NAK timer code 0, 655.36 ms, as the kernel's CM gives (cm_init_qp_rtr_attr): a program
+// that posts its receive after its own send completed may be descheduled meanwhile, and the
+// peer's SEND must wait for it, not run out of RNR retries in a few milliseconds.
+constexpr uint8_t kMinRnrTimer = 0;
 
 bool has_offer(const Id* id) {
   return id->state == State::Requested || id->state == State::Replied || id->state == State::Accepted ||
