@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <array>
 #include <mutex>
+#include <optional>
 
 #include "compat/internal.hpp"
 
@@ -20,8 +22,9 @@ using namespace uroce::compat;
 namespace uroce::compat {
 
 // ibv_send_wr.wr is a union: the UD view is read only for UD QPs.
-// A BIND_MW request keeps its MwBind in `bind` (read when posting).
-Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud, MwBind& bind) {
+// A BIND_MW request keeps its MwBind in *bind (read when posting); bind() gives the storage.
+template <class BindSlot>
+Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud, BindSlot bind) {
   if (w->opcode == IBV_WR_SEND_WITH_INV) {
     o.opcode = WrOpcode::SendWithInv;
   } else if (w->opcode == IBV_WR_LOCAL_INV) {
@@ -37,8 +40,9 @@ Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud, MwBind& bind) {
   if (o.opcode == WrOpcode::SendWithInv || o.opcode == WrOpcode::LocalInv) o.invalidate_rkey = w->invalidate_rkey;
   if (o.opcode == WrOpcode::BindMw) {
     if (!w->bind_mw.mw) return make_error(EINVAL, "BIND_MW without a memory window");
-    if (Status s = to_mw_bind(w->bind_mw.mw, w->bind_mw.rkey, w->bind_mw.bind_info, bind); !s) return s;
-    o.bind = &bind;
+    MwBind& b = bind();
+    if (Status s = to_mw_bind(w->bind_mw.mw, w->bind_mw.rkey, w->bind_mw.bind_info, b); !s) return s;
+    o.bind = &b;
   }
   o.send_flags = w->send_flags;
   o.sg_list = {reinterpret_cast<const Sge*>(w->sg_list), size_t(w->num_sge)};
@@ -95,11 +99,19 @@ int post_chain(IbvWr* wr, IbvWr** bad, Convert convert, Post post) {
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   bool ud = qp->qp_type == IBV_QPT_UD;
   QueuePair* q = from<UQp>(qp)->qp.get();
-  MwBind binds[kPostBatch];  // one per request of a batch: post_chain fills batch[n] from the n-th
+  // BIND_MW requests keep their MwBind here until their batch is posted; made only for them,
+  // so that ordinary posts pay nothing for it. post_chain fills batch[n] from the n-th.
+  std::optional<std::array<MwBind, kPostBatch>> binds;
   size_t n = 0;
   return post_chain<ibv_send_wr, SendWr>(
       wr, bad,
-      [ud, &binds, &n](const ibv_send_wr* w, SendWr& o) { return to_send_wr(w, o, ud, binds[n++ % kPostBatch]); },
+      [ud, &binds, &n](const ibv_send_wr* w, SendWr& o) {
+        const size_t i = n++ % kPostBatch;
+        return to_send_wr(w, o, ud, [&]() -> MwBind& {
+          if (!binds) binds.emplace();
+          return (*binds)[i];
+        });
+      },
       [q, &n](std::span<const SendWr> ws, size_t* i) {
         n = 0;
         return q->post_send(ws, i);
