@@ -45,6 +45,7 @@ bool Cq::push(const Wc& wc, uint64_t ts) {
 }
 
 bool Cq::take_event_for(const Wc& wc) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the tail stored before: see arm()
   uint8_t a = arm_.load(std::memory_order_seq_cst);
   if (a == uint8_t(CqArm::None)) return false;
   // Solicited-only arming also fires on errors (IBA 11.4.2.2).

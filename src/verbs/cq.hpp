@@ -34,7 +34,14 @@ class Cq {
 
   // Application side.
   int poll(std::span<Wc> out);
-  void arm(CqArm how) { arm_.store(uint8_t(how), std::memory_order_seq_cst); }
+  // Arming, then polling once more, must not miss a completion pushed meanwhile: the engine
+  // stores the tail and loads the arming, the application stores the arming and loads the
+  // tail. Each side fences between its store and its load, or both may see the old values
+  // (x86 lets a load pass an earlier store) and the completion raises no event.
+  void arm(CqArm how) {
+    arm_.store(uint8_t(how), std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
   bool overrun() const { return overrun_.load(std::memory_order_relaxed); }
   uint32_t pending() const;
 
