@@ -1,0 +1,62 @@
+#!/bin/sh
+# rsockets between two uroce processes, with programs written by others: librdmacm's rstream
+# (blocking, non-blocking, poll-driven, and verifying every byte) and riostream (riomap and
+# riowrite), then a TCP program run unmodified through Debian's librspreload.so: tcp_stream, a
+# select() loop whose every byte is checked, and whose listener must not be a kernel socket (ss
+# shows none on its port): its bytes really go over rsockets.
+#   usage: rsockets.sh BIN_DIR
+BIN=$1
+command -v rstream >/dev/null || { echo "SKIP: rstream is not installed (Debian: rdmacm-utils)"; exit 77; }
+RUN="$BIN/uroce-run --"
+PRELOAD=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
+# The server's device takes an address of its own, so that parallel tests do not meet it.
+SADDR=127.0.$(( 100 + $$ % 100 )).$(( 2 + $$ % 200 ))
+CADDR=127.0.$(( 100 + $$ % 100 )).$(( 3 + $$ % 200 ))
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+# Runs a server and a client; crc and src are their exit codes. Extra environment for both in
+# PAIR_ENV (the preload).
+pair() {  # name "server command" "client command"
+  name=$1
+  env $PAIR_ENV UROCE_ADDR=$SADDR timeout 60 $RUN $2 > "$TMP/$name.server" 2>&1 &
+  spid=$!
+  i=0  # until the server's device is bound, then a moment for its listen (bounded)
+  while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+  sleep 0.3
+  env $PAIR_ENV UROCE_ADDR=$CADDR timeout 60 $RUN $3 > "$TMP/$name.client" 2>&1; crc=$?
+  wait $spid; src=$?
+}
+report() {  # name ok description
+  if [ "$2" = 0 ]; then echo "ok - $3"; else
+    echo "FAIL: $3 (client $crc, server $src)"
+    echo "## client:"; tail -6 "$TMP/$1.client"; echo "## server:"; tail -6 "$TMP/$1.server"; fail=1; fi
+}
+
+# rstream: the same options on both sides; -T v checks every byte it receives.
+for mode in b n a v; do
+  pair "rstream-$mode" "rstream -b $SADDR -T $mode -S 65536 -C 200" "rstream -s $SADDR -T $mode -S 65536 -C 200"
+  ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "^custom" "$TMP/rstream-$mode.client" && ok=0
+  report "rstream-$mode" $ok "rstream -T $mode, 200 transfers of 64 KiB each way: $(awk '/^custom/ {print $7 " Gb/s"}' "$TMP/rstream-$mode.client")"
+done
+pair rstream-small "rstream -b $SADDR -T v -S 1 -C 2000" "rstream -s $SADDR -T v -S 1 -C 2000"
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && ok=0
+report rstream-small $ok "rstream -T v, 2000 one-byte transfers each way: $(awk '/^custom/ {print $8 " us per transfer"}' "$TMP/rstream-small.client")"
+
+# riostream: the receiver maps its buffer; the sender riowrites into it.
+pair riostream "riostream -b $SADDR -T v -S 65536 -C 50 -I 4" "riostream -s $SADDR -T v -S 65536 -C 50 -I 4"
+ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "^custom" "$TMP/riostream.client" && ok=0
+report riostream $ok "riostream -T v, riowrite of 64 KiB into the peer's riomap, 50 x 4: $(awk '/^custom/ {print $7 " Gb/s"}' "$TMP/riostream.client")"
+
+if [ -n "$PRELOAD" ]; then
+  PAIR_ENV="LD_PRELOAD=$PRELOAD"
+  seed=$$
+  pair tcp_stream "$BIN/tcp_stream server $SADDR 7471 40000000 $seed" "$BIN/tcp_stream client $SADDR 7471 40000000 $seed"
+  ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "read 40000037 of 40000037 bytes, 0 wrong" "$TMP/tcp_stream.server" &&
+    grep -q "kernel listeners on port 7471: 0" "$TMP/tcp_stream.server" && ok=0
+  report tcp_stream $ok "a TCP program through librspreload, its listener no kernel socket: 40 MB, every byte checked (seed $seed)"
+fi
+
+[ $fail = 0 ] && echo "rsockets: rstream, riostream and preloaded TCP programs run on uroce"
+exit $fail
