@@ -3,9 +3,9 @@
 set -e
 PKGS="cmake make g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev \
 zlib1g-dev libxdp-dev libbpf-dev pkg-config tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest \
-ucx-utils libfabric-bin openmpi-bin libopenmpi-dev python3-pyverbs librdmacm-dev rdmacm-utils qperf"
+ucx-utils libfabric-bin openmpi-bin libopenmpi-dev python3-pyverbs librdmacm-dev rdmacm-utils qperf iperf3"
 # `install-deps.sh bench`: also the baselines make bench measures, and its plotter.
-[ "$1" = bench ] && PKGS="$PKGS sockperf iperf3 gnuplot-nox"
+[ "$1" = bench ] && PKGS="$PKGS sockperf gnuplot-nox"
 # `install-deps.sh study`: the plotter of make study.
 [ "$1" = study ] && PKGS="$PKGS gnuplot-nox"
 missing=""

@@ -1,9 +1,10 @@
 #!/bin/sh
 # rsockets between two uroce processes, with programs written by others: librdmacm's rstream
 # (blocking, non-blocking, poll-driven, and verifying every byte) and riostream (riomap and
-# riowrite), then a TCP program run unmodified through Debian's librspreload.so: tcp_stream, a
-# select() loop whose every byte is checked, and whose listener must not be a kernel socket (ss
-# shows none on its port): its bytes really go over rsockets.
+# riowrite), then TCP programs run unmodified through Debian's librspreload.so: tcp_stream, a
+# select() loop whose every byte is checked, and iperf3, whose receiver must count what was sent
+# (but for what was in flight at its end); neither listener may be a kernel socket: their bytes
+# really go over rsockets.
 #   usage: rsockets.sh BIN_DIR
 BIN=$1
 command -v rstream >/dev/null || { echo "SKIP: rstream is not installed (Debian: rdmacm-utils)"; exit 77; }
@@ -56,6 +57,26 @@ if [ -n "$PRELOAD" ]; then
   ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "read 40000037 of 40000037 bytes, 0 wrong" "$TMP/tcp_stream.server" &&
     grep -q "kernel listeners on port 7471: 0" "$TMP/tcp_stream.server" && ok=0
   report tcp_stream $ok "a TCP program through librspreload, its listener no kernel socket: 40 MB, every byte checked (seed $seed)"
+  # iperf3 (select(), non-blocking sockets, a control and a data connection): what the
+  # receiver counts is what the sender sent, and its listener is no kernel socket.
+  if command -v iperf3 >/dev/null; then
+    env $PAIR_ENV UROCE_ADDR=$SADDR timeout 60 $RUN iperf3 -s -1 -B $SADDR -p 7472 > "$TMP/iperf3.server" 2>&1 &
+    spid=$!
+    i=0
+    while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+    sleep 0.3
+    kernel=$(ss -Htln "sport = :7472" 2>/dev/null | wc -l)
+    env $PAIR_ENV UROCE_ADDR=$CADDR timeout 60 $RUN iperf3 -c $SADDR -p 7472 -t 2 -J > "$TMP/iperf3.client" 2>&1; crc=$?
+    wait $spid; src=$?
+    # Exact byte counts from its JSON: sent, received, and the rate.
+    set -- $(/usr/bin/python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"], "%.1f" % (e["sum_received"]["bits_per_second"] / 1e9))' "$TMP/iperf3.client" 2>/dev/null)
+    sent=$1 got=$2 rate=$3
+    # The server stops counting at the client's TEST_END, so what was in flight then (at most a
+    # few of its 128 KiB blocks) goes uncounted, as over kernel TCP.
+    ok=1; [ $crc = 0 ] && [ $src = 0 ] && [ "$kernel" = 0 ] && [ -n "$got" ] && [ "$got" -gt 0 ] &&
+      [ "$got" -le "$sent" ] && [ $((sent - got)) -le 1048576 ] && ok=0
+    report iperf3 $ok "iperf3 through librspreload, no kernel listener on its port: $got of $sent bytes received, $rate Gbit/s"
+  fi
 fi
 
 [ $fail = 0 ] && echo "rsockets: rstream, riostream and preloaded TCP programs run on uroce"

@@ -2,7 +2,8 @@
  * and a client thread of one process, over 127.0.0.1. Checks bytes, lengths, errnos and poll
  * events: a stream of seeded random sizes read back in other sizes, one-byte exchanges (a
  * control channel's), MSG_PEEK and MSG_WAITALL, non-blocking EAGAIN, rpoll and rselect beside a
- * pipe, riomap/riowrite, SHUT_WR then EOF, options and names.
+ * pipe, riomap/riowrite, SHUT_WR then EOF, a close after data (POLLIN, then POLLHUP), options
+ * and names.
  *   usage: rsocket_check [seed] */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,7 @@ static unsigned seed;
 static struct sockaddr_in addr;
 static uint8_t *expect;
 static uint8_t iomap_src[IOMAP_LEN];
+static int server_closed;
 
 static uint8_t byte_at(size_t i) { return (uint8_t)(i * 2654435761u >> 13) ^ (uint8_t)seed; }
 
@@ -92,8 +94,18 @@ static void *client(void *arg) {
   CHECK(send_all(s, "last words", 10) == 0, "last");
   CHECK(rshutdown(s, SHUT_WR) == 0, "rshutdown: %s", strerror(errno));
   CHECK(rsend(s, "x", 1, 0) < 0, "rsend after SHUT_WR succeeded");
+  /* 6. The server sends "bye" and closes: while "bye" waits, the socket is readable, not hung
+   * up (a program that stops at POLLHUP would lose it); once read, POLLHUP and EOF. */
+  for (int i = 0; i < 10000 && !__atomic_load_n(&server_closed, __ATOMIC_ACQUIRE); i++) usleep(1000);
+  CHECK(__atomic_load_n(&server_closed, __ATOMIC_ACQUIRE), "server closed");
+  /* rclose returned once its DISCONNECT was acknowledged: it waits in our CQ now. */
+  struct pollfd pf = {s, POLLIN, 0};
+  CHECK(rpoll(&pf, 1, 5000) == 1 && pf.revents == POLLIN, "data before the close: revents %d", pf.revents);
   char bye[4] = {0};
   CHECK(recv_all(s, bye, 3) == 0 && !memcmp(bye, "bye", 3), "bye");
+  pf.revents = 0;
+  CHECK(rpoll(&pf, 1, 5000) == 1 && (pf.revents & POLLHUP), "then POLLHUP: revents %d", pf.revents);
+  CHECK(rrecv(s, bye, 1, 0) == 0, "then EOF");
   rclose(s);
   return NULL;
 }
@@ -209,8 +221,9 @@ int main(int argc, char **argv) {
   CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &v, &vl) == 0 && v == 0, "SO_ERROR %d", v);
   CHECK(rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, &vl) == 0 && v > 0, "SO_RCVBUF");
   CHECK(rsetsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0, "TCP_NODELAY");
-  pthread_join(t, NULL);
   rclose(s);
+  __atomic_store_n(&server_closed, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
   rclose(l);
   printf("rsocket_check: %d passed, %d failed\n", passed, failed);
   return failed != 0;

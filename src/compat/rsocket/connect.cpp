@@ -1,4 +1,5 @@
 // rsockets: making a socket, its QP and rings, and connecting it (rconnect, raccept).
+#include <dirent.h>
 #include <endian.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -147,12 +148,18 @@ void remove(Socket* s) {
   if (it != g_sockets.end() && it->second == s) g_sockets.erase(it);
 }
 
-// A socket's number: a descriptor of its own, readable with the cm channel (the same eventfd).
-// It is taken when the socket is handed out, so it is above the descriptor a preload library
-// opened just before for the program (as librspreload does): librdmacm 44's select() pairs them
-// by scanning upward and takes the first number that maps to the socket.
+// A socket's number: a descriptor of its own, readable with the cm channel (the same eventfd),
+// numbered above every descriptor open now. librspreload.so opens the program's descriptor
+// just before, and librdmacm 44's select() pairs the two by scanning numbers upward and taking
+// the first that maps to the socket: a number below the program's, as the lowest free one can
+// be, would be taken for it.
 int take_index(Socket* s) {
-  s->index = fcntl(s->id->channel->fd, F_DUPFD_CLOEXEC, 0);
+  int above = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) above = std::max(above, atoi(e->d_name));
+    closedir(d);
+  }
+  s->index = fcntl(s->id->channel->fd, F_DUPFD_CLOEXEC, above + 1);
   if (s->index < 0) return -1;
   insert(s);
   return s->index;

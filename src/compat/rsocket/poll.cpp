@@ -35,7 +35,10 @@ short poll_socket(Socket* s, short events, bool nonblock, Test test) {
     short rev = 0;
     if ((events & POLLIN) && (has_rdata(s) || !(s->state & kReadable))) rev |= POLLIN;
     if ((events & POLLOUT) && can_send(s)) rev |= POLLOUT;
-    if (!(s->state & kConnected)) rev |= s->state == kDisconnected ? POLLHUP : POLLERR;
+    // A peer's close is a hang-up once its data has been read, as TCP reports it: a program
+    // that treats POLLHUP as the end would otherwise lose what came before it.
+    if (!(s->state & kConnected) && !(s->state == kDisconnected && has_rdata(s)))
+      rev |= s->state == kDisconnected ? POLLHUP : POLLERR;
     return rev;
   }
   if (s->state == kListening) {  // a request waits on the channel
