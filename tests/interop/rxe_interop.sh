@@ -320,6 +320,15 @@ rdmacm_cases() {  # role: uroce is the rdma_cm client or server
     "ucmatose -c 2 -C 10 (two RC connections, messages each way)"
   guarded rdmacm_case "$role" ib_send_bw 18515 "-z -s 8192 -n 100" "-z -s 8192 -n 100 $me" "^ 8192 +100 " "^ 8192 +100 " \
     "perftest ib_send_bw -z (rdma_cm connection for perftest's exchange, 8 KiB x 100)"
+  # rsockets: librdmacm's in the guest, the drop-in's here, on the same wire format (private
+  # data, WRITE WITH IMMEDIATE into the peer's ring, credits and ring halves coming back).
+  guarded rdmacm_case "$role" rstream 7471 "-b $me -T v -S 65536 -C 100" "-s $me -T v -S 65536 -C 100" "^custom " \
+    "^custom " "rstream -T v, 64 KiB x 100 each way (rsockets, every byte checked)"
+  # rpoll-driven with uroce as the client only: librdmacm's rpoll reports POLLHUP beside unread
+  # data, and rstream -T a takes POLLHUP for an error, so a client that sees the server's last
+  # bytes and its close together (this emulated guest does) fails after a correct transfer.
+  [ "$role" = client ] && guarded rdmacm_case "$role" rstream 7471 "-b $me -T a -S 1 -C 500" "-s $me -T a -S 1 -C 500" \
+    "^custom " "^custom " "rstream -T a, 1 byte x 500 each way (rsockets through rpoll)" rstream-a
   # -R against rxe's server only: in this emulated guest its data listener comes up well after
   # a client on the host connects, and every pair meets perftest's listener race above.
   [ "$role" = server ] && guarded rdmacm_case "$role" ib_send_bw 18515 "-R -s 8192 -n 100" "-R -s 8192 -n 100 $me" \
