@@ -19,7 +19,8 @@
 #   each of 3 hosts) across hosts.
 # - a wildcard rdma_cm listener on a host with two networks serves clients on both;
 # - a daemon of another user is refused with what to do; root's uroced serves every user;
-# - a user without root alone on two hosts: rping and ib_write_bw across them.
+# - a user without root alone on two hosts: rping and ib_write_bw across them;
+# - rsockets across hosts: rstream -T v, and a TCP program through librspreload.so.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -520,6 +521,35 @@ wait $n5; f=$?
 if [ $e = 0 ] && [ $f = 0 ] && awk '$1 == 65536 && $2 == 300 && $4 > 0 {found = 1} END {exit !found}' "$tmp/n6w-c.log"; then
   ok "uid 65534 alone: ib_write_bw host 6 -> host 5: $(awk '$1 == 65536 {print $4 " MB/s"}' "$tmp/n6w-c.log")"
 else bad "uid 65534 alone, ib_write_bw (client $e, server $f): $(cat "$tmp/n6w-c.log" "$tmp/n5w-s.log")"; fi
+
+# rsockets across hosts: rstream -T v (every byte checked) host 2 -> host 1, and a plain TCP
+# program through Debian's librspreload.so host 1 -> host 2, every byte checked, its listener no
+# kernel socket. The rstream client runs again while its server waits (not yet listening).
+next_port
+on 1 timeout 60 "$BIN/uroce-run" -- rstream -b "$net.1" -p $port -T v -S 65536 -C 100 > "$tmp/rst-s.log" 2>&1 &
+rst=$!
+for try in 1 2 3 4 5; do
+  sleep 0.3
+  on 2 timeout 60 "$BIN/uroce-run" -- rstream -s "$net.1" -p $port -T v -S 65536 -C 100 > "$tmp/rst-c.log" 2>&1 && break
+  kill -0 $rst 2>/dev/null || break
+done
+wait $rst; f=$?
+if [ $f = 0 ] && grep -q "^custom" "$tmp/rst-c.log"; then
+  ok "rstream -T v host 2 -> host 1, 64 KiB x 100 each way: $(awk '/^custom/ {print $7 " Gb/s"}' "$tmp/rst-c.log")"
+else bad "rstream across hosts (server $f): $(cat "$tmp/rst-c.log" "$tmp/rst-s.log")"; fi
+preload=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
+if [ -n "$preload" ]; then
+  next_port
+  on 2 env LD_PRELOAD="$preload" timeout 60 "$BIN/uroce-run" -- "$BIN/tcp_stream" server "$net.2" $port 30000000 $tag > "$tmp/ts-s.log" 2>&1 &
+  tss=$!
+  on 1 env LD_PRELOAD="$preload" timeout 60 "$BIN/uroce-run" -- "$BIN/tcp_stream" client "$net.2" $port 30000000 $tag > "$tmp/ts-c.log" 2>&1
+  e=$?
+  wait $tss; f=$?
+  if [ $e = 0 ] && [ $f = 0 ] && grep -q "read 30000037 of 30000037 bytes, 0 wrong" "$tmp/ts-s.log" &&
+    grep -q "kernel listeners on port $port: 0" "$tmp/ts-s.log"; then
+    ok "a TCP program through librspreload.so host 1 -> host 2: 30 MB over rsockets, every byte checked"
+  else bad "tcp_stream through librspreload.so across hosts (client $e, server $f): $(cat "$tmp/ts-c.log" "$tmp/ts-s.log")"; fi
+fi
 
 echo "host nic: $passed passed, $failed failed"
 [ $failed = 0 ]
