@@ -15,14 +15,6 @@
 namespace uroce::compat::rs {
 
 namespace {
-constexpr uint64_t kSpinUs = 10;  // a blocking call polls this long before it sleeps
-
-uint64_t now_us() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
-
 bool ctrl_avail(const Socket* s) { return s->ctrl_seqno != s->ctrl_max_seqno; }
 
 // Credits go back when half the receive queue has been used since the last grant, or when half
@@ -186,6 +178,12 @@ void handle_cm_event(Socket* s) {
     rdma_ack_cm_event(ev);
   }
   fcntl(s->id->channel->fd, F_SETFL, fl);
+}
+
+uint64_t now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
 }
 
 bool nonblocking(const Socket* s, int flags) { return (s->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT); }

@@ -9,15 +9,6 @@
 
 namespace uroce::compat::rs {
 namespace {
-bool conn_can_send(Socket* s) { return can_send(s) || !(s->state & kWritable); }
-
-// Waits (as the socket and flags allow) for room to send one more message.
-int room(Socket* s, int flags) {
-  if (can_send(s)) return 0;
-  if (int ret = get_comp(s, nonblocking(s, flags), conn_can_send)) return ret;
-  return (s->state & kWritable) ? 0 : fail(ECONNRESET);
-}
-
 // The peer's table entry that holds offset, as the peer last wrote it; nullptr if none does.
 const WireIomap* find(const Socket* s, uint64_t offset) {
   for (int i = 0; i < s->target_iomap_size; ++i) {
@@ -30,10 +21,11 @@ const WireIomap* find(const Socket* s, uint64_t offset) {
 
 // Sends the writable mappings not yet sent (send_mu held).
 int send_iomaps(Socket* s, int flags) {
+  if (!s->iomaps_unsent.load(std::memory_order_acquire)) return 0;  // every send asks
   std::lock_guard g(s->map_mu);
   for (IoMapping& m : s->iomaps) {
     if (m.index < 0 || m.sent) continue;
-    if (int ret = room(s, flags)) return ret;
+    if (int ret = wait_room(s, flags)) return ret;
     WireIomap e{m.offset, {uintptr_t(m.mr->addr), m.mr->rkey, uint32_t(m.mr->length)}};
     if (s->swap) {
       e = {__builtin_bswap64(e.offset),
@@ -48,6 +40,7 @@ int send_iomaps(Socket* s, int flags) {
       return ret;
     m.sent = true;
   }
+  s->iomaps_unsent.store(false, std::memory_order_release);
   return 0;
 }
 
@@ -78,6 +71,7 @@ off_t riomap(int socket, void* buf, size_t len, int prot, int, off_t offset) {
   if (!m.mr) return -1;
   m.offset = offset == -1 ? uintptr_t(buf) : uint64_t(offset);
   s->iomaps.push_back(m);
+  if (m.index >= 0) s->iomaps_unsent.store(true, std::memory_order_release);
   return off_t(m.offset);
 }
 
@@ -111,7 +105,7 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
       if (left == count) ret = fail(EINVAL);
       break;
     }
-    if ((ret = room(s, flags))) break;
+    if ((ret = wait_room(s, flags))) break;
     uint32_t n = left > olen ? olen : uint32_t(left);
     if (left > olen && olen < kMaxTransfer) olen <<= 1;
     n = uint32_t(std::min<uint64_t>({n, s->sbuf_bytes_avail, m->offset + m->sge.length - off}));

@@ -13,14 +13,7 @@
 
 namespace uroce::compat::rs {
 namespace {
-constexpr uint64_t kSpinUs = 10;
 constexpr int kRecheckMs = 500;  // a bound on each sleep, so a missed wakeup costs no more
-
-uint64_t now_us() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
 
 bool poll_all(Socket*) { return true; }
 bool is_armed(Socket* s) { return s->cq_armed; }

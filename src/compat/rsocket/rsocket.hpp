@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -60,6 +61,7 @@ constexpr uint16_t kQpMin = 16, kQpMax = 0xfffe;
 constexpr uint32_t kCtrlSlots = 4;  // control messages in flight (a power of 2)
 constexpr int kSglEntries = 2;      // ring halves advertised at once
 constexpr uint64_t kRecvFlag = uint64_t(1) << 63;
+constexpr uint64_t kSpinUs = 10;  // a blocking call polls this long before it sleeps
 
 // A socket's state: bits, ordered passive < opening < connected < closed, as in librdmacm.
 enum State : int {
@@ -134,6 +136,7 @@ struct Socket {
   unsigned unack_cqe = 0;
 
   std::vector<IoMapping> iomaps;  // riomap'd regions (fixed slots for the peer's table first)
+  std::atomic<bool> iomaps_unsent{false};  // a writable mapping waits to be sent
 
   std::mutex send_mu, recv_mu, cq_mu, wait_mu, map_mu;
 };
@@ -193,5 +196,9 @@ int wait_event(Socket* s, int timeout_ms);  // wait_mu held
 bool all_sends_done(Socket* s);
 bool can_send_ctrl(Socket* s);
 int send_iomaps(Socket* s, int flags);
+// Waits (as the socket and flags allow) until one more message may be sent; ECONNRESET once
+// the socket can send no more (send_mu held).
+int wait_room(Socket* s, int flags);
+uint64_t now_us();  // CLOCK_MONOTONIC
 
 }  // namespace uroce::compat::rs

@@ -70,6 +70,12 @@ int post_piece(Socket* s, Cursor& from, uint32_t n, ibv_wr_opcode op, uint32_t m
   return 0;
 }
 
+int wait_room(Socket* s, int flags) {
+  if (can_send(s)) return 0;
+  if (int ret = get_comp(s, nonblocking(s, flags), conn_can_send)) return ret;
+  return (s->state & kWritable) ? 0 : fail(ECONNRESET);
+}
+
 namespace {
 // One WRITE with immediate of n bytes into the peer's current ring half.
 int write_data(Socket* s, Cursor& from, uint32_t n) {
@@ -108,13 +114,7 @@ ssize_t sendv(int socket, const iovec* iov, int iovcnt, int flags) {
   size_t len = total(iov, iovcnt), left = len;
   uint32_t olen = kFirstTransfer;
   while (left) {
-    if (!can_send(s)) {
-      if ((ret = get_comp(s, nonblocking(s, flags), conn_can_send))) break;
-      if (!(s->state & kWritable)) {
-        ret = fail(ECONNRESET);
-        break;
-      }
-    }
+    if ((ret = wait_room(s, flags))) break;
     // Small first pieces so the peer starts copying early; then up to 64 KiB each.
     uint32_t n = left > olen ? olen : uint32_t(left);
     if (left > olen && olen < kMaxTransfer) olen <<= 1;
