@@ -82,6 +82,11 @@ void on_recv(Socket* s, uint32_t msg) {
       }
       break;
     default:  // data: its bytes are in the ring, in order
+      if (datum_of(msg) > s->rbuf_size / 2) {  // more than a ring half holds: not an rsocket
+        s->state = kError;
+        s->err = EPROTO;
+        break;
+      }
       s->rmsg[s->rmsg_tail] = {op_of(msg), datum_of(msg)};
       if (++s->rmsg_tail == s->rmsg.size()) s->rmsg_tail = 0;
       break;
