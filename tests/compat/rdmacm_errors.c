@@ -13,18 +13,7 @@
 
 #include <rdma/rdma_cma.h>
 
-static int passed, failed;
-#define CHECK(cond, ...)                              \
-  do {                                                \
-    if (cond) {                                       \
-      passed++;                                       \
-    } else {                                          \
-      failed++;                                       \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-      printf(__VA_ARGS__);                            \
-      printf("\n");                                   \
-    }                                                 \
-  } while (0)
+#include "check.h"
 
 static struct rdma_event_channel* ch;
 static struct sockaddr_in server;

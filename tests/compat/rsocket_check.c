@@ -19,19 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int passed, failed;
-static unsigned seed;
-#define CHECK(c, ...)                                                   \
-  do {                                                                  \
-    if (c) {                                                            \
-      passed++;                                                         \
-    } else {                                                            \
-      failed++;                                                         \
-      printf("FAIL line %d (seed %u): ", __LINE__, seed);               \
-      printf(__VA_ARGS__);                                              \
-      printf("\n");                                                     \
-    }                                                                   \
-  } while (0)
+#include "check.h"
 
 #define STREAM (3u << 20)
 #define IOMAP_LEN 65536
@@ -112,6 +100,7 @@ static void *client(void *arg) {
 
 int main(int argc, char **argv) {
   seed = argc > 1 ? (unsigned)atoi(argv[1]) : (unsigned)getpid();
+  seeded = 1;
   expect = malloc(STREAM);
   for (size_t i = 0; i < STREAM; i++) expect[i] = byte_at(i);
   for (size_t i = 0; i < IOMAP_LEN; i++) iomap_src[i] = byte_at(i + 7);

@@ -125,7 +125,7 @@ int poll_cq(Socket* s) {
     if (wc.wr_id & kRecvFlag) {
       if (wc.status != IBV_WC_SUCCESS) continue;  // flushed
       ++received;
-      if (s->state & kDisconnected) continue;  // nothing after the peer's last word counts
+      if (s->state & (kDisconnected | kError)) continue;  // nothing after the last word or a broken one counts
       if (wc.wc_flags & IBV_WC_WITH_IMM) on_recv(s, ntohl(wc.imm_data));
     } else {
       on_send(s, wc);

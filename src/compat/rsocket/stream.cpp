@@ -107,6 +107,7 @@ ssize_t sendv(int socket, const iovec* iov, int iovcnt, int flags) {
   Socket* s = for_io(socket);
   if (!s) return -1;
   std::lock_guard g(s->send_mu);
+  if (s->state == kError && s->err) return fail(s->err);
   if (!(s->state & kWritable)) return fail(s->state & kConnected || s->state >= kDisconnected ? ECONNRESET : ENOTCONN);
   int ret = 0;
   if ((ret = send_iomaps(s, flags))) return ret;
@@ -134,6 +135,12 @@ ssize_t recvv(int socket, const iovec* iov, int iovcnt, int flags) {
   int ret = 0;
   do {
     if (!has_rdata(s) && (ret = get_comp(s, nonblocking(s, flags), conn_has_rdata))) break;
+    // A broken connection (a protocol error, a failed WQE) ends with its error, as a reset TCP
+    // connection does, once the data that came before it is read.
+    if (!has_rdata(s) && s->state == kError) {
+      ret = fail(s->err ? s->err : ECONNRESET);
+      break;
+    }
     Cursor to{iov, iovcnt};
     // Skip what earlier rounds of MSG_WAITALL filled.
     for (size_t done = len - left; done;) {
