@@ -2,9 +2,9 @@
 # rsockets between two uroce processes, with programs written by others: librdmacm's rstream
 # (blocking, non-blocking, poll-driven, and verifying every byte) and riostream (riomap and
 # riowrite), then TCP programs run unmodified through Debian's librspreload.so: tcp_stream, a
-# select() loop whose every byte is checked, and iperf3, whose receiver must count what was sent
-# (but for what was in flight at its end); neither listener may be a kernel socket: their bytes
-# really go over rsockets.
+# select() loop whose every byte is checked, and iperf3 each way, whose receiver must count what
+# was sent (but for what was in flight at its end) and read the bytes that were sent (hashed at
+# both ends); neither listener may be a kernel socket: their bytes really go over rsockets.
 #   usage: rsockets.sh BIN_DIR
 BIN=$1
 command -v rstream >/dev/null || { echo "SKIP: rstream is not installed (Debian: rdmacm-utils)"; exit 77; }
@@ -57,25 +57,28 @@ if [ -n "$PRELOAD" ]; then
   ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "read 40000037 of 40000037 bytes, 0 wrong" "$TMP/tcp_stream.server" &&
     grep -q "kernel listeners on port 7471: 0" "$TMP/tcp_stream.server" && ok=0
   report tcp_stream $ok "a TCP program through librspreload, its listener no kernel socket: 40 MB, every byte checked (seed $seed)"
-  # iperf3 (select(), non-blocking sockets, a control and a data connection): what the
-  # receiver counts is what the sender sent, and its listener is no kernel socket.
+  # iperf3 (select(), non-blocking sockets, a control and a data connection), each way: what
+  # the receiver counts is what was sent, the bytes hash alike at both ends (libstream_tap.so
+  # between iperf3 and the preload), and its listener is no kernel socket.
   if command -v iperf3 >/dev/null; then
-    env $PAIR_ENV UROCE_ADDR=$SADDR timeout 60 $RUN iperf3 -s -1 -B $SADDR -p 7472 > "$TMP/iperf3.server" 2>&1 &
-    spid=$!
-    i=0
-    while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
-    sleep 0.3
-    kernel=$(ss -Htln "sport = :7472" 2>/dev/null | wc -l)
-    env $PAIR_ENV UROCE_ADDR=$CADDR timeout 60 $RUN iperf3 -c $SADDR -p 7472 -t 2 -J > "$TMP/iperf3.client" 2>&1; crc=$?
-    wait $spid; src=$?
-    # Exact byte counts from its JSON: sent, received, and the rate.
-    set -- $(/usr/bin/python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print(e["sum_sent"]["bytes"], e["sum_received"]["bytes"], "%.1f" % (e["sum_received"]["bits_per_second"] / 1e9))' "$TMP/iperf3.client" 2>/dev/null)
-    sent=$1 got=$2 rate=$3
-    # The server stops counting at the client's TEST_END, so what was in flight then (at most a
-    # few of its 128 KiB blocks) goes uncounted, as over kernel TCP.
-    ok=1; [ $crc = 0 ] && [ $src = 0 ] && [ "$kernel" = 0 ] && [ -n "$got" ] && [ "$got" -gt 0 ] &&
-      [ "$got" -le "$sent" ] && [ $((sent - got)) -le 1048576 ] && ok=0
-    report iperf3 $ok "iperf3 through librspreload, no kernel listener on its port: $got of $sent bytes received, $rate Gbit/s"
+    . "$(dirname "$0")/../common/stream_tap.sh"
+    for dir in "" -R; do
+      name=iperf3$dir
+      env LD_PRELOAD="$BIN/libstream_tap.so $PRELOAD" UROCE_ADDR=$SADDR timeout 60 $RUN \
+        iperf3 -s -1 -B $SADDR -p 7472 > "$TMP/$name.server" 2> "$TMP/$name.server-tap" &
+      spid=$!
+      i=0
+      while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
+      sleep 0.3
+      kernel=$(ss -Htln "sport = :7472" 2>/dev/null | wc -l)
+      env LD_PRELOAD="$BIN/libstream_tap.so $PRELOAD" UROCE_ADDR=$CADDR timeout 60 $RUN \
+        iperf3 -c $SADDR -p 7472 -n 128M $dir -J > "$TMP/$name.client" 2> "$TMP/$name.client-tap"; crc=$?
+      wait $spid; src=$?
+      if [ -z "$dir" ]; then tx=client rx=server; else tx=server rx=client; fi
+      iperf3_verdict "iperf3 ${dir:+$dir }through librspreload, 128 MiB $tx to $rx" $crc $src "$kernel" \
+        "$TMP/$name.$tx-tap" "$TMP/$name.$rx-tap" "$TMP/$name.client" ||
+        { fail=1; tail -4 "$TMP/$name.client" "$TMP/$name.server" "$TMP/$name.client-tap" "$TMP/$name.server-tap"; }
+    done
   fi
 fi
 

@@ -20,7 +20,8 @@
 # - a wildcard rdma_cm listener on a host with two networks serves clients on both;
 # - a daemon of another user is refused with what to do; root's uroced serves every user;
 # - a user without root alone on two hosts: rping and ib_write_bw across them;
-# - rsockets across hosts: rstream -T v, and a TCP program through librspreload.so.
+# - rsockets across hosts: rstream -T v, and TCP programs through librspreload.so (tcp_stream;
+#   iperf3 each way, its bytes hashed at both ends).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: host_nic.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -549,6 +550,30 @@ if [ -n "$preload" ]; then
     grep -q "kernel listeners on port $port: 0" "$tmp/ts-s.log"; then
     ok "a TCP program through librspreload.so host 1 -> host 2: 30 MB over rsockets, every byte checked"
   else bad "tcp_stream through librspreload.so across hosts (client $e, server $f): $(cat "$tmp/ts-c.log" "$tmp/ts-s.log")"; fi
+  # iperf3 each way between host 1 (client) and host 2, its bytes hashed at both ends.
+  if command -v iperf3 >/dev/null; then
+    . "$HERE/../common/stream_tap.sh"
+    for dir in "" -R; do
+      next_port
+      on 2 env LD_PRELOAD="$BIN/libstream_tap.so $preload" timeout 60 "$BIN/uroce-run" -- \
+        iperf3 -s -1 -B "$net.2" -p $port > "$tmp/ip-s.json" 2> "$tmp/ip-s.tap" &
+      ips=$!
+      for try in 1 2 3 4 5; do  # until the server listens (an rsocket: no kernel socket to wait for)
+        sleep 0.3
+        kernel=$(on 2 ss -Htln "sport = :$port" | wc -l)
+        on 1 env LD_PRELOAD="$BIN/libstream_tap.so $preload" timeout 60 "$BIN/uroce-run" -- \
+          iperf3 -c "$net.2" -p $port -n 64M $dir -J > "$tmp/ip-c.json" 2> "$tmp/ip-c.tap"
+        e=$?
+        [ $e = 0 ] && break
+        kill -0 $ips 2>/dev/null || break
+      done
+      wait $ips; f=$?
+      if [ -z "$dir" ]; then tx=c rx=s; else tx=s rx=c; fi
+      if line=$(iperf3_verdict "iperf3 ${dir:+$dir }through librspreload.so across hosts, 64 MiB" $e $f "$kernel" \
+        "$tmp/ip-$tx.tap" "$tmp/ip-$rx.tap" "$tmp/ip-c.json"); then ok "${line#ok - }"
+      else bad "$line: $(tail -3 "$tmp/ip-c.json" "$tmp/ip-s.json" "$tmp/ip-c.tap" "$tmp/ip-s.tap")"; fi
+    done
+  fi
 fi
 
 echo "host nic: $passed passed, $failed failed"
