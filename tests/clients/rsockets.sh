@@ -10,6 +10,7 @@ BIN=$1
 command -v rstream >/dev/null || { echo "SKIP: rstream is not installed (Debian: rdmacm-utils)"; exit 77; }
 RUN="$BIN/uroce-run --"
 PRELOAD=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -1)
+. "$(dirname "$0")/../common/listen.sh"
 # The server's device takes an address of its own, so that parallel tests do not meet it.
 SADDR=127.0.$(( 100 + $$ % 100 )).$(( 2 + $$ % 200 ))
 CADDR=127.0.$(( 100 + $$ % 100 )).$(( 3 + $$ % 200 ))
@@ -23,9 +24,7 @@ pair() {  # name "server command" "client command"
   name=$1
   env $PAIR_ENV UROCE_ADDR=$SADDR timeout 60 $RUN $2 > "$TMP/$name.server" 2>&1 &
   spid=$!
-  i=0  # until the server's device is bound, then a moment for its listen (bounded)
-  while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
-  sleep 0.3
+  cm_listen_wait 7471 $SADDR  # the clients connect once
   env $PAIR_ENV UROCE_ADDR=$CADDR timeout 60 $RUN $3 > "$TMP/$name.client" 2>&1; crc=$?
   wait $spid; src=$?
 }
@@ -67,9 +66,7 @@ if [ -n "$PRELOAD" ]; then
       env LD_PRELOAD="$BIN/libstream_tap.so $PRELOAD" UROCE_ADDR=$SADDR timeout 60 $RUN \
         iperf3 -s -1 -B $SADDR -p 7472 > "$TMP/$name.server" 2> "$TMP/$name.server-tap" &
       spid=$!
-      i=0
-      while [ $i -lt 100 ] && ! ss -Hlun "src $SADDR:4791" 2>/dev/null | grep -q 4791; do sleep 0.05; i=$((i + 1)); done
-      sleep 0.3
+      cm_listen_wait 7472 $SADDR
       kernel=$(ss -Htln "sport = :7472" 2>/dev/null | wc -l)
       env LD_PRELOAD="$BIN/libstream_tap.so $PRELOAD" UROCE_ADDR=$CADDR timeout 60 $RUN \
         iperf3 -c $SADDR -p 7472 -n 128M $dir -J > "$TMP/$name.client" 2> "$TMP/$name.client-tap"; crc=$?

@@ -68,6 +68,17 @@ ok() { passed=$((passed + 1)); echo "ok - $*"; }
 bad() { failed=$((failed + 1)); echo "NOT OK - $*"; }
 port=$((20000 + tag % 20000))
 next_port() { port=$((port + 1)); }
+# cm_wait HOST PORT [PORT_SPACE]: until a process on HOST listens on rdma_cm's PORT (its service
+# ID in uroce's status; TCP's port space, 262, unless given), at most 20 s.
+cm_wait() {
+  sid=$(printf '0x00000000%04x%04x' "${3:-262}" "$2")
+  for i in $(seq 1 200); do
+    on "$1" "$BIN/uroce" 2>/dev/null | grep -q "services.*$sid" && return 0
+    sleep 0.1
+  done
+  echo "## nothing listens on rdma_cm port $2 of host $1 after 20 s"
+  return 1
+}
 
 # perf_server HOST PORT LOG: a uroce-perf server in the background; its pid in $!
 perf_server() { on "$1" timeout 120 "$BIN/uroce-perf" --server --port "$2" > "$3" 2>&1 & }
@@ -148,7 +159,7 @@ on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 20 -S 1000 -V
 rs1=$!
 on 1 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rs2.log" 2>&1 &
 rs2=$!
-sleep 0.5
+cm_wait 1 $q1; cm_wait 1 $q2
 on 2 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q1 -C 20 -S 1000 -V > "$tmp/rc1.log" 2>&1 &
 rc1=$!
 on 3 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.1" -p $q2 -C 20 -S 1000 -V > "$tmp/rc2.log" 2>&1
@@ -161,7 +172,7 @@ else bad "rping (clients $e1 $e2, servers $f1 $f2): $(cat "$tmp"/r[sc][12].log)"
 next_port
 on 2 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rs4.log" 2>&1 &
 rs4=$!
-sleep 0.5
+cm_wait 2 $port
 on 1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.2" -p $port -C 20 -S 1000 -V > "$tmp/rc4.log" 2>&1
 e=$?
 wait $rs4; f=$?
@@ -169,7 +180,7 @@ if [ $e = 0 ] && [ $f = 0 ]; then ok "rping the other way, host 2 serving host 1
 else bad "rping host 1 -> host 2 (client $e, server $f): $(cat "$tmp/rs4.log" "$tmp/rc4.log")"; fi
 on 1 timeout 30 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 > "$tmp/rs3.log" 2>&1 &
 rs3=$!
-sleep 0.5
+cm_wait 1 $q1
 out=$(on 1 timeout 10 "$BIN/uroce-run" -- rping -s -a "$net.1" -p $q1 -C 1 2>&1)
 case "$out" in
   *"in use"*|*"Address already in use"*) ok "a second listener on a taken rdma_cm port is refused: $(echo "$out" | head -1)" ;;
@@ -250,7 +261,7 @@ n=$(echo "$theirs" | $PY -c 'import json,sys; print(sum(len(d["processes"]) for 
 [ "$n" = 0 ] && ok "uid 65534 is told of none of root's processes" || bad "uid 65534 sees: $theirs"
 [ -n "$victim" ] && kill -9 "$victim"
 gone=no
-for i in $(seq 1 20); do  # at most 2 s
+for i in $(seq 1 100); do  # at most 10 s
   status=$(on 1 "$BIN/uroce" --json)
   [ "$(rts $victim)" = 0 ] && echo "$status" | grep -vq "\"pid\":$victim," && { gone=yes; break; }
   sleep 0.1
@@ -292,7 +303,12 @@ next_port
 perf_server 1 $port "$tmp/d1.log"; ds=$!
 on 2 timeout 90 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw --size 65536 --iters 30000 --json > "$tmp/dc.log" 2>&1 &
 dc=$!
-sleep 1.5
+for i in $(seq 1 100); do  # mid-transfer: once the server's QP is in RTS (at most 10 s), and a moment
+  status=$(on 1 "$BIN/uroce" --json)
+  [ "$(rts "$(server_pid 1 $port)")" -ge 1 ] && break
+  sleep 0.1
+done
+sleep 0.3
 daemon=$(ip netns pids "$(ns 1)" | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = uroced ] && echo $p; done)
 [ -n "$daemon" ] && kill -9 $daemon
 wait $dc; e1=$?
@@ -308,7 +324,7 @@ for prog in ucmatose udaddy; do
   command -v $prog >/dev/null || { echo "## $prog is not installed (Debian: rdmacm-utils): not run"; continue; }
   on 1 timeout 60 "$BIN/uroce-run" -- $prog -b "$net.1" -c 2 -C 20 > "$tmp/$prog-s.log" 2>&1 &
   ps_=$!
-  sleep 0.7
+  if [ $prog = udaddy ]; then cm_wait 1 7174 273; else cm_wait 1 7471; fi
   on 2 timeout 60 "$BIN/uroce-run" -- $prog -s "$net.1" -c 2 -C 20 > "$tmp/$prog-c.log" 2>&1
   e=$?
   wait $ps_; f=$?
@@ -424,7 +440,7 @@ for client in "3 $net2.1" "2 $net.1"; do
   on 1 timeout 60 "$BIN/uroce-run" -- rping -s -p $port -C 10 -S 1000 -V > "$tmp/rw-s.log" 2>&1 &
   rw=$!
   # Listening once its name is in the host's directory of listeners (at most 10 s).
-  ip netns exec "$(ns 1)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+  cm_wait 1 $port
   on $1 timeout 60 "$BIN/uroce-run" -- rping -c -a "$2" -p $port -C 10 -S 1000 -V > "$tmp/rw-c.log" 2>&1
   e=$?
   wait $rw; f=$?
@@ -440,7 +456,7 @@ for dst in 127.0.0.1 ::1; do
   next_port
   on 1 timeout 60 "$BIN/uroce-run" -- rping -s -p $port -C 10 -S 1000 -V > "$tmp/rl-s.log" 2>&1 &
   rw=$!
-  ip netns exec "$(ns 1)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+  cm_wait 1 $port
   on 1 timeout 60 "$BIN/uroce-run" -- rping -c -a $dst -p $port -C 10 -S 1000 -V > "$tmp/rl-c.log" 2>&1
   e=$?
   wait $rw; f=$?
@@ -504,7 +520,7 @@ ip -n "$(ns 4)" addr del fd79:4::1/64 dev eth0
 next_port
 nobody 5 timeout 60 "$BIN/uroce-run" -- rping -s -a "$net.5" -p $port -C 10 -S 1000 -V > "$tmp/n5-s.log" 2>&1 &
 n5=$!
-ip netns exec "$(ns 5)" sh -c "i=0; while [ \$i -lt 200 ] && ! grep -q 'uroce-cm/[0-9]*/$port/' /proc/net/unix; do sleep 0.05; i=\$((i+1)); done"
+cm_wait 5 $port
 nobody 6 timeout 60 "$BIN/uroce-run" -- rping -c -a "$net.5" -p $port -C 10 -S 1000 -V > "$tmp/n6-c.log" 2>&1
 e=$?
 wait $n5; f=$?
@@ -558,15 +574,11 @@ if [ -n "$preload" ]; then
       on 2 env LD_PRELOAD="$BIN/libstream_tap.so $preload" timeout 60 "$BIN/uroce-run" -- \
         iperf3 -s -1 -B "$net.2" -p $port > "$tmp/ip-s.json" 2> "$tmp/ip-s.tap" &
       ips=$!
-      for try in 1 2 3 4 5; do  # until the server listens (an rsocket: no kernel socket to wait for)
-        sleep 0.3
-        kernel=$(on 2 ss -Htln "sport = :$port" | wc -l)
-        on 1 env LD_PRELOAD="$BIN/libstream_tap.so $preload" timeout 60 "$BIN/uroce-run" -- \
-          iperf3 -c "$net.2" -p $port -n 64M $dir -J > "$tmp/ip-c.json" 2> "$tmp/ip-c.tap"
-        e=$?
-        [ $e = 0 ] && break
-        kill -0 $ips 2>/dev/null || break
-      done
+      cm_wait 2 $port
+      kernel=$(on 2 ss -Htln "sport = :$port" | wc -l)
+      on 1 env LD_PRELOAD="$BIN/libstream_tap.so $preload" timeout 60 "$BIN/uroce-run" -- \
+        iperf3 -c "$net.2" -p $port -n 64M $dir -J > "$tmp/ip-c.json" 2> "$tmp/ip-c.tap"
+      e=$?
       wait $ips; f=$?
       if [ -z "$dir" ]; then tx=c rx=s; else tx=s rx=c; fi
       if line=$(iperf3_verdict "iperf3 ${dir:+$dir }through librspreload.so across hosts, 64 MiB" $e $f "$kernel" \

@@ -145,7 +145,7 @@ TEST(CmLive, ConnectSendDisconnectOnASharedAddress) {
 
 TEST(CmLive, NobodyListensIsRejected) {
   Side a, b;
-  a.open();
+  a.open(CmOptions{16, 15});  // the REJ has minutes to come back, however slow the machine
   b.open();
   CmConnectParams p;
   p.peer = b.gid();
@@ -218,7 +218,7 @@ TEST(CmLive, OnePeerCannotFillTheRequestsAConsumerHolds) {
 // gets in once the consumer has taken its events.
 TEST(CmLive, ARequestPastMaxEventsWaitsForThePeersRetransmission) {
   Side a, b;
-  a.open(CmOptions{16, 5});  // ~268 ms per retry
+  a.open(CmOptions{16, 15});  // ~268 ms per retry, for as long as a slow machine needs
   CmOptions o{12, 5};
   o.max_events = 2;
   b.open(o);

@@ -39,8 +39,10 @@ std::string own_address() { return "127.0.1." + std::to_string(10 + getpid() % 2
 
 // A WRITE, a SEND and a READ from a to b, each of n patterned bytes, completed and compared.
 void exchange(ApiSide& a, ApiSide& b, uint32_t n, uint64_t seed) {
-  ASSERT_TRUE(a.qp->connect(b.endpoint(100), 200));
-  ASSERT_TRUE(b.qp->connect(a.endpoint(200), 100));
+  ConnectOptions o;
+  o.timeout = 18;  // ~1 s: a retransmission from a thread not scheduled in time would change the counts
+  ASSERT_TRUE(a.qp->connect(b.endpoint(100), 200, o));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(200), 100, o));
   test::fill_pattern(a.buf.data(), n, seed);
   Sge s = a.mr->sge(0, n);
   SendWr w{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};

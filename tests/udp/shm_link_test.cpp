@@ -313,12 +313,12 @@ TEST(SameHostLink, APeerThatNeverAnswersHoldsNothingUp) {
   wire::PacketBuf* one[] = {&p};
   for (int i = 0; i < 100; ++i) a.send(one, 0);
   const auto sent = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(sent, std::chrono::milliseconds(300));
+  EXPECT_LT(sent, std::chrono::milliseconds(700));  // a wait for the handshake would take its second
   EXPECT_EQ(wa.sent, 100);
   a.wait_handshake(gx, 10'000);
   const auto given_up = std::chrono::steady_clock::now() - start;
   EXPECT_GE(given_up, std::chrono::milliseconds(900));  // the peer had its second
-  EXPECT_LT(given_up, std::chrono::seconds(5));
+  EXPECT_LT(given_up, std::chrono::seconds(10));
   EXPECT_FALSE(a.attach_peer(gx, 0));
   EXPECT_EQ(a.stats().channels, 0u);
   close(stopped);

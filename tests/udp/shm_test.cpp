@@ -45,9 +45,18 @@ struct Side : test::ApiSide {
   }
 };
 
+// Nothing is lost between these devices, so a retransmission would mean a thread that was not
+// scheduled for the default timeout's 67 ms: ~1 s instead keeps packet counts exact on a
+// loaded machine.
+ConnectOptions patient() {
+  ConnectOptions o;
+  o.timeout = 18;
+  return o;
+}
+
 void connect(test::ApiSide& a, test::ApiSide& b) {
-  ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5));
-  ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7));
+  ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5, patient()));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7, patient()));
 }
 
 // An address of this process alone in 127.<net>/16, away from the first-free 127.0.0.x pool:
@@ -59,7 +68,8 @@ std::string own_addr(uint32_t net) {
 std::vector<Wc> wait_for(test::ApiSide& s, size_t want) {
   std::vector<Wc> got;
   Wc wc[16];
-  for (int i = 0; i < 500 && got.size() < want; ++i) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got.size() < want && std::chrono::steady_clock::now() < end) {
     auto r = s.cq->wait(wc, 10);
     EXPECT_TRUE(r);
     if (r) got.insert(got.end(), wc, wc + *r);
@@ -132,7 +142,7 @@ TEST(SameHost, PayloadsInOneSgeGoByReference) {
     QpCap cap;
     cap.max_send_sge = 3;
     a.qp = std::move(*a.pd->create_qp({QpType::RC, a.cq.get(), a.cq.get(), cap, false, nullptr}));
-    ConnectOptions o;
+    ConnectOptions o = patient();
     o.path_mtu = Mtu::Mtu1024;
     ASSERT_TRUE(a.qp->connect(b.endpoint(7), 5, o));
     ASSERT_TRUE(b.qp->connect(a.endpoint(5), 7, o));
@@ -297,7 +307,7 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
 
   auto poll_until = [&](const char* counter, uint64_t want) {
     Wc wc[4];
-    for (int i = 0; i < 2000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
+    for (int i = 0; i < 20000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
     return victim.counter(counter);
   };
   link::shm::Ring& r = f.area->ring[0];
@@ -431,7 +441,7 @@ TEST(SameHost, AStoppedPeerStallsNothingElse) {
   // 10 s more while the connect has not returned.
   using Clock = std::chrono::steady_clock;
   Clock::duration worst{};
-  int rounds = 0;
+  int rounds = 0, slow = 0;
   const auto end = Clock::now() + std::chrono::seconds(3);
   for (auto t0 = Clock::now(); t0 < end || (!done && t0 < end + std::chrono::seconds(10)); t0 = Clock::now()) {
     Sge r = b.mr->sge(0, 64), s = a.mr->sge(0, 64);
@@ -440,12 +450,17 @@ TEST(SameHost, AStoppedPeerStallsNothingElse) {
       ADD_FAILURE() << "round trip " << rounds;
       break;
     }
-    worst = std::max(worst, Clock::now() - t0);
+    const auto took = Clock::now() - t0;
+    worst = std::max(worst, took);
+    slow += took > std::chrono::milliseconds(250);
     ++rounds;
   }
   other.join();
-  EXPECT_LT(worst, std::chrono::milliseconds(250)) << rounds << " round trips";
-  EXPECT_LT(connect_took, std::chrono::milliseconds(2500));
+  // A stall under the lock lasts the handshake's second, at RTR and at each retry: several of
+  // about a second. A round trip this thread was preempted in may be slow once or twice.
+  EXPECT_LT(worst, std::chrono::milliseconds(900)) << rounds << " round trips";
+  EXPECT_LE(slow, 2) << "round trips over 250 ms, of " << rounds;
+  EXPECT_LT(connect_took, std::chrono::milliseconds(4000));
   EXPECT_EQ(a.counter("shm_channels"), 1u);  // b's; none to the stopped device
   close(stopped);
 }
