@@ -75,6 +75,7 @@ struct DeviceAttr {
   uint64_t max_mr_size;
   uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom,
       max_qp_init_rd_atom, max_inline_data, max_ah;
+  uint32_t max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach;  // UD multicast
   bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
   uint64_t max_dm_size;   // device memory (Device::alloc_dm) the device holds in all
   bool odp;               // on-demand regions (kAccessOnDemand): where the process may use process_vm_readv
@@ -326,6 +327,10 @@ class QueuePair {
   // none and DCQCN), in RESET or INIT. congestion_control(): what it uses.
   Status set_congestion_control(CongestionControl c);
   CongestionControl congestion_control() const;
+  // UD: receive what is sent to the multicast group `gid` (IPv4-mapped 224.0.0.0/4 over RoCE
+  // v2), as ibv_attach_mcast; attaching twice is no error. Detach: EINVAL if not attached.
+  Status attach_mcast(const Gid& gid);
+  Status detach_mcast(const Gid& gid);
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

@@ -111,6 +111,9 @@ DeviceAttr Device::query_device() const {
   a.max_qp_rd_atom = l.max_rd_atomic;
   a.max_qp_init_rd_atom = l.max_rd_atomic;
   a.max_inline_data = l.max_inline;
+  a.max_mcast_grp = l.max_mcast_grp;
+  a.max_mcast_qp_attach = l.max_mcast_qp_attach;
+  a.max_total_mcast_qp_attach = l.max_total_mcast_qp_attach;
   a.atomic_supported = true;
   a.max_dm_size = detail::kMaxDmBytes;
   a.odp = verbs::odp_available();
@@ -321,7 +324,27 @@ static transport::Qp& tq(verbs::Qp* q) { return transport::of(*q); }
 
 QueuePair::~QueuePair() {
   auto g = stack_->lock();
+  for (const Gid& group : stack_->pc->groups_of(tq(qp_)))  // the link's joins are counted
+    if (auto last = stack_->pc->detach_mcast(tq(qp_), group); last && *last) stack_->link->leave_group(group);
   (void)stack_->pc->destroy_qp(&tq(qp_));
+}
+
+Status QueuePair::attach_mcast(const Gid& gid) {
+  auto g = stack_->lock();
+  auto first = stack_->pc->attach_mcast(tq(qp_), gid);
+  if (!first) return first.error();
+  if (!*first) return {};
+  Status joined = stack_->link->join_group(gid);
+  if (!joined) (void)stack_->pc->detach_mcast(tq(qp_), gid);
+  return joined;
+}
+
+Status QueuePair::detach_mcast(const Gid& gid) {
+  auto g = stack_->lock();
+  auto last = stack_->pc->detach_mcast(tq(qp_), gid);
+  if (!last) return last.error();
+  if (*last) stack_->link->leave_group(gid);
+  return {};
 }
 
 uint32_t QueuePair::qp_num() const { return qp_->qpn().value(); }

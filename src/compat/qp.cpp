@@ -359,6 +359,23 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
   return 0;
 }
 
+// Multicast (RoCE: the group's GID; the LID is IB's and unused). A UD QP only.
+static Gid group_of(const ibv_gid& gid) {
+  Gid g;
+  std::memcpy(g.raw.data(), gid.raw, 16);
+  return g;
+}
+int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t) {
+  if (!qp || !gid) return EINVAL;
+  Status s = from<UQp>(qp)->qp->attach_mcast(group_of(*gid));
+  return s ? 0 : s.error().code;
+}
+int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t) {
+  if (!qp || !gid) return EINVAL;
+  Status s = from<UQp>(qp)->qp->detach_mcast(group_of(*gid));
+  return s ? 0 : s.error().code;
+}
+
 int ibv_destroy_qp(ibv_qp* qp) {
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   wait_acks(qp->context, qp);

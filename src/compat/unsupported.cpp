@@ -1,5 +1,5 @@
-// What uroce does not offer, failing as libibverbs callers test for: XRC and multicast
-// helpers, dma-buf, importing objects from another process.
+// What uroce does not offer, failing as libibverbs callers test for: XRC helpers, dma-buf,
+// importing objects from another process.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <poll.h>
@@ -18,8 +18,6 @@ using namespace uroce::compat;
 
 extern "C" {
 
-int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
 // Kernel-ABI helpers that librdmacm imports; uroce has no kernel side to copy from.
 void ibv_copy_ah_attr_from_kern(void*, const void*) {}

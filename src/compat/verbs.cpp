@@ -246,6 +246,9 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_srq_wr = int(d.max_qp_wr);
   a->max_srq_sge = int(d.max_sge);
   a->max_pkeys = 1;
+  a->max_mcast_grp = int(d.max_mcast_grp);
+  a->max_mcast_qp_attach = int(d.max_mcast_qp_attach);
+  a->max_total_mcast_qp_attach = int(d.max_total_mcast_qp_attach);
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = 1;
   return 0;

@@ -15,10 +15,12 @@
 // AddressSanitizer, poisoned until reused; a delivered packet is overwritten once the sink
 // has returned (wire::expire). Whoever keeps a pointer past its life reads garbage at once.
 #pragma once
+#include <cerrno>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "uroce/result.hpp"
 #include "uroce/types.hpp"
 #include "wire/ip_udp.hpp"
 #include "wire/packet_buf.hpp"
@@ -59,6 +61,12 @@ class Link {
   virtual int rx_fd() const { return -1; }
   // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.
   virtual uint32_t ip_mtu() const { return 65535; }
+  // Receives what is sent to a multicast group's address from now on, as well; joins are
+  // counted, and each is ended by one leave_group(). EOPNOTSUPP where the link has no multicast.
+  virtual Status join_group(const Gid& group) {
+    return make_error(EOPNOTSUPP, "multicast: this link cannot join " + group.to_string());
+  }
+  virtual void leave_group(const Gid&) {}
 };
 
 }  // namespace uroce::link

@@ -308,6 +308,7 @@ SameHostLink::Channel* SameHostLink::find(const ShmPeer& dst) const {
 
 // Not refresh() itself: a send() holds channels it touched until it returns.
 SameHostLink::Channel* SameHostLink::route(const ShmPeer& dst, uint64_t now) {
+  if (wire::is_multicast(dst.addr)) return nullptr;  // a group: each member, over the wire link
   if (Channel* c = find(dst)) return c;
   if (listen_fds_.empty()) return nullptr;  // not in the registry ourselves: shared memory is off
   if (slot_ && dst.slot == 0) return nullptr;  // QP1, the host NIC daemon's

@@ -65,6 +65,9 @@ class SameHostLink final : public Link {
   std::vector<Gid> gids() const override { return wire_.gids(); }
   uint16_t src_port_for(uint32_t qpn) const override { return wire_.src_port_for(qpn); }
   uint32_t ip_mtu() const override { return wire_.ip_mtu(); }
+  // Groups are the wire link's: a group's packets go to every member, never through a ring.
+  Status join_group(const Gid& group) override { return wire_.join_group(group); }
+  void leave_group(const Gid& group) override { wire_.leave_group(group); }
   int rx_fd() const override { return epoll_fd_; }
   int inline_skips_fd() const override { return skips_fd_; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;

@@ -246,6 +246,7 @@ UdpLink::~UdpLink() {
     if (fd >= 0) close(fd);
   for (const auto& v : v6_)
     if (v.fd >= 0) close(v.fd);
+  for (const auto& g : groups_) close(g.fd);
 }
 
 std::vector<Gid> UdpLink::gids() const {
@@ -401,6 +402,7 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
     fwd_polled_ns_ = now;
     n = poll_forwarded(sink, now, max);
   }
+  if (!groups_.empty() && n < max) n += poll_groups(sink, now, max - n);
   if (fwd_only_) return n;
   // With AF_XDP the sockets get only what the program leaves to the kernel (a frame on another
   // queue, a fragment): read after every sleep and every 16th busy poll.
@@ -415,7 +417,7 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   return n;
 }
 
-int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
+int UdpLink::poll_v4_fd(int fd, uint32_t dst, PacketSink& sink, uint64_t now, int max) {
   int total = 0;
   while (total < max) {
     mmsghdr msgs[kRxBatch];
@@ -427,12 +429,12 @@ int UdpLink::poll_v4(PacketSink& sink, uint64_t now, int max) {
       msgs[k].msg_hdr.msg_control = ctrl[k];
       msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
     }
-    int r = recvmmsg(rx_fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+    int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int k = 0; k < r; ++k) {
       wire::FlowAddr f;
       f.src = Gid::from_ipv4(ntohl(src[k].sin_addr.s_addr));
-      f.dst = Gid::from_ipv4(ip_);
+      f.dst = Gid::from_ipv4(dst);
       f.src_port = ntohs(src[k].sin_port);
       f.dst_port = wire::kRoceV2Port;
       // With UDP GRO one buffer may hold several datagrams of gso_size bytes each.

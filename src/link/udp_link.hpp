@@ -72,6 +72,8 @@ class UdpLink final : public Link {
   std::vector<Gid> gids() const override;
   uint16_t src_port_for(uint32_t qpn) const override;
   int rx_fd() const override { return epoll_fd_; }  // every receive socket
+  Status join_group(const Gid& group) override;
+  void leave_group(const Gid& group) override;
   // Counted as an IPv4 packet: with IPv6 GIDs, 20 bytes less (the IPv6 header is longer).
   uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
@@ -88,7 +90,9 @@ class UdpLink final : public Link {
   int poll_xdp(PacketSink& sink, uint64_t now, int max);
   void send_sockets(std::span<wire::PacketBuf* const> pkts, uint64_t now);
   void open_xdp(uint32_t slot);
-  int poll_v4(PacketSink& sink, uint64_t now, int max);
+  int poll_v4(PacketSink& sink, uint64_t now, int max) { return poll_v4_fd(rx_fd_, ip_, sink, now, max); }
+  int poll_v4_fd(int fd, uint32_t dst, PacketSink& sink, uint64_t now, int max);
+  int poll_groups(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
@@ -131,6 +135,12 @@ class UdpLink final : public Link {
   uint64_t fwd_polled_ns_ = 0;
   static constexpr uint64_t kFwdPollNs = 100'000;
   Error error_;      // why finish() failed
+  struct GroupSocket {  // an IPv4 multicast group joined: its own socket, bound to group:4791
+    Gid gid;
+    int fd = -1;
+    uint32_t joins = 0;
+  };
+  std::vector<GroupSocket> groups_;
 };
 
 }  // namespace uroce::link

@@ -129,7 +129,7 @@ void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
       wire::PacketBuf* p = q[i];
       // A GSO run: same addresses, same size (the last may be shorter).
       unsigned segs = 1;
-      if (gso_) {
+      if (gso_ && !wire::is_multicast(p->flow.dst)) {  // a group's datagrams loop back one by one
         while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
           const wire::PacketBuf* nx = q[i + segs];
           if (!same_sender(nx->flow, p->flow) || nx->flow.dst != p->flow.dst || nx->flow.src != p->flow.src ||

@@ -28,7 +28,8 @@ static int bind_or_close(int fd, const void* addr, socklen_t len, int* err) {
   return -1;
 }
 
-int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
+namespace {
+int new_socket_v4(int* err) {
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *err = errno;
@@ -42,12 +43,39 @@ int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
   setsockopt(fd, IPPROTO_IP, IP_TOS, &ect, sizeof ect);
   setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one);
   set_buffers(fd);
+  return fd;
+}
+}  // namespace
+
+int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
+  int fd = new_socket_v4(err), one = 1;
+  if (fd < 0) return -1;
   if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(ip);
   a.sin_port = htons(port);
   return bind_or_close(fd, &a, sizeof a, err);
+}
+
+int make_group_socket(uint32_t group, uint32_t local_ip, int* err) {
+  int fd = new_socket_v4(err), one = 1;
+  if (fd < 0) return -1;
+  // Every process of the host that joins binds the same group address and port: the kernel
+  // gives each socket its own copy of what arrives.
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(group);
+  a.sin_port = htons(wire::kRoceV2Port);
+  if ((fd = bind_or_close(fd, &a, sizeof a, err)) < 0) return -1;
+  ip_mreqn m{};
+  m.imr_multiaddr.s_addr = htonl(group);
+  m.imr_address.s_addr = htonl(local_ip);  // on the interface that holds the device's address
+  if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) == 0) return fd;
+  *err = errno;
+  close(fd);
+  return -1;
 }
 
 int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool reuseport) {

@@ -7,15 +7,6 @@
 
 namespace uroce::transport {
 
-namespace {
-
-void count_rx(Qp& q, size_t bytes) {
-  ++q.stats.rx_packets;
-  q.stats.rx_bytes += bytes;
-}
-
-}  // namespace
-
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
                                 wire::Ipv4Fields ip) {
   UROCE_ASSERT_HELD(*this);
@@ -26,7 +17,12 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     ++ctr_.rx_runt;
     return ip;
   }
-  if (!is_local(from.dst)) {  // not ours, whatever QPN it names
+  const bool group = wire::is_multicast(from.dst);
+  if (group && !joined(from.dst)) {  // a group no QP here is attached to
+    ++ctr_.rx_mcast_unjoined;
+    return ip;
+  }
+  if (!group && !is_local(from.dst)) {  // not ours, whatever QPN it names
     ++ctr_.rx_bad_dest;
     return ip;
   }
@@ -38,7 +34,10 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     case wire::IcrcMatch::Assumed: ++ctr_.rx_icrc_ip_assumed; break;
     case wire::IcrcMatch::Solved: ++ctr_.rx_icrc_ip_solved; break;
   }
-  receive(buf, from, now, ip);
+  if (group)
+    receive_multicast(buf, from, ip);
+  else
+    receive(buf, from, now, ip);
   return ip;
 }
 

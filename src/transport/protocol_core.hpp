@@ -129,6 +129,8 @@ struct DeviceLimits {
   uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
   uint32_t max_inline = 512, max_rd_atomic = verbs::kMaxRdAtomic, max_pd = 1 << 16;
   uint64_t max_msg = kMaxMessage;
+  // Multicast: groups joined (each is a socket of the link's), QPs per group, attachments in all.
+  uint32_t max_mcast_grp = 64, max_mcast_qp_attach = 56, max_total_mcast_qp_attach = 64 * 56;
 };
 
 class ProtocolCore {
@@ -208,6 +210,13 @@ class ProtocolCore {
   Status set_congestion_control(Qp& qp, cc::Algo a);
   Status destroy_qp(Qp* qp);
   Qp* qp(Qpn qpn);
+  // Multicast (IBA 10.5): a UD QP attached to a group receives every packet sent to it. Attach
+  // returns true when the group is new here (the link must join it; attaching twice is no
+  // error), detach true when its last QP left (the link leaves it); EINVAL for a QP that is
+  // not UD, a GID that is no group, or a detach of a QP not attached; ENOMEM past the limits.
+  Result<bool> attach_mcast(Qp& qp, const Gid& group);
+  Result<bool> detach_mcast(Qp& qp, const Gid& group);
+  std::vector<Gid> groups_of(const Qp& qp) const;
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
@@ -263,6 +272,8 @@ class ProtocolCore {
 
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
+  void receive_multicast(std::span<const uint8_t> buf, const wire::FlowAddr& from, const wire::Ipv4Fields& ip);
+  bool joined(const Gid& group) const;
   void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);
@@ -298,6 +309,11 @@ class ProtocolCore {
   std::unordered_map<Qpn, std::unique_ptr<Qp>, QpnHash> qps_;  // owns them
   verbs::QpnIndex<Qp> qp_index_;  // looked up for every received packet and doorbell
   std::mt19937_64 qpn_rng_;  // QPNs are drawn at random: not guessable from the outside
+  struct McastGroup {
+    Gid gid;
+    std::vector<Qp*> qps;  // attached, in the order they came
+  };
+  std::vector<McastGroup> mcast_;  // few: each is a socket of the link's
 
   std::function<void()> waker_;
   const CoreMutex* guard_ = nullptr;

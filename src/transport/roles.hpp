@@ -52,6 +52,11 @@ bool fits_in_sequence(const Qp& qp, const wire::Packet& p);
 wire::Packet response_to(const Qp& qp, wire::Opcode op, wire::Psn psn);
 
 // UD: one datagram into the next receive WQE, after the GRH area (IBA 9.8.4, 11.4.1.2).
+// A packet for the QP's own counters.
+inline void count_rx(Qp& q, size_t bytes) {
+  ++q.stats.rx_packets;
+  q.stats.rx_bytes += bytes;
+}
 void responder_on_datagram(Context& cx, Qp& qp, const wire::Packet& p, const wire::FlowAddr& from,
                            const wire::Ipv4Fields& ip);
 

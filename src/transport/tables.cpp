@@ -197,7 +197,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   // QPN's top bits are the process's steering slot.
   const uint32_t local_mask = wire::kQpnMask >> cfg_.qpn_high_bits;
   const uint32_t high = cfg_.qpn_high_bits ? cfg_.qpn_high << (24 - cfg_.qpn_high_bits) : 0;
-  while (!fixed && (qpn.value() < 0x10 || qps_.count(qpn)))
+  while (!fixed && (qpn.value() < 0x10 || qpn.value() == wire::kMulticastQpn || qps_.count(qpn)))
     qpn = Qpn(high | (uint32_t(qpn_rng_()) & local_mask));
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
@@ -314,6 +314,8 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
   std::erase(run_list_, qp);
   std::erase(ack_list_, qp);
+  for (McastGroup& g : mcast_) std::erase(g.qps, qp);  // its users detach first (the link's groups)
+  std::erase_if(mcast_, [](const McastGroup& g) { return g.qps.empty(); });
   --pds_[qp->pd()];
   --cq_users_[qp->send_cq];
   --cq_users_[qp->recv_cq];

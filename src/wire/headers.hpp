@@ -10,6 +10,7 @@ namespace uroce::wire {
 inline constexpr uint16_t kDefaultPKey = 0xffff;
 inline constexpr uint32_t kQpnMask = 0xffffff;
 inline constexpr uint32_t kGsiQpn = 1;           // QP1: management datagrams (IBA 13.4)
+inline constexpr uint32_t kMulticastQpn = 0xffffff;  // the DQPN of every multicast packet (IBA 10.5.2)
 inline constexpr uint32_t kGsiQkey = 0x80010000; // the Q_Key every GSI datagram carries (IBA 13.4.6.2)
 
 struct Bth {

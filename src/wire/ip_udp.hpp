@@ -21,6 +21,9 @@ inline bool is_v4(const Gid& g) {
     if (g.raw[i]) return false;
   return g.raw[10] == 0xff && g.raw[11] == 0xff;
 }
+// A multicast group's GID: an IPv4-mapped 224.0.0.0/4 address, or IPv6 ff00::/8 (which is also
+// the IB multicast GID prefix).
+inline bool is_multicast(const Gid& g) { return is_v4(g) ? (g.raw[12] & 0xf0) == 0xe0 : g.raw[0] == 0xff; }
 // The IPv4 address (host order) of an IPv4-mapped GID.
 inline uint32_t v4_of(const Gid& g) {
   return uint32_t(g.raw[12]) << 24 | uint32_t(g.raw[13]) << 16 | uint32_t(g.raw[14]) << 8 | g.raw[15];

@@ -1,0 +1,52 @@
+// A UDP link's multicast groups (RoCE v2 carries IBA multicast as IP multicast): each group
+// joined has a socket of its own, bound to group:4791 and a member on the device's interface.
+// The engine's epoll set holds it, so a group's packet wakes the engine as any other does.
+// Sending needs nothing: the transmit sockets reach a group address, and the kernel loops a
+// copy back to this host's members (IP_MULTICAST_LOOP), the sender's own device included.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "link/udp_link.hpp"
+#include "link/udp_sockets.hpp"
+
+namespace uroce::link {
+
+Status UdpLink::join_group(const Gid& group) {
+  auto it = std::find_if(groups_.begin(), groups_.end(), [&](const GroupSocket& g) { return g.gid == group; });
+  if (it != groups_.end()) {
+    ++it->joins;
+    return {};
+  }
+  if (!wire::is_v4(group) || !ip_)
+    return make_error(EOPNOTSUPP, "multicast: only IPv4 groups on a device with an IPv4 address (" + group.to_string() + ")");
+  int err = 0;
+  int fd = make_group_socket(wire::v4_of(group), ip_, &err);
+  if (fd < 0) return make_error(err, "multicast: joining " + group.to_string() + ": " + std::strerror(err));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  groups_.push_back({group, fd, 1});
+  return {};
+}
+
+void UdpLink::leave_group(const Gid& group) {
+  auto it = std::find_if(groups_.begin(), groups_.end(), [&](const GroupSocket& g) { return g.gid == group; });
+  if (it == groups_.end() || --it->joins) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->fd, nullptr);
+  close(it->fd);  // and with it the membership
+  groups_.erase(it);
+}
+
+int UdpLink::poll_groups(PacketSink& sink, uint64_t now, int max) {
+  int n = 0;
+  for (size_t i = 0; i < groups_.size() && n < max; ++i)
+    n += poll_v4_fd(groups_[i].fd, wire::v4_of(groups_[i].gid), sink, now, max - n);
+  return n;
+}
+
+}  // namespace uroce::link
