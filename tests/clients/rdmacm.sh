@@ -1,7 +1,7 @@
 #!/bin/sh
 # rdma_cm programs (Debian's rdmacm-utils and perftest), unmodified, between two uroce processes
 # through uroce-run: rping -v (every payload checked on both sides), ucmatose (RC), udaddy (UD
-# over SIDR), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, qperf -cm1,
+# over SIDR), mckey (UD multicast, two members), rdma_server/rdma_client (synchronous endpoints), cmtime, perftest -R, qperf -cm1,
 # rping over 127.0.0.1 held by another NIC, rping to a port nobody listens on (rejected,
 # reason 8, as the kernel reports it), and (as root) another user's names for a port of a
 # wildcard listener, which that user cannot take and clients do not believe.
@@ -65,6 +65,27 @@ serve udaddy udaddy -b "$SADDR" -c 4 -C 20
 client udaddy udaddy -s "$SADDR" -c 4 -C 20
 ok=1; [ $crc = 0 ] && [ $src = 0 ] && grep -q "return status 0" "$TMP/udaddy.client" && ok=0
 report udaddy $ok "udaddy: 4 UD ids resolved over SIDR, 20 datagrams each way"
+
+# mckey: two members of an IPv4 multicast group, each a process with its own address, and a
+# sender that is none; the sender starts once both members hold the group (each member's
+# device has a socket bound to it, made at the join, after its receives are posted).
+if command -v mckey >/dev/null; then
+  MGROUP=239.1.$(( $$ % 200 )).$(( 1 + $$ % 250 ))
+  M2ADDR=127.0.$(( 100 + $$ % 100 )).$(( 3 + $$ % 200 ))
+  M3ADDR=127.0.$(( 100 + $$ % 100 )).$(( 4 + $$ % 200 ))
+  UROCE_ADDR=$SADDR timeout 60 $RUN mckey -m $MGROUP -b $SADDR -C 20 > "$TMP/mckey.server" 2>&1 &
+  spid=$!
+  UROCE_ADDR=$M2ADDR timeout 60 $RUN mckey -m $MGROUP -b $M2ADDR -C 20 > "$TMP/mckey.member2" 2>&1 &
+  m2=$!
+  i=0
+  while [ $i -lt 200 ] && [ "$(ss -Hlun "src $MGROUP:4791" 2>/dev/null | wc -l)" -lt 2 ]; do sleep 0.05; i=$((i + 1)); done
+  UROCE_ADDR=$M3ADDR timeout 60 $RUN mckey -m $MGROUP -b $M3ADDR -s -C 20 > "$TMP/mckey.client" 2>&1; crc=$?
+  wait $m2; m2rc=$?
+  wait $spid; src=$?
+  ok=1; [ $crc = 0 ] && [ $src = 0 ] && [ $m2rc = 0 ] && grep -q "return status 0" "$TMP/mckey.client" &&
+    grep -q "data transfers complete" "$TMP/mckey.server" && grep -q "data transfers complete" "$TMP/mckey.member2" && ok=0
+  report mckey $ok "mckey: 20 datagrams to group $MGROUP, received by both members (processes of their own)"
+fi
 
 serve rdma_server rdma_server -s "$SADDR"
 client rdma_server rdma_client -s "$SADDR"

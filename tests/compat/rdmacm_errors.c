@@ -273,6 +273,70 @@ static void check_addresses(void) {
  * Another process (a NIC of its own) may not listen where that conflicts, as the kernel refuses
  * a second bind of a port: at an address under our wildcard listener, or at the wildcard over
  * our listener bound to an address; at another address of the port it may. */
+/* Multicast on RDMA_PS_UDP ids: the join's event carries the AH to the group, QPN 0xFFFFFF,
+ * RDMA_UDP_QKEY and the caller's context; a member's QP is attached, a send-only one's is not;
+ * errors for what is no UD id, no group or no membership. */
+static void check_multicast(void) {
+  struct sockaddr_in group = {.sin_family = AF_INET};
+  inet_pton(AF_INET, "239.7.7.7", &group.sin_addr);
+  struct rdma_cm_id* tcp = resolved_client(&server);
+  errno = 0;
+  CHECK(rdma_join_multicast(tcp, (struct sockaddr*)&group, NULL) == -1 && errno == EINVAL, "join on a TCP id: EINVAL");
+  rdma_destroy_id(tcp);
+  struct rdma_cm_id* unbound = NULL;
+  rdma_create_id(ch, &unbound, NULL, RDMA_PS_UDP);
+  errno = 0;
+  CHECK(rdma_join_multicast(unbound, (struct sockaddr*)&group, NULL) == -1 && errno == EINVAL,
+        "join before an address is bound or resolved: EINVAL");
+  rdma_destroy_id(unbound);
+
+  struct rdma_cm_id* u = resolved_in(&server, RDMA_PS_UDP);
+  struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_UD, .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
+  CHECK(rdma_create_qp(u, NULL, &qa) == 0, "a UD QP on the id: %s", strerror(errno));
+  errno = 0;
+  CHECK(rdma_join_multicast(u, (struct sockaddr*)&server, NULL) == -1 && errno == EINVAL, "join a unicast address: EINVAL");
+  int context = 0;
+  CHECK(rdma_join_multicast(u, (struct sockaddr*)&group, &context) == 0, "join: %s", strerror(errno));
+  struct rdma_cm_event* ev = expect(RDMA_CM_EVENT_MULTICAST_JOIN);
+  static const uint8_t mgid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 7, 7, 7};
+  CHECK(ev && ev->status == 0 && ev->id == u && ev->param.ud.qp_num == 0xffffff && ev->param.ud.qkey == RDMA_UDP_QKEY &&
+            ev->param.ud.private_data == &context && ev->param.ud.ah_attr.is_global &&
+            memcmp(ev->param.ud.ah_attr.grh.dgid.raw, mgid, 16) == 0,
+        "MULTICAST_JOIN: the group's GID, QPN 0xFFFFFF, RDMA_UDP_QKEY, the context");
+  ack(ev);
+  union ibv_gid g;
+  memcpy(g.raw, mgid, 16);
+  CHECK(ibv_detach_mcast(u->qp, &g, 0) == 0 && ibv_attach_mcast(u->qp, &g, 0) == 0, "its QP was attached");
+  struct sockaddr_in other = group;
+  inet_pton(AF_INET, "239.7.7.8", &other.sin_addr);
+  errno = 0;
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&other) == -1 && errno == EADDRNOTAVAIL,
+        "leave a group not joined: EADDRNOTAVAIL");
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&group) == 0, "leave");
+  CHECK(ibv_detach_mcast(u->qp, &g, 0) == EINVAL, "and its QP is detached");
+  errno = 0;
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&group) == -1 && errno == EADDRNOTAVAIL, "leave again: EADDRNOTAVAIL");
+  /* A send-only full member is told where to send and receives nothing. */
+  struct rdma_cm_join_mc_attr_ex jx = {.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+                                       .join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, .addr = (struct sockaddr*)&group};
+  CHECK(rdma_join_multicast_ex(u, &jx, NULL) == 0, "join_ex, send-only");
+  ev = expect(RDMA_CM_EVENT_MULTICAST_JOIN);
+  CHECK(ev && ev->param.ud.qp_num == 0xffffff, "its event");
+  ack(ev);
+  CHECK(ibv_detach_mcast(u->qp, &g, 0) == EINVAL, "a send-only member's QP is not attached");
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&group) == 0, "leave the send-only membership");
+  rdma_destroy_qp(u);
+  rdma_destroy_id(u);
+  /* A synchronous id's join returns with its event. */
+  struct rdma_cm_id* s = NULL;
+  CHECK(rdma_create_id(NULL, &s, NULL, RDMA_PS_UDP) == 0 && rdma_resolve_addr(s, NULL, (struct sockaddr*)&server, 2000) == 0,
+        "a synchronous UDP id, resolved");
+  CHECK(rdma_join_multicast(s, (struct sockaddr*)&group, NULL) == 0 && s->event && s->event->event == RDMA_CM_EVENT_MULTICAST_JOIN,
+        "a synchronous join returns with MULTICAST_JOIN");
+  CHECK(rdma_leave_multicast(s, (struct sockaddr*)&group) == 0, "and leaves");
+  rdma_destroy_id(s);
+}
+
 static int listen_elsewhere(const char* addr, uint16_t port) {
   char p[8];
   snprintf(p, sizeof p, "%u", port);
@@ -415,6 +479,7 @@ int main(int argc, char** argv) {
   check_no_listener();
   check_bound_address();
   check_backlog();
+  check_multicast();
   check_peer_gone(gone);
   rdma_destroy_id(listen_id);
   rdma_destroy_event_channel(ch);

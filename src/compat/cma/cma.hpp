@@ -7,6 +7,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,14 @@ enum class State : uint8_t {
   Closed,       // rejected, unreachable or failed
 };
 
+// A multicast group an id joined (rdma_join_multicast).
+struct Membership {
+  Gid group;
+  sockaddr_storage addr{};
+  void* context = nullptr;
+  bool attached = false;  // its QP attached (a full member with a QP at the join)
+};
+
 struct Id {
   rdma_cm_id id{};              // first: programs hold &id
   CmDevice* dev = nullptr;
@@ -89,6 +98,7 @@ struct Id {
   int backlog = 0;              // a listener's requests the program has not taken, at most
   int announce_fd = -1;         // a loopback listener's name in the host's directory
   std::optional<Gid> wire_peer; // the NIC a loopback destination leads to, when not its own
+  std::vector<Membership> mcast;  // groups joined, in order
 };
 
 // Every id and the maps the router dispatches by, under one lock.
@@ -166,6 +176,11 @@ ibv_ece local_ece(Id* id);
 void apply_peer_ece(Id* id);
 void qp_to_error(Id* id);
 
+// -1 with errno e, as librdmacm's calls fail.
+inline int fail(int e) {
+  errno = e;
+  return -1;
+}
 inline Id* from(rdma_cm_id* id) { return reinterpret_cast<Id*>(id); }
 inline Channel* from(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 

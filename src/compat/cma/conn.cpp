@@ -12,10 +12,6 @@ namespace {
 constexpr size_t kReqUser = 92 - kIpCmHeaderBytes, kSidrReqUser = 216 - kIpCmHeaderBytes;
 constexpr size_t kRepUser = 196, kSidrRepUser = 136, kRejUser = 148;
 
-int fail(int e) {
-  errno = e;
-  return -1;
-}
 
 int reject_with(rdma_cm_id* cid, uint16_t reason, const void* private_data, uint8_t private_data_len);
 

@@ -14,10 +14,6 @@ using namespace uroce::compat::cma;
 
 namespace {
 
-int fail(int e) {
-  errno = e;
-  return -1;
-}
 
 sockaddr* copy_addr(const sockaddr* sa, socklen_t len) {
   auto* out = static_cast<sockaddr*>(std::calloc(1, sizeof(sockaddr_storage)));

@@ -18,10 +18,6 @@ namespace {
 
 constexpr int kMaxBacklog = 1024;  // the kernel's net.rdma_ucm.max_backlog
 
-int fail(int e) {
-  errno = e;
-  return -1;
-}
 
 bool is_any(const sockaddr* sa) {
   auto g = gid_of(sa);
