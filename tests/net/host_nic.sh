@@ -15,7 +15,7 @@
 # - a process of another user shares the NIC too, its packets passed on by the daemon (it is
 #   given no socket of the steering group);
 # - kill -9 of the daemon mid-transfer ends the transfer cleanly; a new daemon serves the next;
-# - ucmatose, udaddy, ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
+# - ucmatose, udaddy, mckey (a multicast group with members on two hosts), ucx_perftest, ibv_rc_pingpong, fi_pingpong (rdm) and Open MPI (2 ranks on
 #   each of 3 hosts) across hosts.
 # - a wildcard rdma_cm listener on a host with two networks serves clients on both;
 # - a daemon of another user is refused with what to do; root's uroced serves every user;
@@ -331,6 +331,26 @@ for prog in ucmatose udaddy; do
   if [ $e = 0 ] && [ $f = 0 ] && grep -q "return status 0" "$tmp/$prog-c.log"; then ok "$prog host 2 -> host 1, 2 connections x 20 messages"
   else bad "$prog across hosts (client $e, server $f): $(tail -3 "$tmp/$prog-c.log" "$tmp/$prog-s.log")"; fi
 done
+# mckey: members of one IPv4 group on hosts 2 and 3, a sender on host 1 (IGMP on the bridge).
+if command -v mckey >/dev/null; then
+  mgroup=239.9.$((tag % 200)).$((1 + tag % 250))
+  on 2 timeout 60 "$BIN/uroce-run" -- mckey -m $mgroup -b "$net.2" -C 20 > "$tmp/mk2.log" 2>&1 &
+  mk2=$!
+  on 3 timeout 60 "$BIN/uroce-run" -- mckey -m $mgroup -b "$net.3" -C 20 > "$tmp/mk3.log" 2>&1 &
+  mk3=$!
+  for i in $(seq 1 200); do  # until both members hold the group (at most 10 s)
+    [ "$(on 2 ss -Hlun "src $mgroup:4791" | wc -l)" -ge 1 ] && [ "$(on 3 ss -Hlun "src $mgroup:4791" | wc -l)" -ge 1 ] && break
+    sleep 0.05
+  done
+  on 1 timeout 60 "$BIN/uroce-run" -- mckey -m $mgroup -b "$net.1" -s -C 20 > "$tmp/mk1.log" 2>&1
+  e=$?
+  wait $mk2; f2=$?
+  wait $mk3; f3=$?
+  if [ $e = 0 ] && [ $f2 = 0 ] && [ $f3 = 0 ] && grep -q "data transfers complete" "$tmp/mk2.log" &&
+    grep -q "data transfers complete" "$tmp/mk3.log"; then
+    ok "mckey: 20 datagrams from host 1 to group $mgroup, received on hosts 2 and 3"
+  else bad "mckey across hosts (sender $e, members $f2 $f3): $(tail -3 "$tmp/mk1.log" "$tmp/mk2.log" "$tmp/mk3.log")"; fi
+fi
 for tls in ud_verbs,self rc_verbs,ud_verbs,self; do
   command -v ucx_perftest >/dev/null || { echo "## ucx_perftest is not installed (Debian: ucx-utils): not run"; break; }
   next_port
