@@ -3,11 +3,13 @@
  * The listener is a real rsocket of this process. Checks that the largest honest message (a
  * whole ring half) arrives byte-exact, that an unknown control word is ignored, and that a
  * length no rsocket can send ends the connection with EPROTO (after the data that came before
- * it, and with nothing after it), without reading outside the ring.
+ * it, and with nothing after it), without reading outside the ring; and that an idle socket
+ * with SO_KEEPALIVE finds a peer whose QP went away without a word.
  *   usage: rsocket_hostile [seed] */
 #include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <rdma/rdma_cma.h>
@@ -242,6 +244,49 @@ static void forged_length(int l, uint32_t forged, int data_before) {
   peer_close(&p);
 }
 
+/* Until the listener's first message (its credits and second ring half) has reached the peer:
+ * from then on the listener has nothing in flight. */
+static int peer_wait_credits(struct peer *p) {
+  const double give_up = now_s() + 10;
+  while (now_s() < give_up) {
+    struct ibv_wc wc;
+    int n = ibv_poll_cq(p->cq, 1, &wc);
+    if (n < 0) return -1;
+    if (n == 1) return wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -1;
+  }
+  return -1;
+}
+
+/* A peer whose QP goes away without a word (no DISCONNECT, no DREQ: its cm id stays) while the
+ * connection is idle: a socket with SO_KEEPALIVE finds out at its next keepalive, which the
+ * peer's device drops; one without it hears nothing. */
+static void keepalive_finds_a_dead_peer(int l, int keepalive) {
+  struct peer p;
+  int s = accept_peer(l, &p);
+  if (s < 0) return;
+  int on = 1, idle = 1;
+  if (keepalive)
+    CHECK(rsetsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0 &&
+              rsetsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) == 0,
+          "SO_KEEPALIVE, TCP_KEEPIDLE 1 s");
+  errno = 0;
+  CHECK(rrecv(s, got, sizeof got, MSG_DONTWAIT) == -1 && errno == EAGAIN, "nothing to read yet: EAGAIN");
+  CHECK(peer_wait_credits(&p) == 0, "the listener's credits reached the peer");
+  rdma_destroy_qp(p.id);
+  struct pollfd pf = {s, POLLIN, 0};
+  if (!keepalive) {
+    CHECK(rpoll(&pf, 1, 3000) == 0, "without keepalive an idle socket does not notice (revents %#x)", pf.revents);
+  } else {
+    int n = rpoll(&pf, 1, 30000); /* a bound: the keepalive goes after 1 to 2 s */
+    CHECK(n == 1 && (pf.revents & POLLERR), "rpoll wakes with POLLERR (%d, revents %#x)", n, pf.revents);
+    errno = 0;
+    ssize_t r = rrecv(s, got, sizeof got, 0);
+    CHECK(r == -1 && errno == ETIMEDOUT, "rrecv: ETIMEDOUT, as TCP's keepalive says it (%zd, %s)", r, strerror(errno));
+  }
+  CHECK(rclose(s) == 0, "rclose");
+  peer_close(&p);
+}
+
 int main(int argc, char **argv) {
   seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : (unsigned)time(NULL);
   seeded = 1;
@@ -259,6 +304,8 @@ int main(int argc, char **argv) {
   unknown_control(l);
   forged_length(l, 0x1fffffff, 0);     /* the largest an immediate carries */
   forged_length(l, 0, 1);              /* one past the ring half, after data */
+  keepalive_finds_a_dead_peer(l, 0);
+  keepalive_finds_a_dead_peer(l, 1);
   rclose(l);
   printf("rsocket_hostile: %d passed, %d failed\n", passed, failed);
   return failed != 0;

@@ -114,7 +114,8 @@ void on_send(Socket* s, const ibv_wc& wc) {
   }
   if (wc.status != IBV_WC_SUCCESS && (s->state & kConnected)) {
     s->state = kError;
-    s->err = EIO;
+    // A keepalive that found no peer: the connection timed out, as TCP says it.
+    s->err = msg == pack(kOpCtrl, kCtrlKeepalive) ? ETIMEDOUT : EIO;
   }
 }
 

@@ -133,6 +133,11 @@ int scale_to_value(int value, int bits) {
   return value <= (1 << (bits - 1)) ? value : (value & ~(1 << (bits - 1))) << bits;
 }
 
+void for_each_socket(const std::function<void(Socket*)>& f) {
+  std::lock_guard g(g_mu);
+  for (auto& [index, s] : g_sockets) f(s);
+}
+
 Socket* lookup(int index) {
   std::lock_guard g(g_mu);
   auto it = g_sockets.find(index);

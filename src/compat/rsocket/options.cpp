@@ -24,6 +24,11 @@ void flag(uint64_t& set, int name, bool on) {
   if (name < 64) set = on ? set | (uint64_t(1) << name) : set & ~(uint64_t(1) << name);
 }
 bool has(uint64_t set, int name) { return name < 64 && (set >> name & 1); }
+}  // namespace
+
+bool wants_keepalive(const Socket* s) { return has(s->so_opts, SO_KEEPALIVE); }
+
+namespace {
 int put_int(void* v, socklen_t* len, int x) {
   if (!v || !len || *len < sizeof(int)) return fail(EINVAL);
   std::memcpy(v, &x, sizeof x);
@@ -61,6 +66,9 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
           flag(s->so_opts, optname, !static_cast<const linger*>(optval)->l_onoff);  // inverted: default on
           return 0;
         case SO_KEEPALIVE:
+          flag(s->so_opts, optname, v);
+          if (v) keepalive_wanted(s);
+          return 0;
         case SO_OOBINLINE:
           flag(s->so_opts, optname, v);
           return 0;
@@ -80,6 +88,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
         case TCP_KEEPIDLE:
           if (v <= 0) return fail(EINVAL);
           s->keepalive_time = unsigned(v);
+          if (has(s->so_opts, SO_KEEPALIVE)) keepalive_wanted(s);
           return 0;
         case TCP_KEEPCNT:
         case TCP_KEEPINTVL:

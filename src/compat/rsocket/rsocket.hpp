@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -98,7 +99,8 @@ struct Socket {
   int fs_flags = 0, fd_flags = 0;
   uint64_t so_opts = 0, tcp_opts = 0, ipv6_opts = 0;
   int ip_tos = 0;
-  unsigned keepalive_time = 7200;
+  unsigned keepalive_time = 7200;  // TCP_KEEPIDLE, seconds
+  std::atomic<uint64_t> keepalive_next_us{0};  // when the next keepalive goes (0: not scheduled)
   bool swap = false;  // the peer's byte order differs: what we write into it is swapped
 
   uint32_t sbuf_size, rbuf_size;
@@ -179,6 +181,11 @@ Socket* make_socket(const Socket* inherit);
 int do_connect(Socket* s);
 void free_socket(Socket* s);
 int set_nonblocking(Socket* s, bool on);
+// Every socket of the process, the socket table locked (a socket is not freed meanwhile).
+void for_each_socket(const std::function<void(Socket*)>& f);
+bool wants_keepalive(const Socket* s);
+// SO_KEEPALIVE or TCP_KEEPIDLE set: the next keepalive is a period from now (keepalive.cpp).
+void keepalive_wanted(Socket* s);
 int fail(int e);
 int value_to_scale(int value, int bits);
 int scale_to_value(int value, int bits);
