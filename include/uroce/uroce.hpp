@@ -331,6 +331,7 @@ class QueuePair {
   // v2), as ibv_attach_mcast; attaching twice is no error. Detach: EINVAL if not attached.
   Status attach_mcast(const Gid& gid);
   Status detach_mcast(const Gid& gid);
+  size_t mcast_groups() const;  // groups attached to (the destructor detaches them)
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);

@@ -339,6 +339,11 @@ Status QueuePair::attach_mcast(const Gid& gid) {
   return joined;
 }
 
+size_t QueuePair::mcast_groups() const {
+  auto g = stack_->lock();
+  return stack_->pc->groups_of(tq(qp_)).size();
+}
+
 Status QueuePair::detach_mcast(const Gid& gid) {
   auto g = stack_->lock();
   auto last = stack_->pc->detach_mcast(tq(qp_), gid);

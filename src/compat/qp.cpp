@@ -377,6 +377,8 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t) {
 }
 
 int ibv_destroy_qp(ibv_qp* qp) {
+  // As the kernel's: a QP still attached to a multicast group is the program's to detach first.
+  if (from<UQp>(qp)->qp->mcast_groups()) return EBUSY;
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   wait_acks(qp->context, qp);
   --from<UPd>(qp->pd)->objects;

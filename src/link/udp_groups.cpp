@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "link/udp_link.hpp"
 #include "link/udp_sockets.hpp"
@@ -24,13 +25,18 @@ Status UdpLink::join_group(const Gid& group) {
   if (!wire::is_v4(group) || !ip_)
     return make_error(EOPNOTSUPP, "multicast: only IPv4 groups on a device with an IPv4 address (" + group.to_string() + ")");
   int err = 0;
-  int fd = make_group_socket(wire::v4_of(group), ip_, &err);
+  int fd = make_group_socket(wire::v4_of(group), ip_, ifindex_, &err);
   if (fd < 0) return make_error(err, "multicast: joining " + group.to_string() + ": " + std::strerror(err));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {  // a group the engine would sleep through
+    err = errno;
+    close(fd);
+    return make_error(err, "multicast: watching " + group.to_string() + ": " + std::strerror(err));
+  }
   groups_.push_back({group, fd, 1});
+  groups_due_ = true;
   return {};
 }
 
@@ -42,10 +48,16 @@ void UdpLink::leave_group(const Gid& group) {
   groups_.erase(it);
 }
 
+// After every sleep and every 16th busy poll, at most kGroupBudget packets: a group's traffic
+// (which anyone on the network may send) neither costs a system call per group on every turn
+// of a spinning engine nor crowds out the device's own packets.
 int UdpLink::poll_groups(PacketSink& sink, uint64_t now, int max) {
+  if (!std::exchange(groups_due_, false) && (++group_polls_ & 15) != 0) return 0;
+  max = std::min(max, kGroupBudget);
   int n = 0;
   for (size_t i = 0; i < groups_.size() && n < max; ++i)
     n += poll_v4_fd(groups_[i].fd, wire::v4_of(groups_[i].gid), sink, now, max - n);
+  if (n == max) groups_due_ = true;  // more may wait: the next poll reads on
   return n;
 }
 

@@ -402,8 +402,7 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
     fwd_polled_ns_ = now;
     n = poll_forwarded(sink, now, max);
   }
-  if (!groups_.empty() && n < max) n += poll_groups(sink, now, max - n);
-  if (fwd_only_) return n;
+  if (fwd_only_) return n + (groups_.empty() || n >= max ? 0 : poll_groups(sink, now, max - n));
   // With AF_XDP the sockets get only what the program leaves to the kernel (a frame on another
   // queue, a fragment): read after every sleep and every 16th busy poll.
   bool sockets = true;
@@ -411,9 +410,11 @@ int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
     if (n < max) n += poll_xdp(sink, now, max - n);
     sockets = std::exchange(sock_due_, false) || (++sock_polls_ & 15) == 0;
   }
-  if (!sockets) return n;
-  if (ip_ && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
-  if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
+  if (sockets) {
+    if (ip_ && n < max) n += raw_fd_ >= 0 ? poll_raw(sink, now, max - n) : poll_v4(sink, now, max - n);
+    if (!v6_.empty() && n < max) n += poll_v6(sink, now, max - n);
+  }
+  if (!groups_.empty() && n < max) n += poll_groups(sink, now, max - n);  // after the device's own
   return n;
 }
 

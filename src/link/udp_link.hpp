@@ -78,7 +78,7 @@ class UdpLink final : public Link {
   uint32_t ip_mtu() const override { return v6_.empty() ? ip_mtu_ : ip_mtu_ - 20; }
   void send(std::span<wire::PacketBuf* const> pkts, uint64_t now) override;
   int poll_rx(PacketSink& sink, uint64_t now, int max) override;
-  void woke() override { fwd_due_ = sock_due_ = true; }
+  void woke() override { fwd_due_ = sock_due_ = groups_due_ = true; }
 
  private:
   UdpLink() = default;
@@ -141,6 +141,9 @@ class UdpLink final : public Link {
     uint32_t joins = 0;
   };
   std::vector<GroupSocket> groups_;
+  bool groups_due_ = true;
+  uint32_t group_polls_ = 0;
+  static constexpr int kGroupBudget = 64;
 };
 
 }  // namespace uroce::link

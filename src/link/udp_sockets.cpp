@@ -58,12 +58,15 @@ int make_socket(uint32_t ip, uint16_t port, int* err, bool reuseport) {
   return bind_or_close(fd, &a, sizeof a, err);
 }
 
-int make_group_socket(uint32_t group, uint32_t local_ip, int* err) {
-  int fd = new_socket_v4(err), one = 1;
+int make_group_socket(uint32_t group, uint32_t local_ip, uint32_t ifindex, int* err) {
+  int fd = new_socket_v4(err), one = 1, zero = 0;
   if (fd < 0) return -1;
   // Every process of the host that joins binds the same group address and port: the kernel
-  // gives each socket its own copy of what arrives.
+  // gives each socket its own copy of what arrives. Only of what arrives on the interface this
+  // socket joined on: without IP_MULTICAST_ALL off it would take the group from any interface
+  // where anything on the host joined it.
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(group);
@@ -72,6 +75,7 @@ int make_group_socket(uint32_t group, uint32_t local_ip, int* err) {
   ip_mreqn m{};
   m.imr_multiaddr.s_addr = htonl(group);
   m.imr_address.s_addr = htonl(local_ip);  // on the interface that holds the device's address
+  m.imr_ifindex = int(ifindex);
   if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) == 0) return fd;
   *err = errno;
   close(fd);

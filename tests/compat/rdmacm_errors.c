@@ -290,9 +290,31 @@ static void check_multicast(void) {
         "join before an address is bound or resolved: EINVAL");
   rdma_destroy_id(unbound);
 
-  struct rdma_cm_id* u = resolved_in(&server, RDMA_PS_UDP);
+  struct rdma_cm_id* routed = resolved_in(&server, RDMA_PS_UDP);
+  errno = 0;
+  CHECK(rdma_join_multicast(routed, (struct sockaddr*)&group, NULL) == -1 && errno == EINVAL,
+        "join once the route is resolved: EINVAL, as the kernel (address bound or resolved only)");
+  rdma_destroy_id(routed);
+
+  /* A QP made after the join and before its event is taken is attached at the event. */
+  struct rdma_cm_id* u = NULL;
+  CHECK(rdma_create_id(ch, &u, NULL, RDMA_PS_UDP) == 0 && rdma_resolve_addr(u, NULL, (struct sockaddr*)&server, 2000) == 0,
+        "a UDP id");
+  ack(expect(RDMA_CM_EVENT_ADDR_RESOLVED));
+  struct sockaddr_in early = group;
+  inet_pton(AF_INET, "239.7.7.9", &early.sin_addr);
+  CHECK(rdma_join_multicast(u, (struct sockaddr*)&early, NULL) == 0, "join before the QP");
   struct ibv_qp_init_attr qa = {.qp_type = IBV_QPT_UD, .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1}};
   CHECK(rdma_create_qp(u, NULL, &qa) == 0, "a UD QP on the id: %s", strerror(errno));
+  ack(expect(RDMA_CM_EVENT_MULTICAST_JOIN));
+  union ibv_gid eg = {.raw = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 7, 7, 9}};
+  CHECK(ibv_detach_mcast(u->qp, &eg, 0) == 0 && ibv_attach_mcast(u->qp, &eg, 0) == 0, "the QP was attached at the event");
+  struct sockaddr_in other_port = early;
+  other_port.sin_port = htons(7);
+  errno = 0;
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&other_port) == -1 && errno == EADDRNOTAVAIL,
+        "leave names the address joined, port included: EADDRNOTAVAIL");
+  CHECK(rdma_leave_multicast(u, (struct sockaddr*)&early) == 0 && ibv_detach_mcast(u->qp, &eg, 0) == EINVAL, "leave detaches");
   errno = 0;
   CHECK(rdma_join_multicast(u, (struct sockaddr*)&server, NULL) == -1 && errno == EINVAL, "join a unicast address: EINVAL");
   int context = 0;
@@ -317,6 +339,9 @@ static void check_multicast(void) {
   errno = 0;
   CHECK(rdma_leave_multicast(u, (struct sockaddr*)&group) == -1 && errno == EADDRNOTAVAIL, "leave again: EADDRNOTAVAIL");
   /* A send-only full member is told where to send and receives nothing. */
+  struct rdma_cm_join_mc_attr_ex bare = {.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS, .addr = (struct sockaddr*)&group};
+  errno = 0;
+  CHECK(rdma_join_multicast_ex(u, &bare, NULL) == -1 && errno == EINVAL, "join_ex without join flags: EINVAL");
   struct rdma_cm_join_mc_attr_ex jx = {.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
                                        .join_flags = RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, .addr = (struct sockaddr*)&group};
   CHECK(rdma_join_multicast_ex(u, &jx, NULL) == 0, "join_ex, send-only");

@@ -168,8 +168,12 @@ int main(void) {
   CHECK(got == 1 && slots[0] == 1 && got_in(1, "third") && ibv_poll_cq(cq, 1, &extra) == 0,
         "only u1 receives it (%d)", got);
 
-  /* Destroying attached QPs leaves the group; a new QP joins it again and receives. */
-  CHECK(ibv_destroy_qp(u1) == 0 && ibv_destroy_qp(other) == 0, "destroy the attached QPs");
+  /* An attached QP is not destroyed (EBUSY, as the kernel answers); detached, it is, and the
+     group goes with its last member; a new QP joins it again and receives. */
+  CHECK(ibv_destroy_qp(u1) == EBUSY, "destroying an attached QP: EBUSY");
+  CHECK(ibv_detach_mcast(u1, &group, 0) == 0 && ibv_detach_mcast(other, &group, 0) == 0 && ibv_destroy_qp(u1) == 0 &&
+            ibv_destroy_qp(other) == 0,
+        "detach, then destroy");
   struct ibv_qp *u3 = ud_qp(IBV_QPT_UD, QKEY);
   CHECK(u3 && ibv_attach_mcast(u3, &group, 0) == 0, "a new QP attaches");
   post_recv(u3, 4);
@@ -189,7 +193,10 @@ int main(void) {
   }
   CHECK(attached == da.max_mcast_qp_attach && refused == made + 1 - attached, "%d QPs attached, then ENOMEM (%d)",
         attached, refused);
-  for (int i = 0; i < made; i++) ibv_destroy_qp(many[i]);
+  for (int i = 0; i < made; i++) {
+    ibv_detach_mcast(many[i], &group, 0);
+    ibv_destroy_qp(many[i]);
+  }
   CHECK(ibv_detach_mcast(u3, &group, 0) == 0 && ibv_destroy_qp(u3) == 0 && ibv_destroy_qp(u2) == 0, "detach, destroy");
   ibv_destroy_ah(ah);
   ibv_destroy_qp(rc);

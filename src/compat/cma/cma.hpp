@@ -32,6 +32,7 @@ struct EventBox {
   rdma_cm_event ev{};          // first: programs hold &ev
   std::vector<uint8_t> pdata;  // what ev.param's private_data points at
   Id* owner = nullptr;         // the id it counts against until acked (a request's: the listener)
+  std::optional<Gid> attach;   // MULTICAST_JOIN of a full member: attach the id's QP on delivery
 };
 
 // An event channel: fd is an eventfd readable exactly while events wait (count 1, else 0).
@@ -68,9 +69,8 @@ enum class State : uint8_t {
 // A multicast group an id joined (rdma_join_multicast).
 struct Membership {
   Gid group;
-  sockaddr_storage addr{};
-  void* context = nullptr;
-  bool attached = false;  // its QP attached (a full member with a QP at the join)
+  uint16_t port = 0;  // of the address joined: a leave names the same
+  bool send_only = false;
 };
 
 struct Id {
@@ -156,6 +156,9 @@ EventBox* post(Id* id, rdma_cm_event_type type, int status = 0, Id* listen = nul
 void set_conn_data(EventBox* e, const std::vector<uint8_t>& data, size_t skip = 0);
 Channel* new_channel(bool mu_held = false);  // mu_held: the caller holds Registry::mu
 void drop_events(Id* id);       // mu held: the id's events still queued go away
+// On delivery of a MULTICAST_JOIN (mu not held): a full member's QP, if the id has one now, is
+// attached to the group, as librdmacm does; a failure turns the event into MULTICAST_ERROR.
+void deliver_join(EventBox* e);
 // mu held: the connection requests queued for a listener, not yet taken: all, and from `peer`.
 std::pair<size_t, size_t> queued_requests(const Id* listen, const Gid& peer);
 // Waits for the id's next event (sync ids); it becomes id->event. 0, or -1 with errno.

@@ -145,6 +145,10 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
         ++id->events_out;
       }
       *event = &e->ev;
+      if (e->attach) {
+        g.unlock();
+        deliver_join(e);
+      }
       return 0;
     }
     if (nonblock) {

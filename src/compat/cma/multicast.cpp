@@ -1,8 +1,9 @@
 // rdma_cm multicast, for RDMA_PS_UDP ids. RoCE v2 maps an IP multicast address to the group's
 // GID one to one (IPv4-mapped), as the kernel's rdma_cm does, and there is no SA to ask: a
-// join attaches the id's QP to that GID (the device joins the IP group for it) and reports
-// RDMA_CM_EVENT_MULTICAST_JOIN with what a sender needs, an AH to the group, QPN 0xFFFFFF and
-// the id's Q_Key. A send-only member is told the same and attaches nothing.
+// join is granted at once with RDMA_CM_EVENT_MULTICAST_JOIN, which carries what a sender needs
+// (an AH to the group, QPN 0xFFFFFF, the id's Q_Key). As librdmacm does, the id's QP (if it
+// has one when the program takes that event) is attached then, unless the member is send-only,
+// and detached at the leave.
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -32,29 +33,34 @@ int join(rdma_cm_id* cid, const sockaddr* addr, uint32_t flags, void* context) {
   Id* id = from(cid);
   {
     std::lock_guard g(registry().mu);
-    // As the kernel's: a UD id with an address bound or resolved (which names its device).
-    if (!registry().ids.count(id) || !id->dev || cid->qp_type != IBV_QPT_UD) return fail(EINVAL);
-  }
-  Membership m{*group, {}, context, false};
-  set_sockaddr(m.addr, *group, port_of(addr));
-  if (cid->qp && flags == RDMA_MC_JOIN_FLAG_FULLMEMBER) {
-    ibv_gid mgid = to_ibv(*group);
-    if (int e = ibv_attach_mcast(cid->qp, &mgid, 0)) return fail(e);
-    m.attached = true;
-  }
-  {
-    std::lock_guard g(registry().mu);
-    id->mcast.push_back(m);
+    // As the kernel's: a UD id whose address is bound or resolved, on a device.
+    if (!registry().ids.count(id) || !id->dev || cid->qp_type != IBV_QPT_UD ||
+        (id->state != State::Bound && id->state != State::AddrResolved))
+      return fail(EINVAL);
+    const bool send_only = flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+    id->mcast.push_back({*group, port_of(addr), send_only});
     EventBox* b = post(id, RDMA_CM_EVENT_MULTICAST_JOIN);
     set_ah(*id->dev, b->ev.param.ud.ah_attr, *group);
     b->ev.param.ud.qp_num = kMulticastQpn;
     b->ev.param.ud.qkey = id->qkey;
     b->ev.param.ud.private_data = context;  // as librdmacm reports a join: the caller's context
+    if (!send_only) b->attach = *group;
   }
   return id->sync ? complete(id, RDMA_CM_EVENT_MULTICAST_JOIN) : 0;
 }
 
 }  // namespace
+
+void deliver_join(EventBox* e) {
+  rdma_cm_id* cid = e->ev.id;
+  if (!cid->qp) return;  // a QP made later is the program's to attach
+  ibv_gid mgid = to_ibv(*e->attach);
+  if (int err = ibv_attach_mcast(cid->qp, &mgid, 0)) {
+    e->ev.status = -err;
+    e->ev.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+  }
+}
+
 }  // namespace uroce::compat::cma
 
 using namespace uroce::compat::cma;
@@ -65,13 +71,14 @@ int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
   return join(id, addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
 }
 
+// librdmacm's: the address and the join flags are both required.
 int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
-  if (!attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS)) return fail(EINVAL);
-  uint32_t flags = (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ? attr->join_flags : uint32_t(RDMA_MC_JOIN_FLAG_FULLMEMBER);
-  return join(id, attr->addr, flags, context);
+  const uint32_t need = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+  if (!attr || (attr->comp_mask & need) != need) return fail(EINVAL);
+  return join(id, attr->addr, attr->join_flags, context);
 }
 
-// EADDRNOTAVAIL for a group the id did not join, as librdmacm answers.
+// The membership of the same address and port; EADDRNOTAVAIL if there is none, as librdmacm.
 int rdma_leave_multicast(rdma_cm_id* cid, sockaddr* addr) {
   if (!cid || !addr) return fail(EINVAL);
   auto group = gid_of(addr);
@@ -80,13 +87,16 @@ int rdma_leave_multicast(rdma_cm_id* cid, sockaddr* addr) {
   Membership m;
   {
     std::lock_guard g(registry().mu);
-    auto it = std::find_if(id->mcast.begin(), id->mcast.end(), [&](const Membership& x) { return x.group == *group; });
+    auto it = std::find_if(id->mcast.begin(), id->mcast.end(),
+                           [&](const Membership& x) { return x.group == *group && x.port == port_of(addr); });
     if (it == id->mcast.end()) return fail(EADDRNOTAVAIL);
     m = *it;
     id->mcast.erase(it);
   }
-  // The QP may have been detached or destroyed by the program meanwhile: nothing left to undo.
-  if (m.attached && cid->qp) {
+  // As librdmacm: a full member's QP is detached (not attached, as when the QP came after the
+  // join, it answers EINVAL, ignored). The QP must be the id's: one destroyed with
+  // ibv_destroy_qp behind rdma_cm's back is gone, and so is this call's ground.
+  if (!m.send_only && cid->qp) {
     ibv_gid mgid = to_ibv(m.group);
     (void)ibv_detach_mcast(cid->qp, &mgid, 0);
   }
