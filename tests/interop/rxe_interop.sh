@@ -193,20 +193,21 @@ perftest_case() {  # label "program args" role
 # rdma-check (ours, plain libibverbs): the same binary runs in the guest on rxe and here on uroce;
 # every byte of WRITE, WRITE with immediate, SEND with immediate, SEND, READ and both atomics is
 # checked on both sides. The guest gets the binary in base64 pieces over its command channel.
-upload_rdma_check() {
-  strip -o "$OUT/rdma-check.bin" "$BUILD/bin/rdma-check" || return 1
-  base64 -w0 "$OUT/rdma-check.bin" > "$OUT/rdma-check.b64"
-  guest "rm -f /tmp/rc.b64" > /dev/null
+upload() {  # program name: copies it to the guest's /tmp/name over the command channel, checked
+  strip -o "$OUT/$2.bin" "$1" || return 1
+  base64 -w0 "$OUT/$2.bin" > "$OUT/$2.b64"
+  guest "rm -f /tmp/$2.b64" > /dev/null
   local size off=0 chunk
-  size=$(wc -c < "$OUT/rdma-check.b64")
+  size=$(wc -c < "$OUT/$2.b64")
   while [ "$off" -lt "$size" ]; do
-    chunk=$(dd if="$OUT/rdma-check.b64" bs=8192 skip=$((off / 8192)) count=1 2>/dev/null)
-    guest "echo -n '$chunk' >> /tmp/rc.b64" > /dev/null
+    chunk=$(dd if="$OUT/$2.b64" bs=8192 skip=$((off / 8192)) count=1 2>/dev/null)
+    guest "echo -n '$chunk' >> /tmp/$2.b64" > /dev/null
     off=$((off + 8192))
   done
-  guest "base64 -d /tmp/rc.b64 > /tmp/rdma-check && chmod +x /tmp/rdma-check && md5sum /tmp/rdma-check" |
-    grep -q "$(md5sum < "$OUT/rdma-check.bin" | cut -d' ' -f1)"
+  guest "base64 -d /tmp/$2.b64 > /tmp/$2 && chmod +x /tmp/$2 && md5sum /tmp/$2" |
+    grep -q "$(md5sum < "$OUT/$2.bin" | cut -d' ' -f1)"
 }
+upload_rdma_check() { upload "$BUILD/bin/rdma-check" rdma-check; }
 # With `mw`, a type 2 memory window follows (rdma-check -w): bound by the server, WRITE and READ
 # through it, SEND_WITH_INV that must invalidate it, then a WRITE through it that must fail.
 rdma_check_case() {  # role [mw]; the server prints server-ok, the client "all checks passed"
@@ -333,6 +334,40 @@ rdmacm_cases() {  # role: uroce is the rdma_cm client or server
   # a client on the host connects, and every pair meets perftest's listener race above.
   [ "$role" = server ] && guarded rdmacm_case "$role" ib_send_bw 18515 "-R -s 8192 -n 100" "-R -s 8192 -n 100 $me" \
     "^ 8192 +100 " "^ 8192 +100 " "perftest ib_send_bw -R (rdma_cm connections, 8 KiB x 100)" ib_send_bw-R
+  guarded mckey_case "$role"
+}
+
+# mckey (UD multicast through rdma_cm: a join, then datagrams to the group) against the kernel's
+# rdma_cm and rxe: Debian's mckey, which the guest image lacks, is copied to it. Role client:
+# uroce sends to a group the guest joined; server: uroce is the member, rxe sends.
+mckey_case() {  # role
+  local role=$1 tag="rdmacm-mckey-uroce-$1$SUFFIX" rc=0 hp group hex
+  group=239.99.0.$([ "$role" = client ] && echo 1 || echo 2)
+  hex=$(printf '%02X0063EF' "${group##*.}")  # /proc/net/igmp's spelling of the group
+  command -v mckey > /dev/null || { record "mckey (not installed here)" 1 "Debian: rdmacm-utils"; return; }
+  guest "[ -x /tmp/mckey ] && echo present" | grep -q present || upload "$(command -v mckey)" mckey ||
+    { record "mckey upload to the guest" 1 "see $OUT"; return; }
+  if [ "$role" = client ]; then
+    guest "timeout 60 /tmp/mckey -m $group -b 10.99.0.2 -C 10 > /tmp/$tag.log 2>&1 &"
+    # A member once the guest's interface holds the group (the kernel's rdma_cm joined it).
+    guest "i=0; while [ \$i -lt 200 ] && ! grep -q $hex /proc/net/igmp; do sleep 0.1; i=\$((i+1)); done"
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-run" -- mckey -m $group -b 10.99.0.1 -s -C 10 \
+      > "$OUT/$tag.host.log" 2>&1 || rc=1
+    guest_exited mckey || rc=1
+    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+    grep -q "data transfers complete" "$OUT/$tag.guest.log" || rc=1
+  else
+    host env UROCE_PCAP="$OUT/$tag.pcap" timeout 60 "$BUILD/bin/uroce-run" -- mckey -m $group -b 10.99.0.1 -C 10 \
+      > "$OUT/$tag.host.log" 2>&1 &
+    hp=$!
+    # A member once its device has the group's socket (made at the join).
+    ip netns exec "$NS" sh -c "i=0; while [ \$i -lt 200 ] && ! ss -Hlun 'src $group:4791' | grep -q 4791; do sleep 0.05; i=\$((i+1)); done"
+    guest "timeout 60 /tmp/mckey -m $group -b 10.99.0.2 -s -C 10 > /tmp/$tag.log 2>&1; echo exit=\$?" | grep -q "exit=0" || rc=1
+    wait $hp || rc=1
+    guest "cat /tmp/$tag.log" > "$OUT/$tag.guest.log" 2>&1
+    grep -q "data transfers complete" "$OUT/$tag.host.log" || rc=1
+  fi
+  finish "mckey -C 10 (UD multicast: rdma_join_multicast, 10 datagrams to group $group)" "$role" "$tag" $rc
 }
 
 lossy_cases() {
