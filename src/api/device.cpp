@@ -324,7 +324,7 @@ static transport::Qp& tq(verbs::Qp* q) { return transport::of(*q); }
 
 QueuePair::~QueuePair() {
   auto g = stack_->lock();
-  for (const Gid& group : stack_->pc->groups_of(tq(qp_)))  // the link's joins are counted
+  for (const Gid& group : stack_->pc->groups_of(tq(qp_)))  // a group whose last member goes is left
     if (auto last = stack_->pc->detach_mcast(tq(qp_), group); last && *last) stack_->link->leave_group(group);
   (void)stack_->pc->destroy_qp(&tq(qp_));
 }

@@ -61,8 +61,9 @@ class Link {
   virtual int rx_fd() const { return -1; }
   // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.
   virtual uint32_t ip_mtu() const { return 65535; }
-  // Receives what is sent to a multicast group's address from now on, as well; joins are
-  // counted, and each is ended by one leave_group(). EOPNOTSUPP where the link has no multicast.
+  // Receives what is sent to a multicast group's address from now on, as well, until
+  // leave_group() (the core calls each once per group: its first QP attached, its last gone).
+  // Joining a group joined already changes nothing. EOPNOTSUPP where the link has no multicast.
   virtual Status join_group(const Gid& group) {
     return make_error(EOPNOTSUPP, "multicast: this link cannot join " + group.to_string());
   }

@@ -18,10 +18,7 @@ namespace uroce::link {
 
 Status UdpLink::join_group(const Gid& group) {
   auto it = std::find_if(groups_.begin(), groups_.end(), [&](const GroupSocket& g) { return g.gid == group; });
-  if (it != groups_.end()) {
-    ++it->joins;
-    return {};
-  }
+  if (it != groups_.end()) return {};
   if (!wire::is_v4(group) || !ip_)
     return make_error(EOPNOTSUPP, "multicast: only IPv4 groups on a device with an IPv4 address (" + group.to_string() + ")");
   int err = 0;
@@ -35,14 +32,14 @@ Status UdpLink::join_group(const Gid& group) {
     close(fd);
     return make_error(err, "multicast: watching " + group.to_string() + ": " + std::strerror(err));
   }
-  groups_.push_back({group, fd, 1});
+  groups_.push_back({group, fd});
   groups_due_ = true;
   return {};
 }
 
 void UdpLink::leave_group(const Gid& group) {
   auto it = std::find_if(groups_.begin(), groups_.end(), [&](const GroupSocket& g) { return g.gid == group; });
-  if (it == groups_.end() || --it->joins) return;
+  if (it == groups_.end()) return;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->fd, nullptr);
   close(it->fd);  // and with it the membership
   groups_.erase(it);

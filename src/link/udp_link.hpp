@@ -138,7 +138,6 @@ class UdpLink final : public Link {
   struct GroupSocket {  // an IPv4 multicast group joined: its own socket, bound to group:4791
     Gid gid;
     int fd = -1;
-    uint32_t joins = 0;
   };
   std::vector<GroupSocket> groups_;
   bool groups_due_ = true;

@@ -11,8 +11,10 @@
 
 namespace uroce::transport {
 
-bool ProtocolCore::joined(const Gid& group) const {
-  return std::any_of(mcast_.begin(), mcast_.end(), [&](const McastGroup& g) { return g.gid == group; });
+const ProtocolCore::McastGroup* ProtocolCore::group_for(const Gid& gid) const {
+  for (const McastGroup& g : mcast_)
+    if (g.gid == gid) return &g;
+  return nullptr;
 }
 
 Result<bool> ProtocolCore::attach_mcast(Qp& qp, const Gid& group) {
@@ -54,8 +56,8 @@ std::vector<Gid> ProtocolCore::groups_of(const Qp& qp) const {
   return out;
 }
 
-void ProtocolCore::receive_multicast(std::span<const uint8_t> buf, const wire::FlowAddr& from,
-                                     const wire::Ipv4Fields& ip) {
+void ProtocolCore::receive_multicast(const McastGroup& group, std::span<const uint8_t> buf,
+                                     const wire::FlowAddr& from, const wire::Ipv4Fields& ip) {
   wire::Packet p;
   if (wire::decode(buf, p) != wire::ParseError::None) {
     ++ctr_.rx_malformed;
@@ -74,10 +76,8 @@ void ProtocolCore::receive_multicast(std::span<const uint8_t> buf, const wire::F
     return;
   }
   ++ctr_.rx_mcast;
-  auto it = std::find_if(mcast_.begin(), mcast_.end(), [&](const McastGroup& g) { return g.gid == from.dst; });
-  if (it == mcast_.end()) return;
   Context cx(*this);
-  for (Qp* q : it->qps) {
+  for (Qp* q : group.qps) {
     QpState s = q->state();
     if (s != QpState::Rtr && s != QpState::Rts && s != QpState::Sqd) {
       ++ctr_.rx_wrong_state;

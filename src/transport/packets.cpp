@@ -17,14 +17,16 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     ++ctr_.rx_runt;
     return ip;
   }
-  const bool group = wire::is_multicast(from.dst);
-  if (group && !joined(from.dst)) {  // a group no QP here is attached to
-    ++ctr_.rx_mcast_unjoined;
-    return ip;
-  }
-  if (!group && !is_local(from.dst)) {  // not ours, whatever QPN it names
-    ++ctr_.rx_bad_dest;
-    return ip;
+  const McastGroup* group = nullptr;
+  if (!is_local(from.dst)) {  // not ours, whatever QPN it names, unless a group QPs here joined
+    if (!wire::is_multicast(from.dst)) {
+      ++ctr_.rx_bad_dest;
+      return ip;
+    }
+    if (!(group = group_for(from.dst))) {
+      ++ctr_.rx_mcast_unjoined;
+      return ip;
+    }
   }
   if (ip.icrc_absent)
     ++ctr_.rx_icrc_absent;
@@ -35,7 +37,7 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     case wire::IcrcMatch::Solved: ++ctr_.rx_icrc_ip_solved; break;
   }
   if (group)
-    receive_multicast(buf, from, ip);
+    receive_multicast(*group, buf, from, ip);
   else
     receive(buf, from, now, ip);
   return ip;

@@ -272,8 +272,6 @@ class ProtocolCore {
 
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
-  void receive_multicast(std::span<const uint8_t> buf, const wire::FlowAddr& from, const wire::Ipv4Fields& ip);
-  bool joined(const Gid& group) const;
   void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);
@@ -314,6 +312,9 @@ class ProtocolCore {
     std::vector<Qp*> qps;  // attached, in the order they came
   };
   std::vector<McastGroup> mcast_;  // few: each is a socket of the link's
+  const McastGroup* group_for(const Gid& gid) const;  // nullptr: no QP here joined it
+  void receive_multicast(const McastGroup& group, std::span<const uint8_t> buf, const wire::FlowAddr& from,
+                         const wire::Ipv4Fields& ip);
 
   std::function<void()> waker_;
   const CoreMutex* guard_ = nullptr;
