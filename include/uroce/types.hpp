@@ -19,7 +19,16 @@ enum Access : uint32_t {
   // access to memory that is not mapped (or not writable) fails with an access error instead
   // of faulting. reg_mr(nullptr, SIZE_MAX, ...) with it registers the whole address space.
   kAccessOnDemand = 64,
+  // FLUSH (IBA 1.5) to the region, of each placement type; on a QP, that it takes FLUSHes.
+  // Persistence needs persistent memory, which a region here never is: registering a region
+  // with kAccessFlushPersistent fails.
+  kAccessFlushGlobal = 256, kAccessFlushPersistent = 512,
 };
+
+// A FLUSH's placement type (bits, FETH) and selectivity level: the range [remote_addr,
+// remote_addr + flush_length), or the whole region or window its rkey names.
+enum FlushType : uint8_t { kFlushGlobal = 1, kFlushPersistent = 2 };
+enum class FlushLevel : uint8_t { Range = 0, Region = 1 };
 
 enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 4, kSendInline = 8 };
 
@@ -30,6 +39,10 @@ enum class WrOpcode : uint8_t {
   // window (SendWr::bind), invalidating one of our own (`invalidate_rkey`). Numbered after
   // libibverbs' other opcodes; the drop-in maps them.
   SendWithInv = 7, BindMw = 8, LocalInv = 9,
+  // IBA 1.5 (RC): FLUSH makes the remote writes before it visible (SendWr::flush_*);
+  // ATOMIC_WRITE stores the 8 bytes of compare_add, as they lie in memory, at remote_addr
+  // (8-byte aligned) at once. Both need the peer's REMOTE_WRITE (ATOMIC_WRITE) or FLUSH rights.
+  Flush = 10, AtomicWrite = 11,
 };
 
 enum class WcStatus : uint8_t {
@@ -40,7 +53,8 @@ enum class WcStatus : uint8_t {
 const char* to_string(WcStatus s);
 
 enum class WcOpcode : uint8_t {
-  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6, Recv = 128,
+  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6, Flush = 8,
+  AtomicWrite = 9, Recv = 128,
   RecvRdmaWithImm = 129,
 };
 const char* to_string(WcOpcode o);
@@ -88,6 +102,9 @@ struct SendWr {
   uint32_t invalidate_rkey = 0;  // SEND_WITH_INV (the peer's window), LOCAL_INV (ours)
   uint32_t remote_qpn = 0;    // UD
   uint32_t remote_qkey = 0;   // UD; with the top bit set, the QP's own Q_Key is used
+  uint32_t flush_length = 0;  // FLUSH: bytes from remote_addr (FlushLevel::Range)
+  uint8_t flush_type = kFlushGlobal;  // FLUSH: FlushType bits
+  FlushLevel flush_level = FlushLevel::Range;
 };
 
 struct RecvWr {

@@ -37,6 +37,8 @@ const char* to_string(WcOpcode o) {
     case WcOpcode::FetchAdd: return "FETCH_ADD";
     case WcOpcode::BindMw: return "BIND_MW";
     case WcOpcode::LocalInv: return "LOCAL_INV";
+    case WcOpcode::Flush: return "FLUSH";
+    case WcOpcode::AtomicWrite: return "ATOMIC_WRITE";
     case WcOpcode::Recv: return "RECV";
     case WcOpcode::RecvRdmaWithImm: return "RECV_RDMA_WITH_IMM";
   }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "compat/objects.hpp"
 #include "uroce/types.hpp"
 
 namespace uroce::compat {
@@ -38,7 +39,8 @@ static_assert(same(WcStatus::Success, IBV_WC_SUCCESS) && same(WcStatus::LocLenEr
 static_assert(same(WcOpcode::Send, IBV_WC_SEND) && same(WcOpcode::RdmaWrite, IBV_WC_RDMA_WRITE) &&
               same(WcOpcode::RdmaRead, IBV_WC_RDMA_READ) && same(WcOpcode::CompSwap, IBV_WC_COMP_SWAP) &&
               same(WcOpcode::FetchAdd, IBV_WC_FETCH_ADD) && same(WcOpcode::Recv, IBV_WC_RECV) &&
-              same(WcOpcode::RecvRdmaWithImm, IBV_WC_RECV_RDMA_WITH_IMM));
+              same(WcOpcode::RecvRdmaWithImm, IBV_WC_RECV_RDMA_WITH_IMM) && same(WcOpcode::AtomicWrite, IBV_WC_ATOMIC_WRITE) &&
+              unsigned(WcOpcode::Flush) == kIbvWcFlush);
 
 // QP types, states, MTUs: QpType(ibv_qp_type), QpState(ibv_qp_state), Mtu(ibv_mtu) and back.
 static_assert(same(QpType::RC, IBV_QPT_RC) && same(QpType::UC, IBV_QPT_UC) && same(QpType::UD, IBV_QPT_UD));

@@ -56,7 +56,7 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops);
 ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a);
-void set_send_ops(ibv_qp_ex& x);
+void set_send_ops(QpExFlush& x);
 // An ibv_mw_bind_info as a bind of window mw to new_rkey; EINVAL for what a window cannot take.
 Status to_mw_bind(const ibv_mw* mw, uint32_t new_rkey, const ibv_mw_bind_info& b, MwBind& out);
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);

@@ -17,12 +17,14 @@ namespace {
 // The access rights uroce's MRs have (the same bits as libibverbs'); optional flags
 // (IBV_ACCESS_OPTIONAL_RANGE, such as relaxed ordering) a device may ignore, and does, as it
 // ignores IBV_ACCESS_HUGETLB, a hint. -1 for flags it does not offer: zero-based (device
-// memory only), flush, ...
+// memory only), ... FLUSH_PERSISTENT passes, for reg_mr to refuse with its reason.
 int64_t rights(unsigned access) {
   access &= ~(unsigned(IBV_ACCESS_OPTIONAL_RANGE) | unsigned(IBV_ACCESS_HUGETLB));
   constexpr unsigned kOffered = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND;
-  static_assert(unsigned(IBV_ACCESS_MW_BIND) == kAccessMwBind && unsigned(IBV_ACCESS_ON_DEMAND) == kAccessOnDemand);
+                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND |
+                                kIbvAccessFlushGlobal | kIbvAccessFlushPersistent;
+  static_assert(unsigned(IBV_ACCESS_MW_BIND) == kAccessMwBind && unsigned(IBV_ACCESS_ON_DEMAND) == kAccessOnDemand &&
+                kIbvAccessFlushGlobal == kAccessFlushGlobal && kIbvAccessFlushPersistent == kAccessFlushPersistent);
   return access & ~kOffered ? -1 : int64_t(access);
 }
 

@@ -96,8 +96,23 @@ struct PendingWr {
   MwBind bind;  // ibv_wr_bind_mw
 };
 
+// What rdma-core 45 and later add to the verbs ABI, for FLUSH (IBA 1.5); Debian's headers
+// predate it. The numbers and the place of wr_flush, right after wr_atomic_write, are theirs.
+constexpr unsigned kIbvAccessFlushGlobal = 1u << 8, kIbvAccessFlushPersistent = 1u << 9;
+constexpr unsigned kIbvWrFlush = 14, kIbvWcFlush = 8;
+constexpr uint64_t kIbvQpExWithFlush = 1ull << 11;
+constexpr uint64_t kIbvDeviceFlushGlobal = 1ull << 38, kIbvDeviceAtomicWrite = 1ull << 40;
+using WrFlushFn = void (*)(ibv_qp_ex*, uint32_t rkey, uint64_t remote_addr, size_t len, uint8_t type, uint8_t level);
+struct QpExFlush {
+  ibv_qp_ex base;
+  WrFlushFn wr_flush;
+};
+static_assert(sizeof(ibv_qp_ex) == offsetof(ibv_qp_ex, wr_atomic_write) + sizeof(void*) &&
+                  offsetof(QpExFlush, wr_flush) == sizeof(ibv_qp_ex),
+              "wr_flush follows wr_atomic_write, the last member of Debian's ibv_qp_ex");
+
 struct UQp {
-  ibv_qp_ex qpx;  // qpx.qp_base is the ibv_qp programs hold
+  QpExFlush qpx;  // the extended API (qpx.base.qp_base is the ibv_qp programs hold), wr_flush after it
   std::unique_ptr<QueuePair> qp;
   std::vector<PendingWr> batch;  // entries are reused: their vectors keep their capacity
   size_t batch_len = 0;

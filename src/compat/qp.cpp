@@ -34,7 +34,7 @@ Status to_send_wr(const ibv_send_wr* w, SendWr& o, bool ud, BindSlot bind) {
   } else if (w->opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD) {
     o.opcode = WrOpcode(w->opcode);  // the same numbers
   } else {
-    return make_error(EOPNOTSUPP, "opcode not supported");  // TSO, atomic write, ...
+    return make_error(EOPNOTSUPP, "opcode not supported");  // TSO; ATOMIC WRITE and FLUSH: ibv_wr_*, as rxe
   }
   o.wr_id = w->wr_id;
   if (o.opcode == WrOpcode::SendWithInv || o.opcode == WrOpcode::LocalInv) o.invalidate_rkey = w->invalidate_rkey;
@@ -193,7 +193,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   auto* q = new UQp{};
   q->qp = std::move(*qp);
   if (send_ops) set_send_ops(q->qpx);
-  ibv_qp& ibv = q->qpx.qp_base;
+  ibv_qp& ibv = q->qpx.base.qp_base;
   ibv.context = pd->context;
   ibv.qp_context = attr->qp_context;
   ibv.pd = pd;

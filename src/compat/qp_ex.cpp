@@ -143,9 +143,25 @@ void x_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
 // Operations uroce does not have: the batch fails at ibv_wr_complete.
 void x_unsupported_inv(ibv_qp_ex* qx, uint32_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
 void x_unsupported_tso(ibv_qp_ex* qx, void*, uint16_t, uint16_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
-void x_unsupported_aw(ibv_qp_ex* qx, uint32_t, uint64_t, const void*) { uqp(qx)->batch_err = EOPNOTSUPP; }
+// ATOMIC WRITE: its 8 bytes are read now, as rxe's provider does.
+void x_atomic_write(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  PendingWr& p = next_remote(qx, WrOpcode::AtomicWrite, rkey, addr);
+  if (!atomic_wr) {
+    uqp(qx)->batch_err = EINVAL;
+    return;
+  }
+  std::memcpy(&p.wr.compare_add, atomic_wr, 8);
+}
+void x_flush(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, size_t len, uint8_t type, uint8_t level) {
+  PendingWr& p = next_remote(qx, WrOpcode::Flush, rkey, addr);
+  if (len > UINT32_MAX) uqp(qx)->batch_err = EINVAL;
+  p.wr.flush_length = uint32_t(len);
+  p.wr.flush_type = type;  // IBV_FLUSH_GLOBAL/PERSISTENT are FlushType's bits
+  p.wr.flush_level = FlushLevel(level);  // IBV_FLUSH_RANGE/MR: post_send checks it
+}
 
-void set_send_ops(ibv_qp_ex& x) {
+void set_send_ops(QpExFlush& xf) {
+  ibv_qp_ex& x = xf.base;
   x.wr_start = x_start;
   x.wr_complete = x_complete;
   x.wr_abort = x_abort;
@@ -166,20 +182,22 @@ void set_send_ops(ibv_qp_ex& x) {
   x.wr_set_xrc_srqn = x_unsupported_inv;
   x.wr_bind_mw = x_bind_mw;
   x.wr_send_tso = x_unsupported_tso;
-  x.wr_atomic_write = x_unsupported_aw;
+  x.wr_atomic_write = x_atomic_write;
+  xf.wr_flush = x_flush;
 }
 
 constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                               IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                               IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-                              IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+                              IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
+                              IBV_QP_EX_WITH_ATOMIC_WRITE | kIbvQpExWithFlush;
 
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
   uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps))) {
-    errno = EOPNOTSUPP;  // XRC, RSS, TSO, atomic write, creation flags ...
+    errno = EOPNOTSUPP;  // XRC, RSS, TSO, creation flags ...
     return nullptr;
   }
   ibv_qp_init_attr b{};
@@ -202,11 +220,11 @@ extern "C" {
 
 ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
   UQp* q = from<UQp>(qp);
-  if (!q->qpx.wr_start) {  // created without send_ops_flags
+  if (!q->qpx.base.wr_start) {  // created without send_ops_flags
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  return &q->qpx;
+  return &q->qpx.base;
 }
 
 }  // extern "C"

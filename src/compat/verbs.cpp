@@ -69,6 +69,9 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   if (int rc = ibv_query_device(ctx, &attr->orig_attr)) return rc;
   if (attr_size >= offsetof(ibv_device_attr_ex, phys_port_cnt_ex) + sizeof attr->phys_port_cnt_ex)
     attr->phys_port_cnt_ex = attr->orig_attr.phys_port_cnt;
+  // IBA 1.5's FLUSH (global visibility; no memory here is persistent) and ATOMIC WRITE.
+  if (attr_size >= offsetof(ibv_device_attr_ex, device_cap_flags_ex) + sizeof attr->device_cap_flags_ex)
+    attr->device_cap_flags_ex = attr->orig_attr.device_cap_flags | kIbvDeviceFlushGlobal | kIbvDeviceAtomicWrite;
   // On-demand paging: every operation of RC, UC and UD, implicit regions too (no XRC here).
   const bool odp = uctx(ctx)->dev->query_device().odp;
   if (attr_size >= offsetof(ibv_device_attr_ex, odp_caps) + sizeof attr->odp_caps && odp) {

@@ -154,6 +154,19 @@ bool response_fits(const Qp& qp, const SendWqe& w, uint32_t k, const wire::Packe
   return read_response_fits(qp, w, k, p);
 }
 
+// FLUSH and ATOMIC WRITE are answered by a READ RESPONSE ONLY without payload (IBA 1.5).
+Verdict on_empty_reply(Context& cx, Qp& qp, SendWqe& w, const wire::Packet& p, bool& progress) {
+  if (p.bth.opcode != Opcode::RC_READ_RESPONSE_ONLY || !p.payload.empty()) {
+    ++cx.ctr().rx_malformed;  // ghost: not the answer this request expects
+    return Verdict::Unexpected;
+  }
+  ++w.resp_pkts;
+  qp.comp.una = p.bth.psn + 1;
+  progress = true;
+  cx.complete_send(qp, w, WcStatus::Success);
+  return Verdict::Acked;
+}
+
 Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progress) {
   Psn psn = p.bth.psn;
   // Responses past a gap are placed by recovery, or, as IBA has it, the gap is asked for again.
@@ -162,6 +175,7 @@ Verdict on_read_response(Context& cx, Qp& qp, const wire::Packet& p, bool& progr
     return recovery::place_read_response(cx, qp, p);
   }
   SendWqe* w = head(qp);
+  if (w && !w->failed && traits(w->opcode).empty_reply && psn == w->first_psn) return on_empty_reply(cx, qp, *w, p, progress);
   if (!w || w->failed || w->opcode != WrOpcode::RdmaRead || psn < w->first_psn || psn > w->last_psn()) {
     ++cx.ctr().rx_duplicate;  // ghost
     return Verdict::Stale;

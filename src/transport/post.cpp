@@ -54,6 +54,20 @@ Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) con
       return make_error(EINVAL, "post_send: atomics take exactly one 8-byte SGE");
     if (wr.remote_addr & 7) return make_error(EINVAL, "post_send: atomic remote_addr must be 8-byte aligned");
   }
+  if (t.empty_reply) {
+    if (!wr.sg_list.empty() || (wr.send_flags & kSendInline))
+      return make_error(EINVAL, std::string("post_send: ") + t.name + " carries no SGEs (ATOMIC_WRITE's 8 bytes are in compare_add)");
+    if (wr.opcode == WrOpcode::AtomicWrite && (wr.remote_addr & 7))
+      return make_error(EINVAL, "post_send: ATOMIC_WRITE remote_addr must be 8-byte aligned");
+    if (wr.opcode == WrOpcode::Flush) {
+      if (!wr.flush_type || (wr.flush_type & ~(kFlushGlobal | kFlushPersistent)))
+        return make_error(EINVAL, "post_send: FLUSH type must be GLOBAL and/or PERSISTENT");
+      if (wr.flush_level != FlushLevel::Range && wr.flush_level != FlushLevel::Region)
+        return make_error(EINVAL, "post_send: FLUSH level must be RANGE or MR");
+      if (wr.flush_length > limits_.max_msg) return make_error(EINVAL, "post_send: FLUSH longer than 2^31 bytes");
+      return wr.flush_length;
+    }
+  }
   return uint32_t(total);
 }
 
@@ -97,6 +111,8 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       if (wr.opcode == WrOpcode::AtomicCmpSwp) sq.ext(idx).swap = wr.swap;
       if (wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::LocalInv) w.imm = wr.invalidate_rkey;
       if (wr.opcode == WrOpcode::BindMw) sq.ext(idx).bind = *wr.bind;
+      // FLUSH: its FETH (placement type, selectivity level) rides where immediate data would.
+      if (wr.opcode == WrOpcode::Flush) w.imm = uint32_t(wr.flush_type) | uint32_t(wr.flush_level) << 4;
       if (wr.ah) {
         verbs::SendWqeExt& x = sq.ext(idx);
         x.ud_dgid = wr.ah->dgid;

@@ -99,18 +99,20 @@ struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and A
   uint64_t atomic_orig = 0;
 };
 
-// A READ or atomic the responder executed (IBA 9.7.5.1, 9.7.6.1.4). The last max_dest_rd_atomic
-// are kept: a duplicate is answered from what was asked then, never from what the duplicate
-// says, and an atomic is never executed twice.
+// A READ, atomic, FLUSH or ATOMIC WRITE the responder executed (IBA 9.7.5.1, 9.7.6.1.4). The
+// last max_dest_rd_atomic are kept: a duplicate is answered from what was asked then, never
+// from what the duplicate says, and an atomic or ATOMIC WRITE is never executed twice.
+enum class ResKind : uint8_t { Read, Atomic, Placement };
+
 struct RdAtomicResource {
   bool valid = false;
-  bool atomic = false;
+  ResKind kind = ResKind::Read;
   wire::Psn psn;         // first PSN
   uint32_t npkts = 1;    // PSNs it spans
   uint64_t va = 0;
   Rkey rkey;
   uint32_t len = 0;
-  uint64_t orig = 0;     // atomic: the value it returned
+  uint64_t orig = 0;     // atomic: the value it returned; FLUSH: its FETH; ATOMIC WRITE: its bytes
 };
 
 struct ResponderState {

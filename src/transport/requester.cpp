@@ -2,6 +2,7 @@
 // PSNs, keeps at most `max_inflight_pkts` unacknowledged and max_rd_atomic READ/atomics
 // outstanding, honours fences, and resends from a given PSN on go-back-N.
 #include <algorithm>
+#include <cstring>
 
 #include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
@@ -16,7 +17,7 @@ using wire::Psn;
 namespace {
 
 uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
-  if (traits(w.opcode).atomic) return 1;
+  if (traits(w.opcode).atomic || traits(w.opcode).empty_reply) return 1;
   return packets_for(w.length, mtu);
 }
 
@@ -90,6 +91,20 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
     bool cas = w.opcode == WrOpcode::AtomicCmpSwp;
     p.bth.opcode = cas ? Opcode::RC_COMPARE_SWAP : Opcode::RC_FETCH_ADD;
     p.atomic = {w.remote_addr, w.rkey, cas ? qp.sq.ext(req.next).swap : w.compare_add, cas ? w.compare_add : 0};
+    return true;
+  }
+  if (w.opcode == WrOpcode::Flush) {
+    p.bth.opcode = Opcode::RC_FLUSH;
+    p.feth = w.imm;
+    p.reth = {w.remote_addr, w.rkey, w.length};
+    return true;
+  }
+  if (w.opcode == WrOpcode::AtomicWrite) {  // its 8 bytes, as the program gave them
+    p.bth.opcode = Opcode::RC_ATOMIC_WRITE;
+    p.reth = {w.remote_addr, w.rkey, 8};
+    uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
+    std::memcpy(dst, &w.compare_add, 8);
+    p.payload = {dst, 8};
     return true;
   }
   p.bth.opcode = segment_opcode(w, req.pkt, w.npkts, qp.type() == QpType::UC);

@@ -22,7 +22,7 @@
 #include <cstring>
 
 #include "transport/recovery/recovery.hpp"
-#include "transport/roles.hpp"
+#include "transport/responder_parts.hpp"
 #include "transport/sgl.hpp"
 #include "verbs/region_access.hpp"
 
@@ -60,7 +60,24 @@ size_t count_jobs(const Qp& qp, JobClass c) {
   return n;
 }
 
-size_t rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, JobClass::Executed); }
+}  // namespace
+
+size_t resp::rd_atomic_jobs(const Qp& qp) { return count_jobs(qp, JobClass::Executed); }
+size_t resp::duplicate_jobs(const Qp& qp) { return count_jobs(qp, JobClass::Duplicate); }
+
+void resp::queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
+  RespJob j;
+  j.kind = RespJobKind::Read;
+  j.psn = psn;
+  j.va = va;
+  j.rkey = rkey;
+  j.len = len;
+  j.dup = dup;
+  qp.resp.jobs.push_back(j);
+  cx.schedule(qp);
+}
+
+namespace {
 
 // ACKs and NAKs may not overtake READ responses or atomic ACKs still queued (IBA 9.7.5.2.8).
 void answer(Context& cx, Qp& qp, Psn psn, Aeth aeth, bool fatal = false) {
@@ -104,14 +121,20 @@ Verdict held_unfit(Context& cx, Qp& qp) {
   return Verdict::HeldUnfit;
 }
 
+}  // namespace
+
 // Class A and C (IBA 9.7.5.2.8, 9.9.3, 10.7.2.2): NAK, then the QP goes to ERR.
-Verdict fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
+Verdict resp::fatal_nak(Context& cx, Qp& qp, Psn psn, NakCode code) {
   if (qp.resp.on_trial) return held_unfit(cx, qp);
   ++cx.ctr().tx_naks_fatal;
   ++qp.stats.tx_naks;
   answer(cx, qp, psn, Aeth::nak(qp.resp.msn.value(), code), /*fatal=*/true);
   return nak_verdict(code);
 }
+
+namespace {
+
+using resp::fatal_nak;
 
 // An error in a request: RC NAKs it and the QP goes to ERR (class A or C); UC has no NAKs and
 // drops the message silently until the next FIRST or ONLY packet (class D, IBA 9.8.3).
@@ -260,136 +283,10 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::Execute;
 }
 
-bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
-  return cx.check_remote(qp, rkey, va, len, kAccessRemoteRead) == verbs::KeyCheck::Ok;
-}
-
-void queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint32_t len, bool dup) {
-  RespJob j;
-  j.kind = RespJobKind::Read;
-  j.psn = psn;
-  j.va = va;
-  j.rkey = rkey;
-  j.len = len;
-  j.dup = dup;
-  qp.resp.jobs.push_back(j);
-  cx.schedule(qp);
-}
-
-void remember(Qp& qp, const RdAtomicResource& res) {
-  auto& r = qp.resp;
-  if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
-}
-
-Verdict do_read(Context& cx, Qp& qp, const wire::Packet& p) {
-  auto& r = qp.resp;
-  if (!(qp.attr().qp_access_flags & kAccessRemoteRead) || p.reth.dma_len > kMaxMessage ||
-      rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
-  }
-  if (!check_read(cx, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
-  }
-  uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
-  remember(qp, {true, false, p.bth.psn, n, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, 0});
-  queue_read(cx, qp, p.bth.psn, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len, false);
-  r.epsn = p.bth.psn + n;
-  ++r.msn;
-  return Verdict::Execute;
-}
-
-Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
-  auto& r = qp.resp;
-  if (!(qp.attr().qp_access_flags & kAccessRemoteAtomic) || (p.atomic.va & 7) ||
-      rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // misaligned, not allowed, too many: class C
-  }
-  uint8_t* host = nullptr;
-  bool odp = false;
-  uint64_t orig = 0;
-  if (cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host, &odp) !=
-          verbs::KeyCheck::Ok ||
-      !verbs::region_atomic(host, odp, p.bth.opcode == Opcode::RC_COMPARE_SWAP, p.atomic.compare, p.atomic.swap_add,
-                            orig)) {
-    return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
-  }
-  remember(qp, {true, true, p.bth.psn, 1, p.atomic.va, Rkey(p.atomic.rkey), 8, orig});
-  RespJob j;
-  j.kind = RespJobKind::AtomicAck;
-  j.psn = p.bth.psn;
-  j.atomic_orig = orig;
-  r.jobs.push_back(j);
-  cx.schedule(qp);
-  r.epsn = p.bth.psn + 1;
-  ++r.msn;
-  return Verdict::Execute;
-}
-
-const RdAtomicResource* find_resource(const Qp& qp, Psn psn, bool atomic) {
-  for (const auto& res : qp.resp.resources)
-    if (res.valid && res.atomic == atomic && Psn::distance(res.psn, psn) < res.npkts) return &res;
-  return nullptr;
-}
-
-// True if a queued job will still send the response with this PSN.
-bool will_answer(const Qp& qp, Psn psn) {
-  const uint32_t mtu = qp.mtu();
-  for (const RespJob& j : qp.resp.jobs) {
-    if (j.kind == RespJobKind::Aeth || j.kind == RespJobKind::Sack) continue;
-    uint32_t first_unsent = j.kind == RespJobKind::Read ? j.sent / mtu : 0;
-    uint32_t n = j.kind == RespJobKind::Read ? packets_for(j.len, mtu) : 1;
-    uint32_t k = Psn::distance(j.psn, psn);
-    if (k < n && k >= first_unsent) return true;
-  }
-  return false;
-}
-
-// A duplicate READ or atomic is answered again only if it repeats (the rest of) one of the
-// requests this responder executed; anything else is dropped (IBA 9.7.5.1).
-Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
-  bool atomic = p.info().flags & wire::kAtomic;
-  const RdAtomicResource* res = find_resource(qp, p.bth.psn, atomic);
-  uint64_t off = res ? uint64_t(Psn::distance(res->psn, p.bth.psn)) * qp.mtu() : 0;
-  // The rest of the READ from this PSN on; or, from a requester under selective repeat, any
-  // whole packets of it (it asks again only for the responses it lacks).
-  const auto length_ok = [&] {
-    if (p.reth.dma_len == res->len - off) return true;
-    return recovery::takes_partial_read(qp, p) && p.reth.dma_len < res->len - off &&
-           p.reth.dma_len % qp.mtu() == 0 && p.reth.dma_len;
-  };
-  bool match = res && (atomic ? p.atomic.va == res->va && Rkey(p.atomic.rkey) == res->rkey
-                              : Rkey(p.reth.rkey) == res->rkey && p.reth.va == res->va + off &&
-                                    off <= res->len && length_ok());
-  if (!match) {
-    ++cx.ctr().rx_dup_unmatched;
-    return Verdict::DuplicateDropped;
-  }
-  if (will_answer(qp, p.bth.psn)) return Verdict::DuplicateDropped;  // its answer is still queued
-  if (count_jobs(qp, JobClass::Duplicate) >= qp.resp.resources.size()) {
-    ++cx.ctr().resp_queue_full;
-    return Verdict::DuplicateDropped;
-  }
-  if (atomic) {
-    ++cx.ctr().rx_atomic_replays;
-    RespJob j;
-    j.kind = RespJobKind::AtomicAck;
-    j.psn = p.bth.psn;
-    j.atomic_orig = res->orig;
-    j.dup = true;
-    qp.resp.jobs.push_back(j);
-    cx.schedule(qp);
-    return Verdict::Duplicate;
-  }
-  const uint32_t len = p.reth.dma_len;
-  if (!check_read(cx, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
-  ++cx.ctr().rx_read_dup;
-  queue_read(cx, qp, p.bth.psn, res->va + off, res->rkey, len, true);
-  return Verdict::Duplicate;
-}
-
 Verdict on_duplicate(Context& cx, Qp& qp, const wire::Packet& p) {
   ++cx.ctr().rx_duplicate;
-  if (p.info().flags & (wire::kRead | wire::kAtomic)) return on_duplicate_rd_atomic(cx, qp, p);
+  if (p.info().flags & (wire::kRead | wire::kAtomic | wire::kFlush | wire::kAtomicWrite))
+    return resp::on_duplicate_rd_atomic(cx, qp, p);
   cx.want_ack(qp);  // the requester lost our ACK: tell it again where we are
   return Verdict::Duplicate;
 }
@@ -511,8 +408,10 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
   if (flags & wire::kWrite) return do_write(cx, qp, p);
-  if (flags & wire::kRead) return do_read(cx, qp, p);
-  return do_atomic(cx, qp, p);
+  if (flags & wire::kRead) return resp::do_read(cx, qp, p);
+  if (flags & wire::kFlush) return resp::do_flush(cx, qp, p);
+  if (flags & wire::kAtomicWrite) return resp::do_atomic_write(cx, qp, p);
+  return resp::do_atomic(cx, qp, p);
 }
 
 }  // namespace

@@ -20,10 +20,13 @@ struct WrTraits {
   bool ud;          // allowed on UD QPs
   bool local;       // done by the NIC alone (memory windows), no packet: executed in order
   bool rc = true;   // allowed on RC QPs
-  bool rd_atomic() const { return read || atomic; }  // counts against max_rd_atomic
+  // FLUSH, ATOMIC WRITE: one packet, answered by an empty READ RESPONSE ONLY; a responder
+  // resource at the peer, as a READ is (IBA 1.5)
+  bool empty_reply = false;
+  bool rd_atomic() const { return read || atomic || empty_reply; }  // counts against max_rd_atomic
 };
 
-inline constexpr std::array<WrTraits, 10> kWrTraits = {{
+inline constexpr std::array<WrTraits, 12> kWrTraits = {{
     // name              wc                    send   write  imm    read   atomic uc     ud     local
     {"RDMA_WRITE",          WcOpcode::RdmaWrite, false, true,  false, false, false, true,  false, false},
     {"RDMA_WRITE_WITH_IMM", WcOpcode::RdmaWrite, false, true,  true,  false, false, true,  false, false},
@@ -35,8 +38,10 @@ inline constexpr std::array<WrTraits, 10> kWrTraits = {{
     {"SEND_WITH_INV",       WcOpcode::Send,      true,  false, false, false, false, false, false, false},
     {"BIND_MW",             WcOpcode::BindMw,    false, false, false, false, false, true,  false, true},
     {"LOCAL_INV",           WcOpcode::LocalInv,  false, false, false, false, false, true,  false, true},
+    {"FLUSH",               WcOpcode::Flush,     false, false, false, false, false, false, false, false, true, true},
+    {"ATOMIC_WRITE",        WcOpcode::AtomicWrite, false, false, false, false, false, false, false, false, true, true},
 }};
-static_assert(uint8_t(WrOpcode::LocalInv) + 1 == kWrTraits.size(), "one row per WrOpcode, in order");
+static_assert(uint8_t(WrOpcode::AtomicWrite) + 1 == kWrTraits.size(), "one row per WrOpcode, in order");
 
 inline bool known_opcode(WrOpcode op) { return uint8_t(op) < kWrTraits.size(); }
 // For a known opcode (post_send refuses the others before anything asks).

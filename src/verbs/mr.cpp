@@ -34,7 +34,9 @@ void MrTable::count_block(uint32_t key, int d) {
 
 Status MrTable::validate(uint64_t host, uint64_t length, uint32_t access, uint64_t iova) {
   constexpr uint32_t kKnown = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
-                              kAccessMwBind | kAccessOnDemand;
+                              kAccessMwBind | kAccessOnDemand | kAccessFlushGlobal;
+  if (access & kAccessFlushPersistent)  // as rxe refuses it for memory that is not persistent
+    return make_error(EINVAL, "reg_mr: FLUSH_PERSISTENT needs persistent memory; this device has none");
   if (access & ~kKnown) return make_error(EINVAL, "reg_mr: unsupported access flags");
   if ((access & kAccessOnDemand) && !odp_available())
     return make_error(EOPNOTSUPP, "reg_mr: on-demand paging needs process_vm_readv, which this process may not use");
@@ -223,6 +225,20 @@ KeyCheck MrTable::check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len
   if (k == KeyCheck::Ok && host) *host = host_of(*it->second, va);
   if (odp) *odp = it->second->odp();
   return k;
+}
+
+KeyCheck MrTable::remote_extent(Rkey rkey, PdHandle pd, uint32_t need, uint32_t qpn, uint64_t& va,
+                                uint64_t& len) const {
+  if (auto it = by_rkey_.find(rkey); it != by_rkey_.end()) {
+    va = it->second->addr;
+    len = it->second->length;
+    return check_range(*it->second, pd, va, len, need);
+  }
+  auto w = mws_.find(rkey.value() >> 8);
+  if (w == mws_.end() || w->second.rkey != rkey) return KeyCheck::BadKey;
+  va = w->second.addr;
+  len = w->second.length;
+  return check_window(w->second, w->second.bound ? by_lkey(w->second.mr) : nullptr, pd, va, len, need, qpn);
 }
 
 }  // namespace uroce::verbs

@@ -89,6 +89,9 @@ class MrTable {
   // the address to read or write.
   KeyCheck check_remote(Rkey rkey, PdHandle pd, uint64_t va, uint64_t len, uint32_t need,
                         uint8_t** host, uint32_t qpn = 0, bool* odp = nullptr) const;
+  // What rkey grants, whatever the length: its whole range ([*va, *va + *len), a region's or a
+  // bound window's), if it grants `need` to QP qpn of PD pd. A FLUSH of a whole region asks.
+  KeyCheck remote_extent(Rkey rkey, PdHandle pd, uint32_t need, uint32_t qpn, uint64_t& va, uint64_t& len) const;
 
  private:
   uint32_t fresh_key();  // a key in no window's block

@@ -113,7 +113,8 @@ Status Qp::modify(const QpAttr& a, uint32_t mask) {
   if ((mask & kQpAv) && a.dgid == Gid{})
     return make_error(EINVAL, "modify_qp: dgid must be a RoCE v2 GID (an IPv6 or IPv4-mapped address)");
   if ((mask & kQpAccessFlags) &&
-      (a.qp_access_flags & ~uint32_t(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic)))
+      (a.qp_access_flags & ~uint32_t(kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
+                                     kAccessFlushGlobal | kAccessFlushPersistent)))
     return make_error(EINVAL, "modify_qp: unknown access flags");
 
   if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;

@@ -46,4 +46,12 @@ bool region_atomic(uint8_t* host, bool odp, bool cas, uint64_t compare, uint64_t
   return true;
 }
 
+bool region_atomic_store(uint8_t* host, bool odp, const uint8_t* bytes) {
+  if (odp) return odp_write(host, bytes, 8);
+  uint64_t v;
+  std::memcpy(&v, bytes, 8);
+  std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(host)).store(v);
+  return true;
+}
+
 }  // namespace uroce::verbs

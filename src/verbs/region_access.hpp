@@ -40,4 +40,9 @@ inline bool region_write(uint8_t* to, const void* from, size_t n, bool odp) {
 // not against CPU atomics of other processes on the same memory. False: a page was missing.
 bool region_atomic(uint8_t* host, bool odp, bool cas, uint64_t compare, uint64_t swap_add, uint64_t& orig);
 
+// ATOMIC WRITE: the 8 bytes at `bytes` stored at host (8-byte aligned) at once, so that no
+// reader sees half of them; on an on-demand region, one write of the kernel's. False: a page
+// was missing or read-only.
+bool region_atomic_store(uint8_t* host, bool odp, const uint8_t* bytes);
+
 }  // namespace uroce::verbs

@@ -15,6 +15,10 @@ enum class Opcode : uint8_t {
   RC_READ_RESPONSE_LAST = 0x0f, RC_READ_RESPONSE_ONLY = 0x10, RC_ACKNOWLEDGE = 0x11,
   RC_ATOMIC_ACKNOWLEDGE = 0x12, RC_COMPARE_SWAP = 0x13, RC_FETCH_ADD = 0x14,
   RC_SEND_LAST_INV = 0x16, RC_SEND_ONLY_INV = 0x17,
+  // IBA 1.5's memory placement operations (rxe's numbers): FLUSH makes earlier writes to a
+  // range visible (or persistent); ATOMIC WRITE stores 8 bytes at once. Both are answered by
+  // a READ RESPONSE ONLY without payload.
+  RC_FLUSH = 0x1c, RC_ATOMIC_WRITE = 0x1d,
   // Unreliable Connection (0x20..)
   UC_SEND_FIRST = 0x20, UC_SEND_MIDDLE = 0x21, UC_SEND_LAST = 0x22, UC_SEND_LAST_IMM = 0x23,
   UC_SEND_ONLY = 0x24, UC_SEND_ONLY_IMM = 0x25, UC_WRITE_FIRST = 0x26, UC_WRITE_MIDDLE = 0x27,
@@ -37,11 +41,11 @@ enum class Opcode : uint8_t {
 
 enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Invalid = 7 };
 
-// Which headers follow the BTH, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
-// IETH, and uroce's PlaceETH.
+// Which headers follow the BTH, in wire order: FETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH,
+// ImmDt, IETH, and uroce's PlaceETH.
 enum HdrMask : uint32_t {
   kDeth = 1u << 0, kReth = 1u << 1, kAtomicEth = 1u << 2, kAeth = 1u << 3,
-  kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6, kPlaceEth = 1u << 7,
+  kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6, kPlaceEth = 1u << 7, kFeth = 1u << 8,
 };
 
 // What an opcode means for the requester, completer and responder.
@@ -50,6 +54,7 @@ enum OpFlags : uint32_t {
   kPayload = 1u << 3, kSend = 1u << 4, kWrite = 1u << 5, kRead = 1u << 6,
   kAtomic = 1u << 7, kReadResponse = 1u << 8, kAck = 1u << 9, kRequest = 1u << 10,
   kResponse = 1u << 11, kCarriesImm = 1u << 12,
+  kFlush = 1u << 13, kAtomicWrite = 1u << 14,  // answered by an empty READ RESPONSE ONLY
 };
 
 struct OpcodeInfo {
@@ -62,13 +67,13 @@ struct OpcodeInfo {
 
 inline constexpr uint8_t kBthLen = 12, kDethLen = 8, kRethLen = 16, kAtomicEthLen = 28,
                          kAethLen = 4, kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4,
-                         kPlaceEthLen = 8, kIcrcLen = 4;
+                         kPlaceEthLen = 8, kFethLen = 4, kIcrcLen = 4;
 
 constexpr uint8_t headers_len(uint32_t h) {
   return uint8_t(kBthLen + (h & kDeth ? kDethLen : 0) + (h & kReth ? kRethLen : 0) +
                  (h & kAtomicEth ? kAtomicEthLen : 0) + (h & kAeth ? kAethLen : 0) +
                  (h & kAtomicAckEth ? kAtomicAckEthLen : 0) + (h & kImmDt ? kImmDtLen : 0) +
-                 (h & kIeth ? kIethLen : 0) + (h & kPlaceEth ? kPlaceEthLen : 0));
+                 (h & kIeth ? kIethLen : 0) + (h & kPlaceEth ? kPlaceEthLen : 0) + (h & kFeth ? kFethLen : 0));
 }
 
 // A SEND opcode as a QP under selective repeat sends it (RC_SEND_FIRST..RC_SEND_ONLY_IMM).
@@ -117,6 +122,8 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   set(Opcode::RC_FETCH_ADD, "RC_FETCH_ADD", RC, kAtomicEth, kAtomic | kRequest | kOnly);
   set(Opcode::RC_SEND_LAST_INV, "RC_SEND_LAST_INV", RC, kIeth, S | kLast);
   set(Opcode::RC_SEND_ONLY_INV, "RC_SEND_ONLY_INV", RC, kIeth, S | kOnly);
+  set(Opcode::RC_FLUSH, "RC_FLUSH", RC, kFeth | kReth, kFlush | kRequest | kOnly);
+  set(Opcode::RC_ATOMIC_WRITE, "RC_ATOMIC_WRITE", RC, kReth, kAtomicWrite | kPayload | kRequest | kOnly);
   set(Opcode::UD_SEND_ONLY, "UD_SEND_ONLY", Transport::UD, kDeth, S | kOnly);
   set(Opcode::UD_SEND_ONLY_IMM, "UD_SEND_ONLY_IMM", Transport::UD, kDeth | kImmDt, S | kOnly | I);
   set(Opcode::CNP, "CNP", Transport::CNP, 0, 0);
@@ -139,6 +146,7 @@ static_assert(opcode_info(Opcode::RC_WRITE_ONLY_IMM).header_len == 32);
 static_assert(opcode_info(Opcode::RC_ATOMIC_ACKNOWLEDGE).header_len == 24);
 static_assert(opcode_info(Opcode::RC_COMPARE_SWAP).header_len == 40);
 static_assert(opcode_info(Opcode::UROCE_SEND_LAST_IMM).header_len == 24);
+static_assert(opcode_info(Opcode::RC_FLUSH).header_len == 32);
 static_assert(placed_send(Opcode::RC_SEND_ONLY_IMM) == Opcode::UROCE_SEND_ONLY_IMM);
 
 }  // namespace uroce::wire

@@ -52,6 +52,10 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
   const OpcodeInfo& info = opcode_info(b.opcode);
   if (buf.size() < size_t(info.header_len) + kIcrcLen) return ParseError::TooShort;
   size_t off = kBthLen;
+  if (info.headers & kFeth) {
+    out.feth = read_be32(p + off);
+    off += kFethLen;
+  }
   if (info.headers & kDeth) {
     out.deth = {read_be32(p + off), read_be24(p + off + 5)};
     off += kDethLen;
@@ -115,6 +119,10 @@ size_t encode_headers(const Packet& pk, uint8_t* p) {
   p[8] = uint8_t((b.ack_req ? 0x80 : 0) | (b.sr ? 0x40 : 0) | (b.place ? 0x20 : 0) | (b.resent ? 0x10 : 0));
   write_be24(p + 9, b.psn.value());
   size_t off = kBthLen;
+  if (info.headers & kFeth) {
+    write_be32(p + off, pk.feth);
+    off += kFethLen;
+  }
   if (info.headers & kDeth) {
     write_be32(p + off, pk.deth.qkey);
     p[off + 4] = 0;

@@ -18,6 +18,7 @@ struct Packet {
   uint32_t imm = 0;          // ImmDt, as carried on the wire (big-endian value)
   uint32_t ieth = 0;
   PlaceEth place;
+  uint32_t feth = 0;         // FETH: placement type (bits 3-0), selectivity level (bits 5-4)
   std::span<const uint8_t> payload;  // without pad bytes
 
   const OpcodeInfo& info() const { return opcode_info(bth.opcode); }

@@ -1,5 +1,6 @@
 // Thousands of random RC operations of random sizes (0 B .. 1 MiB) over a link that drops,
-// duplicates, reorders and corrupts packets. Every byte is checked, every WQE must complete
+// duplicates, reorders and corrupts packets; ATOMIC WRITEs share the atomics' counters, so an
+// ATOMIC WRITE executed twice shows in a later atomic's result. Every byte is checked, every WQE must complete
 // exactly once, successfully and in order, and the PSN space wraps during the run.
 #include <gtest/gtest.h>
 
@@ -51,6 +52,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   o.retry_cnt = 7;
   o.cap = QpCap{256, 256, 2, 2, 0};
   o.config = [&](transport::CoreConfig& c) { c.reliability = lc.rel; };
+  o.access |= kAccessFlushGlobal;
   CorePair t(o);
 
   std::vector<uint8_t> a_src(size_t(kSlots) * kMaxMsg), a_dst(size_t(kSlots) * kMaxMsg);
@@ -60,7 +62,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   auto m_as = t.reg(t.a, a_src.data(), a_src.size());
   auto m_ad = t.reg(t.a, a_dst.data(), a_dst.size());
   auto m_br = t.reg(t.b, b_recv.data(), b_recv.size());
-  auto m_bw = t.reg(t.b, b_wr.data(), b_wr.size());
+  auto m_bw = t.reg(t.b, b_wr.data(), b_wr.size(), kAccessLocalWrite | kAccessRemoteWrite | kAccessFlushGlobal);
   auto m_bd = t.reg(t.b, b_rd.data(), b_rd.size());
   auto m_bc = t.reg(t.b, b_ctr, sizeof b_ctr);
 
@@ -76,7 +78,8 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     uint32_t r = uint32_t(rng() % 1000);
     m.op = r < 250 ? WrOpcode::Send : r < 350 ? WrOpcode::SendWithImm : r < 550 ? WrOpcode::RdmaWrite
          : r < 650 ? WrOpcode::RdmaWriteWithImm : r < 850 ? WrOpcode::RdmaRead
-         : r < 925 ? WrOpcode::AtomicCmpSwp : WrOpcode::AtomicFetchAdd;
+         : r < 925 ? WrOpcode::AtomicCmpSwp : r < 970 ? WrOpcode::AtomicFetchAdd
+         : r < 990 ? WrOpcode::AtomicWrite : WrOpcode::Flush;
     double lg = std::uniform_real_distribution<double>(0, std::log(double(kMaxMsg) + 1))(rng);
     m.len = std::min<uint32_t>(kMaxMsg, uint32_t(std::exp(lg)) - 1);
     uint32_t slot = uint32_t(i % kSlots);
@@ -88,7 +91,19 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     w.imm_data = uint32_t(i * 2654435761u);
     Sge sg[2];
     bool atomic = m.op == WrOpcode::AtomicCmpSwp || m.op == WrOpcode::AtomicFetchAdd;
-    if (atomic) {
+    if (m.op == WrOpcode::AtomicWrite) {  // the next atomic on this counter must see it, once
+      m.len = 0;
+      w.remote_addr = uint64_t(&b_ctr[slot]);
+      w.rkey = m_bc.rkey;
+      w.compare_add = rng();
+      model[slot] = w.compare_add;
+    } else if (m.op == WrOpcode::Flush) {  // what the WRITEs to this slot placed, or the region
+      w.remote_addr = uint64_t(b_wr.data() + slot * slot_bytes);
+      w.rkey = m_bw.rkey;
+      w.flush_length = m.len;
+      w.flush_level = rng() & 1 ? FlushLevel::Range : FlushLevel::Region;
+      m.len = 0;
+    } else if (atomic) {
       m.len = 8;
       sg[0] = {uint64_t(a_dst.data() + slot * slot_bytes), 8, m_ad.lkey};
       w.sg_list = {sg, 1};
@@ -181,6 +196,10 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
       }
       case WrOpcode::Send:
       case WrOpcode::SendWithImm:
+        break;
+      case WrOpcode::AtomicWrite:
+      case WrOpcode::Flush:
+        ASSERT_EQ(wc.opcode, m.op == WrOpcode::Flush ? WcOpcode::Flush : WcOpcode::AtomicWrite);
         break;
       case WrOpcode::SendWithInv:
       case WrOpcode::BindMw:

@@ -1,61 +1,14 @@
-// The responder one packet at a time: a QP in a known state gets one request, and the test
-// reads the verdict (CoreConfig::trace), the packets it answers with and its counters.
+// The responder one packet at a time (tests/common/one_packet.hpp).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "../common/core_pair.hpp"
+#include "../common/one_packet.hpp"
 
 using namespace uroce;
 using namespace uroce::test;
 using transport::Verdict;
 using wire::Opcode;
-
-namespace {
-
-struct OnePacket {
-  explicit OnePacket(QpType type = QpType::RC) : t(options(type, verdicts)) {
-    buf.assign(8192, 0);
-    mr = t.reg(t.b, buf.data(), buf.size());
-  }
-  static PairOptions options(QpType type, std::vector<Verdict>& out) {
-    PairOptions o;
-    o.type = type;
-    o.trace_b = [&out](const transport::Qp&, const wire::Packet&, Verdict v) { out.push_back(v); };
-    return o;
-  }
-  // Hands b one request from a, returns the verdict and the packets b sent back (with run
-  // false, b does not get to send what it queued: READ responses stay queued).
-  Verdict send(Opcode op, uint32_t psn_offset = 0, size_t len = 16, bool ack_req = true, bool run = true) {
-    std::vector<uint8_t> payload(len, 0x5c);
-    wire::Packet p;
-    p.bth.opcode = op;
-    p.bth.dest_qp = t.b.qp->qpn().value();
-    p.bth.psn = t.b.qp->resp.epsn + psn_offset;
-    p.bth.ack_req = ack_req;
-    p.reth = {uint64_t(buf.data()), mr.rkey, uint32_t(len)};
-    if (p.info().flags & wire::kPayload) p.payload = payload;
-    size_t before = verdicts.size();
-    uint64_t tx = t.b.pc->counters().tx_packets;
-    t.inject(t.b, t.a, p);
-    if (run) t.b.pc->progress(t.sim.now());  // the coalesced ACK, if any
-    answered = t.b.pc->counters().tx_packets - tx;
-    t.b.pc->release_tx();
-    EXPECT_EQ(verdicts.size(), before + 1);
-    return verdicts.empty() ? Verdict::Dying : verdicts.back();
-  }
-  void post_recv() {
-    Sge s{uint64_t(buf.data() + 4096), 4096, mr.lkey};
-    ASSERT_TRUE(t.recv(t.b, {1, {&s, 1}}));
-  }
-  std::vector<Verdict> verdicts;
-  CorePair t;
-  std::vector<uint8_t> buf;
-  test::CorePair::Keys mr;
-  uint64_t answered = 0;
-};
-
-}  // namespace
 
 TEST(Responder, InSequenceWriteIsExecutedAndAcked) {
   OnePacket f;

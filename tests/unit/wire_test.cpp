@@ -47,7 +47,11 @@ TEST(Opcode, TableLayout) {
   EXPECT_FALSE(opcode_supported(0xff));
   int supported = 0;
   for (int i = 0; i < 256; ++i) supported += opcode_supported(uint8_t(i));
-  EXPECT_EQ(supported, 23 + 12 + 2 + 1 + 1 + 6);  // RC, UC, UD, CNP, uroce's SACK and SENDs
+  EXPECT_EQ(supported, 25 + 12 + 2 + 1 + 1 + 6);  // RC (FLUSH, ATOMIC WRITE too), UC, UD, CNP, uroce's SACK and SENDs
+  EXPECT_EQ(opcode_info(Opcode::RC_FLUSH).header_len, 32);  // BTH, FETH, RETH
+  EXPECT_EQ(opcode_info(Opcode::RC_ATOMIC_WRITE).header_len, 28);
+  EXPECT_TRUE(opcode_info(Opcode::RC_ATOMIC_WRITE).flags & kPayload);
+  EXPECT_FALSE(opcode_info(Opcode::RC_FLUSH).flags & kPayload);
   EXPECT_EQ(opcode_info(Opcode::UROCE_SACK).header_len, 16);
   // uroce's SENDs mean what RC's do and add the 8-byte PlaceETH last.
   for (uint8_t o = 0; o <= 0x05; ++o) {
@@ -82,6 +86,7 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     p.imm = uint32_t(rng());
     p.ieth = uint32_t(rng());
     p.place = {uint32_t(rng()), uint32_t(rng())};
+    p.feth = uint32_t(rng());
     std::vector<uint8_t> payload;
     const auto& info = opcode_info(p.bth.opcode);
     if (info.flags & kPayload) payload.resize(raw % 7 + 1, uint8_t(raw));
@@ -115,11 +120,25 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     if (info.headers & kAtomicAckEth) { EXPECT_EQ(q.atomic_orig, p.atomic_orig); }
     if (info.headers & kImmDt) { EXPECT_EQ(q.imm, p.imm); }
     if (info.headers & kIeth) { EXPECT_EQ(q.ieth, p.ieth); }
+    if (info.headers & kFeth) { EXPECT_EQ(q.feth, p.feth); }
     if (info.flags & kPayload) {
       ASSERT_EQ(q.payload.size(), payload.size());
       EXPECT_EQ(0, std::memcmp(q.payload.data(), payload.data(), payload.size()));
     }
   }
+}
+
+// FLUSH as rxe lays it out: the FETH right after the BTH, then the RETH.
+TEST(Packet, FlushCarriesItsFethBeforeItsReth) {
+  Packet p;
+  p.bth.opcode = Opcode::RC_FLUSH;
+  p.feth = 0x11;
+  p.reth = {0x0102030405060708ull, 0xaabbccdd, 64};
+  std::vector<uint8_t> buf(encoded_len(p));
+  ASSERT_EQ(encode(p, buf.data()), 32u);
+  const uint8_t feth[4] = {0, 0, 0, 0x11}, va[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(0, std::memcmp(buf.data() + 12, feth, 4));
+  EXPECT_EQ(0, std::memcmp(buf.data() + 16, va, 8));
 }
 
 TEST(Packet, RejectsMalformed) {

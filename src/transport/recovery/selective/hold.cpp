@@ -135,7 +135,7 @@ bool same_request(const wire::Packet& a, const wire::Packet& b) {
          (!(h & wire::kReth) || (a.reth.va == b.reth.va && a.reth.rkey == b.reth.rkey && a.reth.dma_len == b.reth.dma_len)) &&
          (!(h & wire::kAtomicEth) || (a.atomic.va == b.atomic.va && a.atomic.rkey == b.atomic.rkey &&
                                       a.atomic.swap_add == b.atomic.swap_add && a.atomic.compare == b.atomic.compare)) &&
-         (!(h & wire::kImmDt) || a.imm == b.imm) &&
+         (!(h & wire::kImmDt) || a.imm == b.imm) && (!(h & wire::kFeth) || a.feth == b.feth) &&
          (!(h & b.info().headers & wire::kPlaceEth) ||
           (a.place.recv_seq == b.place.recv_seq && a.place.pkt == b.place.pkt)) &&
          std::ranges::equal(a.payload, b.payload);
