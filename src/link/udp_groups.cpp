@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "link/udp_link.hpp"
@@ -19,10 +20,12 @@ namespace uroce::link {
 Status UdpLink::join_group(const Gid& group) {
   auto it = std::find_if(groups_.begin(), groups_.end(), [&](const GroupSocket& g) { return g.gid == group; });
   if (it != groups_.end()) return {};
-  if (!wire::is_v4(group) || !ip_)
-    return make_error(EOPNOTSUPP, "multicast: only IPv4 groups on a device with an IPv4 address (" + group.to_string() + ")");
+  const bool v4 = wire::is_v4(group);
+  if (v4 ? !ip_ : v6_.empty())
+    return make_error(EADDRNOTAVAIL, "multicast: the device has no IPv" + std::string(v4 ? "4" : "6") +
+                                         " address to join " + group.to_string() + " with");
   int err = 0;
-  int fd = make_group_socket(wire::v4_of(group), ip_, ifindex_, &err);
+  int fd = v4 ? make_group_socket(wire::v4_of(group), ip_, ifindex_, &err) : make_group_socket6(group, ifindex_, &err);
   if (fd < 0) return make_error(err, "multicast: joining " + group.to_string() + ": " + std::strerror(err));
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -53,7 +56,8 @@ int UdpLink::poll_groups(PacketSink& sink, uint64_t now, int max) {
   max = std::min(max, kGroupBudget);
   int n = 0;
   for (size_t i = 0; i < groups_.size() && n < max; ++i)
-    n += poll_v4_fd(groups_[i].fd, wire::v4_of(groups_[i].gid), sink, now, max - n);
+    n += wire::is_v4(groups_[i].gid) ? poll_v4_fd(groups_[i].fd, wire::v4_of(groups_[i].gid), sink, now, max - n)
+                                     : poll_v6_fd(groups_[i].fd, groups_[i].gid, sink, now, max - n);
   if (n == max) groups_due_ = true;  // more may wait: the next poll reads on
   return n;
 }

@@ -263,7 +263,14 @@ uint16_t UdpLink::src_port_for(uint32_t qpn) const {
 
 int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
   int total = 0;
-  for (const V6Addr& v : v6_) {
+  for (const V6Addr& v : v6_) total += poll_v6_fd(v.fd, v.addr, sink, now, max - total);
+  return total;
+}
+
+// What arrived on one IPv6 socket, addressed to dst (its address, or its group's).
+int UdpLink::poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, int max) {
+  int total = 0;
+  {
     while (total < max) {
       mmsghdr msgs[kRxBatch];
       iovec iov[kRxBatch];
@@ -274,12 +281,12 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
         msgs[k].msg_hdr.msg_control = ctrl[k];
         msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
       }
-      int r = recvmmsg(v.fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+      int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
       if (r <= 0) break;
       for (int k = 0; k < r; ++k) {
         wire::FlowAddr f;
         std::memcpy(f.src.raw.data(), &src[k].sin6_addr, 16);
-        f.dst = v.addr;
+        f.dst = dst;
         f.src_port = ntohs(src[k].sin6_port);
         const size_t len = msgs[k].msg_len;
         size_t seg = len;

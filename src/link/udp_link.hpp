@@ -94,6 +94,7 @@ class UdpLink final : public Link {
   int poll_v4_fd(int fd, uint32_t dst, PacketSink& sink, uint64_t now, int max);
   int poll_groups(PacketSink& sink, uint64_t now, int max);
   int poll_v6(PacketSink& sink, uint64_t now, int max);
+  int poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, int max);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
   void prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len);
@@ -135,7 +136,7 @@ class UdpLink final : public Link {
   uint64_t fwd_polled_ns_ = 0;
   static constexpr uint64_t kFwdPollNs = 100'000;
   Error error_;      // why finish() failed
-  struct GroupSocket {  // an IPv4 multicast group joined: its own socket, bound to group:4791
+  struct GroupSocket {  // a multicast group joined: its own socket, bound to group:4791
     Gid gid;
     int fd = -1;
   };

@@ -39,7 +39,7 @@ socklen_t fill_dst(sockaddr_storage& to, const wire::FlowAddr& f, uint32_t ifind
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(f.dst_port);
   std::memcpy(&a.sin6_addr, f.dst.raw.data(), 16);
-  if (is_link_local(f.dst)) a.sin6_scope_id = ifindex;
+  if (is_link_local(f.dst) || wire::is_multicast(f.dst)) a.sin6_scope_id = ifindex;  // a group: out of the device's interface
   return sizeof a;
 }
 
@@ -57,7 +57,7 @@ size_t fill_ctrl(char* buf, size_t room, const wire::FlowAddr& f, uint32_t ifind
     cm->cmsg_len = CMSG_LEN(sizeof(in6_pktinfo));
     in6_pktinfo info{};
     std::memcpy(&info.ipi6_addr, f.src.raw.data(), 16);
-    info.ipi6_ifindex = is_link_local(f.src) ? ifindex : 0;
+    info.ipi6_ifindex = is_link_local(f.src) || wire::is_multicast(f.dst) ? ifindex : 0;
     std::memcpy(CMSG_DATA(cm), &info, sizeof info);
     used += CMSG_SPACE(sizeof(in6_pktinfo));
     cm = CMSG_NXTHDR(&m, cm);

@@ -82,7 +82,8 @@ int make_group_socket(uint32_t group, uint32_t local_ip, uint32_t ifindex, int* 
   return -1;
 }
 
-int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool reuseport) {
+namespace {
+int new_socket_v6(int* err) {
   int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *err = errno;
@@ -99,13 +100,41 @@ int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool 
   setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &ect, sizeof ect);
   setsockopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one);
   set_buffers(fd);
-  if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  return fd;
+}
+
+int bind6_or_close(int fd, const Gid& addr, uint32_t scope, uint16_t port, int* err) {
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(port);
   std::memcpy(&a.sin6_addr, addr.raw.data(), 16);
   a.sin6_scope_id = scope;
   return bind_or_close(fd, &a, sizeof a, err);
+}
+}  // namespace
+
+int make_socket6(const Gid& addr, uint32_t scope, uint16_t port, int* err, bool reuseport) {
+  int fd = new_socket_v6(err), one = 1;
+  if (fd < 0) return -1;
+  if (reuseport) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  return bind6_or_close(fd, addr, scope, port, err);
+}
+
+// As make_group_socket: every member process binds the group, each gets its own copy, of what
+// arrives on the interface it joined on.
+int make_group_socket6(const Gid& group, uint32_t ifindex, int* err) {
+  int fd = new_socket_v6(err), one = 1, zero = 0;
+  if (fd < 0) return -1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, &zero, sizeof zero);
+  if ((fd = bind6_or_close(fd, group, ifindex, wire::kRoceV2Port, err)) < 0) return -1;
+  ipv6_mreq m{};
+  std::memcpy(&m.ipv6mr_multiaddr, group.raw.data(), 16);
+  m.ipv6mr_interface = ifindex;
+  if (setsockopt(fd, IPPROTO_IPV6, IPV6_ADD_MEMBERSHIP, &m, sizeof m) == 0) return fd;
+  *err = errno;
+  close(fd);
+  return -1;
 }
 
 }  // namespace uroce::link

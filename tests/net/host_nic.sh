@@ -275,7 +275,7 @@ wait $kc2; e2=$?
 wait $ks2
 if [ -n "$victim" ] && [ $e1 != 0 ] && [ $e1 != 124 ] && grep -qi "retry\|RETRY_EXC\|error" "$tmp/kc1.log"; then
   ok "the killed server's peer failed in $((t1 - t0)) s: $(grep -i "retry\|error" "$tmp/kc1.log" | head -1)"
-else bad "after kill -9 of pid '$victim': its peer exited $e1: $(tail -3 "$tmp/kc1.log")"; fi
+else bad "after kill -9 of pid '$victim': its peer exited $e1: $(tail -n 3 "$tmp/kc1.log")"; fi
 if [ $e2 = 0 ] && verified "$tmp/kc2.log"; then ok "the other server's transfer completed, verified"
 else bad "the other transfer (exit $e2): $(cat "$tmp/kc2.log" "$tmp/k2.log")"; fi
 small_pair k3 "a new server on host 1 after the kill works"
@@ -315,7 +315,7 @@ wait $dc; e1=$?
 wait $ds; e2=$?
 if [ -n "$daemon" ] && [ $e1 -lt 124 ] && [ $e2 -lt 124 ] && { verified "$tmp/dc.log" || grep -q "completion error" "$tmp/dc.log"; }; then
   ok "kill -9 of the daemon mid-transfer: the pair ended cleanly (client $e1, server $e2): $(grep -o '"verified":true\|completion error: [A-Z_]*' "$tmp/dc.log" | head -1)"
-else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -3 "$tmp/dc.log")"; fi
+else bad "after kill -9 of the daemon '$daemon' (client $e1, server $e2): $(tail -n 3 "$tmp/dc.log")"; fi
 small_pair d2 "a new daemon serves the next pair"
 
 # 7. Clients written by others across hosts: ucmatose (RC) and udaddy (UD, SIDR), which bind
@@ -329,7 +329,7 @@ for prog in ucmatose udaddy; do
   e=$?
   wait $ps_; f=$?
   if [ $e = 0 ] && [ $f = 0 ] && grep -q "return status 0" "$tmp/$prog-c.log"; then ok "$prog host 2 -> host 1, 2 connections x 20 messages"
-  else bad "$prog across hosts (client $e, server $f): $(tail -3 "$tmp/$prog-c.log" "$tmp/$prog-s.log")"; fi
+  else bad "$prog across hosts (client $e, server $f): $(tail -n 3 "$tmp/$prog-c.log" "$tmp/$prog-s.log")"; fi
 done
 # mckey: members of one IPv4 group on hosts 2 and 3, a sender on host 1 (IGMP on the bridge).
 if command -v mckey >/dev/null; then
@@ -352,7 +352,7 @@ if command -v mckey >/dev/null; then
   if [ $e = 0 ] && [ $f2 = 0 ] && [ $f3 = 0 ] && grep -q "data transfers complete" "$tmp/mk2.log" &&
     grep -q "data transfers complete" "$tmp/mk3.log"; then
     ok "mckey: 20 datagrams from host 1 to group $mgroup, received on hosts 2 and 3"
-  else bad "mckey across hosts (sender $e, members $f2 $f3): $(tail -3 "$tmp/mk1.log" "$tmp/mk2.log" "$tmp/mk3.log")"; fi
+  else bad "mckey across hosts (sender $e, members $f2 $f3): $(tail -n 3 "$tmp/mk1.log" "$tmp/mk2.log" "$tmp/mk3.log")"; fi
 fi
 for tls in ud_verbs,self rc_verbs,ud_verbs,self; do
   command -v ucx_perftest >/dev/null || { echo "## ucx_perftest is not installed (Debian: ucx-utils): not run"; break; }
@@ -365,7 +365,7 @@ for tls in ud_verbs,self rc_verbs,ud_verbs,self; do
   wait $us_; f=$?
   if [ $e = 0 ] && [ $f = 0 ] && grep -q "^Final:" "$tmp/ucx-c.log"; then
     ok "ucx_perftest tag_lat UCX_TLS=$tls host 2 -> host 1: $(awk '/^Final:/ {print "p50", $3, "us"}' "$tmp/ucx-c.log")"
-  else bad "ucx_perftest UCX_TLS=$tls across hosts (client $e, server $f): $(tail -3 "$tmp/ucx-c.log" "$tmp/ucx-s.log")"; fi
+  else bad "ucx_perftest UCX_TLS=$tls across hosts (client $e, server $f): $(tail -n 3 "$tmp/ucx-c.log" "$tmp/ucx-s.log")"; fi
 done
 
 # 8. ibv_rc_pingpong across hosts with its defaults but for the GID index RoCE needs (-g 1:
@@ -412,7 +412,7 @@ if command -v fi_pingpong >/dev/null; then
   e=$?
   wait $fs_; f=$?
   if [ $e = 0 ] && [ $f = 0 ] && grep -q "^6m " "$tmp/fi-c.log"; then ok "fi_pingpong -p verbs -e rdm -c host 2 -> host 1, 1 B .. 6 MiB"
-  else bad "fi_pingpong -e rdm across hosts (client $e, server $f): $(tail -3 "$tmp/fi-c.log" "$tmp/fi-s.log")"; fi
+  else bad "fi_pingpong -e rdm across hosts (client $e, server $f): $(tail -n 3 "$tmp/fi-c.log" "$tmp/fi-s.log")"; fi
 else echo "## fi_pingpong is not installed (Debian: libfabric-bin): not run"; fi
 
 # 10. Open MPI with pml ucx across hosts: 2 ranks on each of hosts 1, 2 and 3, launched into
@@ -606,7 +606,7 @@ if [ -n "$preload" ]; then
       if [ -z "$dir" ]; then tx=c rx=s; else tx=s rx=c; fi
       if line=$(iperf3_verdict "iperf3 ${dir:+$dir }through librspreload.so across hosts, 64 MiB" $e $f "$kernel" \
         "$tmp/ip-$tx.tap" "$tmp/ip-$rx.tap" "$tmp/ip-c.json"); then ok "${line#ok - }"
-      else bad "$line: $(tail -3 "$tmp/ip-c.json" "$tmp/ip-s.json" "$tmp/ip-c.tap" "$tmp/ip-s.tap")"; fi
+      else bad "$line: $(tail -n 3 "$tmp/ip-c.json" "$tmp/ip-s.json" "$tmp/ip-c.tap" "$tmp/ip-s.tap")"; fi
     done
   fi
 fi

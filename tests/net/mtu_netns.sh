@@ -6,6 +6,7 @@
 # captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. Both run again with
 # UROCE_LINK=xdp, through AF_XDP (declined in one line without capabilities), and AF_XDP with
 # the sockets at the other end. Hostile frames go through each receive path (UDP, raw, AF_XDP).
+# mckey sends to an IPv6 multicast group with members on both hosts.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -277,6 +278,34 @@ hostile() {
   hostile_case "AF_XDP" all 1 UROCE_LINK=xdp
   hostile_case "AF_XDP" all 0 UROCE_LINK=xdp
 }
+# mckey over IPv6: members of group ff0e::db8:N on both hosts (the sender's own included), the
+# sender on A, every address link-local (the GIDs at index 0).
+mckey6() {
+  command -v mckey >/dev/null || { echo "## mckey is not installed (Debian: rdmacm-utils): not run"; return; }
+  g=$(printf "ff0e::db8:%x" $((tag % 65536)))
+  la=$(ip -n "$A" -6 -br addr show dev "uma$tag" scope link | awk '{sub("/.*", "", $3); print $3}')
+  lb=$(ip -n "$B" -6 -br addr show dev "umb$tag" scope link | awk '{sub("/.*", "", $3); print $3}')
+  inB timeout 60 "$BIN/uroce-run" -- mckey -m "$g" -b "$lb%umb$tag" -C 10 > "$tmp/mkb.log" 2>&1 &
+  mkb=$!
+  inA timeout 60 "$BIN/uroce-run" -- mckey -m "$g" -b "$la%uma$tag" -C 10 > "$tmp/mka.log" 2>&1 &
+  mka=$!
+  joined=no
+  for i in $(seq 1 200); do  # until both members hold the group (at most 10 s)
+    [ "$(inA ss -Hlun "src [$g]:4791" | wc -l)" -ge 1 ] && [ "$(inB ss -Hlun "src [$g]:4791" | wc -l)" -ge 1 ] &&
+      { joined=yes; break; }
+    sleep 0.05
+  done
+  [ $joined = yes ] || echo "## mckey: the members did not both join $g in 10 s; the sender starts anyway"
+  inA timeout 60 "$BIN/uroce-run" -- mckey -m "$g" -b "$la%uma$tag" -s -C 10 > "$tmp/mks.log" 2>&1
+  e=$?
+  wait $mka; fa=$?
+  wait $mkb; fb=$?
+  if [ $e = 0 ] && [ $fa = 0 ] && [ $fb = 0 ] && grep -q "data transfers complete" "$tmp/mka.log" &&
+    grep -q "data transfers complete" "$tmp/mkb.log"; then
+    ok "MTU $1: mckey, 10 datagrams to IPv6 group $g, received on both hosts"
+  else bad "MTU $1: mckey over IPv6 (sender $e, members $fa $fb): $(tail -n 3 "$tmp/mks.log" "$tmp/mka.log" "$tmp/mkb.log")"; fi
+}
+
 ipv6_subset() {  # MTU: over the IPv6 link-local GID
   for op in send write read; do
     for size in 1024 65536 1048576; do
@@ -301,6 +330,7 @@ for mtu in 1500 9000; do
   esac
   op_matrix $mtu
   ipv6_subset $mtu
+  [ $mtu = 1500 ] && mckey6 $mtu
   pair "rdma-check over IPv4" "$BIN/rdma-check" -g 1 -p PORT -- "$BIN/rdma-check" -g 1 -p PORT SERVER
   pair "rdma-check over IPv6" "$BIN/rdma-check" -g 0 -p PORT -- "$BIN/rdma-check" -g 0 -p PORT SERVER
   for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
