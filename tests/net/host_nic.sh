@@ -27,6 +27,7 @@
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../common/listen.sh"
+. "$HERE/../common/mckey.sh"
 PY=/usr/bin/python3
 skip() { echo "## HOST NIC TEST NOT RUN: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root for ip netns"
@@ -338,13 +339,7 @@ if command -v mckey >/dev/null; then
   mk2=$!
   on 3 timeout 60 "$BIN/uroce-run" -- mckey -m $mgroup -b "$net.3" -C 20 > "$tmp/mk3.log" 2>&1 &
   mk3=$!
-  joined=no
-  for i in $(seq 1 200); do  # until both members hold the group (at most 10 s)
-    [ "$(on 2 ss -Hlun "src $mgroup:4791" | wc -l)" -ge 1 ] && [ "$(on 3 ss -Hlun "src $mgroup:4791" | wc -l)" -ge 1 ] &&
-      { joined=yes; break; }
-    sleep 0.05
-  done
-  [ $joined = yes ] || echo "## mckey: the members did not both join $mgroup in 10 s; the sender starts anyway"
+  mckey_joined "$mgroup" "on 2" "on 3"
   on 1 timeout 60 "$BIN/uroce-run" -- mckey -m $mgroup -b "$net.1" -s -C 20 > "$tmp/mk1.log" 2>&1
   e=$?
   wait $mk2; f2=$?

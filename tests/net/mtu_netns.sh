@@ -12,6 +12,7 @@
 BIN=$(cd "$1" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../common/listen.sh"
+. "$HERE/../common/mckey.sh"
 PY=/usr/bin/python3
 skip() { echo "## MTU NAMESPACE TEST NOT RUN: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root for ip netns"
@@ -289,13 +290,7 @@ mckey6() {
   mkb=$!
   inA timeout 60 "$BIN/uroce-run" -- mckey -m "$g" -b "$la%uma$tag" -C 10 > "$tmp/mka.log" 2>&1 &
   mka=$!
-  joined=no
-  for i in $(seq 1 200); do  # until both members hold the group (at most 10 s)
-    [ "$(inA ss -Hlun "src [$g]:4791" | wc -l)" -ge 1 ] && [ "$(inB ss -Hlun "src [$g]:4791" | wc -l)" -ge 1 ] &&
-      { joined=yes; break; }
-    sleep 0.05
-  done
-  [ $joined = yes ] || echo "## mckey: the members did not both join $g in 10 s; the sender starts anyway"
+  mckey_joined "$g" inA inB
   inA timeout 60 "$BIN/uroce-run" -- mckey -m "$g" -b "$la%uma$tag" -s -C 10 > "$tmp/mks.log" 2>&1
   e=$?
   wait $mka; fa=$?
