@@ -59,7 +59,12 @@ enum class WcOpcode : uint8_t {
 };
 const char* to_string(WcOpcode o);
 
-enum class QpType : uint8_t { RC = 2, UC = 3, UD = 4 };
+// XRC (IBA 9.8.x, eXtended Reliable Connected): an initiator sends as RC does, naming in each
+// request an XRC SRQ at the target; a target QP has no PD, CQ or queue of its own and takes
+// each message's receive, PD and CQ from the XRC SRQ named, which must be of its XRC domain.
+enum class QpType : uint8_t { RC = 2, UC = 3, UD = 4, XrcSend = 9, XrcRecv = 10 };
+// RC and both XRC kinds: acknowledged, retried, READs and atomics.
+constexpr bool reliable_connected(QpType t) { return t == QpType::RC || t == QpType::XrcSend || t == QpType::XrcRecv; }
 enum class QpState : uint8_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
 const char* to_string(QpState s);
 
@@ -102,6 +107,7 @@ struct SendWr {
   uint32_t invalidate_rkey = 0;  // SEND_WITH_INV (the peer's window), LOCAL_INV (ours)
   uint32_t remote_qpn = 0;    // UD
   uint32_t remote_qkey = 0;   // UD; with the top bit set, the QP's own Q_Key is used
+  uint32_t remote_srqn = 0;   // XRC: the XRC SRQ at the target QP's end
   uint32_t flush_length = 0;  // FLUSH: bytes from remote_addr (FlushLevel::Range)
   uint8_t flush_type = kFlushGlobal;  // FLUSH: FlushType bits
   FlushLevel flush_level = FlushLevel::Range;

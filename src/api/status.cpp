@@ -11,7 +11,16 @@ namespace uroce::detail {
 
 namespace {
 
-const char* type_name(QpType t) { return t == QpType::RC ? "RC" : t == QpType::UC ? "UC" : "UD"; }
+const char* type_name(QpType t) {
+  switch (t) {
+    case QpType::RC: return "RC";
+    case QpType::UC: return "UC";
+    case QpType::UD: return "UD";
+    case QpType::XrcSend: return "XRC_INI";
+    case QpType::XrcRecv: return "XRC_TGT";
+  }
+  return "?";
+}
 unsigned long long ull(uint64_t v) { return v; }
 
 }  // namespace

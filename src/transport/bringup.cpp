@@ -23,7 +23,7 @@ Status connect_rc(ProtocolCore& pc, Qp& qp, const Endpoint& remote, uint32_t loc
   a.sgid_index = o.sgid_index.value_or(pc.sgid_index_for(remote.gid));
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;
-  const bool rc = qp.type() == QpType::RC;  // UC has no ACKs: no timers, retries or READ/atomic state
+  const bool rc = reliable_connected(qp.type());  // UC has no ACKs: no timers, retries or READ/atomic state
   uint32_t rtr = kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
   if (rc) rtr |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
   if (Status s = pc.modify_qp(qp, a, rtr); !s) return s;

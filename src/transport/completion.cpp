@@ -99,7 +99,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   recovery::start(qp, qp.sr_choice.value_or(cfg_.reliability == Reliability::Sr), qp.sr_choice.has_value());
   qp.pacer = cc::Pacer{};
   // DCQCN reacts to CNPs (RC and UC); TIMELY and Swift to round trips, which only RC measures.
-  const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
+  const bool rc = reliable_connected(qp.type()), uc = qp.type() == QpType::UC;
   qp.rate = rc || uc ? cc::make_rate_control(qp.cc_choice.value_or(cfg_.cc), rc, cfg_.dcqcn, cfg_.timely, cfg_.swift)
                      : nullptr;
   qp.req.paced = qp.rate != nullptr;
@@ -127,8 +127,8 @@ void ProtocolCore::reset_qp(Qp& qp) {
   std::erase(ack_list_, &qp);
   // What it completed before (its flushed requests among them) goes too: a program that
   // brings the QP back up polls only what the QP does from now on.
-  qp.send_cq->purge(qp.qpn().value());
-  if (qp.recv_cq != qp.send_cq) qp.recv_cq->purge(qp.qpn().value());
+  if (qp.send_cq) qp.send_cq->purge(qp.qpn().value());  // an XRC target has none
+  if (qp.recv_cq && qp.recv_cq != qp.send_cq) qp.recv_cq->purge(qp.qpn().value());
 }
 
 }  // namespace uroce::transport

@@ -25,8 +25,15 @@ class Context {
   // *odp: the bytes belong to an on-demand region (move them with verbs/region_access.hpp).
   verbs::KeyCheck check_remote(const Qp& qp, verbs::Rkey rkey, uint64_t va, uint64_t len, uint32_t need,
                                uint8_t** host = nullptr, bool* odp = nullptr) const {
-    return core_.mrs_.check_remote(rkey, qp.pd(), va, len, need, host, qp.qpn().value(), odp);
+    return check_remote(qp, qp.pd(), rkey, va, len, need, host, odp);
   }
+  // The same in a PD given (a queued READ response of an XRC target: its message's PD).
+  verbs::KeyCheck check_remote(const Qp& qp, verbs::PdHandle pd, verbs::Rkey rkey, uint64_t va, uint64_t len,
+                               uint32_t need, uint8_t** host = nullptr, bool* odp = nullptr) const {
+    return core_.mrs_.check_remote(rkey, pd, va, len, need, host, qp.qpn().value(), odp);
+  }
+  // The XRC SRQ with this number, if it is of XRC domain xrcd.
+  verbs::Srq* xrc_srq(uint32_t srqn, uint32_t xrcd) const { return core_.xrc_srq(srqn, xrcd); }
 
   // Transmit: a free buffer (nullptr and counted when the pool is empty), then emit it with
   // the IBA length of its contents (the ICRC is appended), or hand it back unsent.

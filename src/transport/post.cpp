@@ -42,8 +42,11 @@ Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) con
   } else if (wr.sg_list.size() > qp.sq.max_sge()) {
     return make_error(EINVAL, "post_send: more SGEs than max_send_sge (" + std::to_string(qp.sq.max_sge()) + ")");
   }
-  if (qp.type() == QpType::RC && !t.rc)
+  if (qp.type() == QpType::XrcRecv) return make_error(EINVAL, "post_send: an XRC target QP sends nothing");
+  if (reliable_connected(qp.type()) && !t.rc)
     return make_error(EINVAL, std::string("post_send: ") + t.name + " on an RC queue pair");
+  if (qp.type() == QpType::XrcSend && wr.remote_srqn > wire::kQpnMask)
+    return make_error(EINVAL, "post_send: remote_srqn > 24 bits");
   if (t.local) {
     if (!wr.sg_list.empty() || (wr.send_flags & kSendInline))
       return make_error(EINVAL, std::string("post_send: ") + t.name + " carries no data (no SGEs, no INLINE)");
@@ -111,6 +114,7 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       if (wr.opcode == WrOpcode::AtomicCmpSwp) sq.ext(idx).swap = wr.swap;
       if (wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::LocalInv) w.imm = wr.invalidate_rkey;
       if (wr.opcode == WrOpcode::BindMw) sq.ext(idx).bind = *wr.bind;
+      if (qp.type() == QpType::XrcSend) sq.ext(idx).xrc_srqn = wr.remote_srqn;
       // FLUSH: its FETH (placement type, selectivity level) rides where immediate data would.
       if (wr.opcode == WrOpcode::Flush) w.imm = uint32_t(wr.flush_type) | uint32_t(wr.flush_level) << 4;
       if (wr.ah) {
@@ -174,10 +178,12 @@ Status ProtocolCore::post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::sp
 
 Status ProtocolCore::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
   QpState st = qp.state();
-  if (st == QpState::Reset || qp.srq) {
+  if (st == QpState::Reset || qp.srq || qp.type() == QpType::XrcSend || qp.type() == QpType::XrcRecv) {
     if (bad) *bad = 0;
-    return make_error(EINVAL, qp.srq ? "post_recv: the QP takes its receives from an SRQ; post there"
-                                     : "post_recv: QP is in RESET; move it to INIT first");
+    return make_error(EINVAL, qp.srq || qp.type() == QpType::XrcRecv
+                                  ? "post_recv: the QP takes its receives from an SRQ; post there"
+                              : qp.type() == QpType::XrcSend ? "post_recv: an XRC initiator QP receives nothing"
+                                                             : "post_recv: QP is in RESET; move it to INIT first");
   }
   Status result = post_recv_wrs(qp.rq, wrs, bad);
   // Only a QP in ERR needs the engine for receives: to flush them.

@@ -127,7 +127,7 @@ struct CoreConfig {
 
 struct DeviceLimits {
   uint32_t max_qp = 1 << 16, max_qp_wr = 1 << 14, max_sge = 32, max_cqe = 1 << 20, max_mr = 1 << 20;
-  uint32_t max_inline = 512, max_rd_atomic = verbs::kMaxRdAtomic, max_pd = 1 << 16;
+  uint32_t max_inline = 512, max_rd_atomic = verbs::kMaxRdAtomic, max_pd = 1 << 16, max_xrcd = 1 << 16;
   uint64_t max_msg = kMaxMessage;
   // Multicast: groups joined (each is a socket of the link's), QPs per group, attachments in all.
   uint32_t max_mcast_grp = 64, max_mcast_qp_attach = 56, max_total_mcast_qp_attach = 64 * 56;
@@ -193,6 +193,14 @@ class ProtocolCore {
   // QP1 (the GSI): a UD QP with the well-known number 1; EBUSY if the port has one already.
   Result<Qp*> create_gsi_qp(PdHandle pd, verbs::Cq* send_cq, verbs::Cq* recv_cq, const QpCap& cap);
   Result<verbs::Srq*> create_srq(PdHandle pd, uint32_t depth, uint32_t max_sge);
+  // XRC (xrc.cpp): domains, their SRQs (numbered by handle, completing to their CQ), and
+  // target QPs, which take each message's receive, PD and CQ from the XRC SRQ it names.
+  // Initiator QPs are made by create_qp (QpType::XrcSend; their receive CQ is unused).
+  Result<uint32_t> create_xrcd();
+  Status destroy_xrcd(uint32_t xrcd);  // EBUSY while SRQs or QPs use it
+  Result<verbs::Srq*> create_xrc_srq(PdHandle pd, uint32_t xrcd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge);
+  Result<Qp*> create_xrc_tgt(uint32_t xrcd);
+  verbs::Srq* xrc_srq(uint32_t srqn, uint32_t xrcd) const;
   Status destroy_srq(verbs::Srq* srq);
   // Arms the limit event (limit > 0) or disarms it (0).
   Status modify_srq(verbs::Srq& srq, uint32_t limit);
@@ -286,6 +294,8 @@ class ProtocolCore {
   Result<Qp*> make_qp(PdHandle pd, QpType type, verbs::Cq* scq, verbs::Cq* rcq, const QpCap& cap, bool sig_all,
                             verbs::Srq* srq, std::optional<Qpn> qpn);
   Status post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::span<const RecvWr> wrs, size_t* bad);
+  // An XRC SRQ goes: its domain, CQ and target QPs that hold it let go (xrc.cpp).
+  void release_xrc_srq(verbs::Srq& srq);
 
   CoreConfig cfg_;
   DeviceLimits limits_;
@@ -298,6 +308,8 @@ class ProtocolCore {
   std::map<uint32_t, std::unique_ptr<verbs::Srq>> srqs_;
   std::map<verbs::Srq*, uint32_t> srq_users_;
   uint32_t next_srq_ = 1;
+  std::map<uint32_t, uint32_t> xrcds_;  // XRC domain -> users (XRC SRQs, target QPs)
+  uint32_t next_xrcd_ = 1;
   std::deque<AsyncEvent> async_;
   bool async_signal_ = false;
   uint32_t next_cq_ = 1;

@@ -97,6 +97,7 @@ struct RespJob {  // responses leave in PSN order: READ data, atomic ACKs, and A
   uint32_t len = 0;
   uint32_t sent = 0;        // bytes of the READ response already sent
   uint64_t atomic_orig = 0;
+  verbs::PdHandle pd;       // the PD its READ is checked against (an XRC target's changes)
 };
 
 // A READ, atomic, FLUSH or ATOMIC WRITE the responder executed (IBA 9.7.5.1, 9.7.6.1.4). The
@@ -113,6 +114,7 @@ struct RdAtomicResource {
   Rkey rkey;
   uint32_t len = 0;
   uint64_t orig = 0;     // atomic: the value it returned; FLUSH: its FETH; ATOMIC WRITE: its bytes
+  verbs::PdHandle pd;    // the PD it was executed in (an XRC target's changes per message)
 };
 
 struct ResponderState {
@@ -191,6 +193,7 @@ struct Qp : verbs::Qp {
   std::unique_ptr<SrHold> sr_hold;
   std::unique_ptr<SrReadMap> sr_read;
   RttEstimator rtt;
+  uint32_t xrcd = 0;  // an XRC target QP's domain: the XRC SRQs its requests may name
 };
 
 // The transport's QP behind a verbs QP (every QP the protocol core makes is one).

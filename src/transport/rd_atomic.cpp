@@ -24,14 +24,17 @@ using wire::Psn;
 
 namespace {
 
-bool check_read(Context& cx, Qp& qp, uint64_t va, Rkey rkey, uint32_t len) {
-  return cx.check_remote(qp, rkey, va, len, kAccessRemoteRead) == verbs::KeyCheck::Ok;
+bool check_read(Context& cx, Qp& qp, verbs::PdHandle pd, uint64_t va, Rkey rkey, uint32_t len) {
+  return cx.check_remote(qp, pd, rkey, va, len, kAccessRemoteRead) == verbs::KeyCheck::Ok;
 }
 
 // Keeps what was executed, for a duplicate of it: the last max_dest_rd_atomic.
 void remember(Qp& qp, const RdAtomicResource& res) {
   auto& r = qp.resp;
-  if (!r.resources.empty()) r.resources[r.resource_next++ % r.resources.size()] = res;
+  if (r.resources.empty()) return;
+  RdAtomicResource& slot = r.resources[r.resource_next++ % r.resources.size()];
+  slot = res;
+  slot.pd = qp.pd();
 }
 
 }  // namespace
@@ -42,7 +45,7 @@ Verdict do_read(Context& cx, Qp& qp, const wire::Packet& p) {
       rd_atomic_jobs(qp) >= qp.attr().max_dest_rd_atomic) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
   }
-  if (!check_read(cx, qp, p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
+  if (!check_read(cx, qp, qp.pd(), p.reth.va, Rkey(p.reth.rkey), p.reth.dma_len)) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
   }
   uint32_t n = packets_for(p.reth.dma_len, qp.mtu());
@@ -222,9 +225,10 @@ Verdict on_duplicate_rd_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
     return Verdict::Duplicate;
   }
   const uint32_t len = p.reth.dma_len;
-  if (!check_read(cx, qp, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
+  if (!check_read(cx, qp, res->pd, res->va + off, res->rkey, len)) return Verdict::DuplicateDropped;  // deregistered since
   ++cx.ctr().rx_read_dup;
   queue_read(cx, qp, p.bth.psn, res->va + off, res->rkey, len, true);
+  qp.resp.jobs.back().pd = res->pd;  // read where it was read first
   return Verdict::Duplicate;
 }
 

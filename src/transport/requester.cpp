@@ -102,7 +102,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
   if (w.opcode == WrOpcode::AtomicWrite) {  // its 8 bytes, as the program gave them
     p.bth.opcode = Opcode::RC_ATOMIC_WRITE;
     p.reth = {w.remote_addr, w.rkey, 8};
-    uint8_t* dst = tx->data + wire::opcode_info(p.bth.opcode).header_len;
+    uint8_t* dst = tx->data + p.header_len();
     std::memcpy(dst, &w.compare_add, 8);
     p.payload = {dst, 8};
     return true;
@@ -118,7 +118,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
     // they are, for a link that copies them itself). Not a resend: it may leave after the
     // peer's answer has landed in the same buffer in this very pass (ibv_rc_pingpong sends
     // and receives in one), and its ICRC, computed now, must match the bytes it carries.
-    const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+    const uint32_t at = p.header_len();
     uint8_t* dst = tx->data + at;
     const Sge* sges = qp.sq.sges(req.next);
     const bool resend = p.bth.psn < req.high;
@@ -246,6 +246,10 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     wire::Packet p;
     p.bth.dest_qp = qp.attr().dest_qp_num;
     p.bth.psn = psn;
+    if (qp.type() == QpType::XrcSend) {  // to the XRC SRQ the work request names
+      p.xrc = true;
+      p.xrc_srqn = qp.sq.ext(req.next).xrc_srqn;
+    }
     recovery::mark_request(qp, w, psn, p);
     bool last = true;
     if (!build_request(cx, qp, w, tx, p, last)) {

@@ -73,6 +73,7 @@ void resp::queue_read(Context& cx, Qp& qp, Psn psn, uint64_t va, Rkey rkey, uint
   j.rkey = rkey;
   j.len = len;
   j.dup = dup;
+  j.pd = qp.pd();
   qp.resp.jobs.push_back(j);
   cx.schedule(qp);
 }
@@ -231,7 +232,7 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   } else {
     r.msg = RespMsg::Send;
   }
-  if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
+  if (p.bth.ack_req && reliable_connected(qp.type())) cx.want_ack(qp);
   return Verdict::Execute;
 }
 
@@ -279,7 +280,7 @@ Verdict do_write(Context& cx, Qp& qp, const wire::Packet& p) {
   } else {
     r.msg = RespMsg::Write;
   }
-  if (p.bth.ack_req && qp.type() == QpType::RC) cx.want_ack(qp);
+  if (p.bth.ack_req && reliable_connected(qp.type())) cx.want_ack(qp);
   return Verdict::Execute;
 }
 
@@ -329,9 +330,10 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
       p.aeth = Aeth::ack(r.msn.value());
       uint8_t* src = nullptr;
       bool odp = false;
-      const uint32_t at = wire::opcode_info(p.bth.opcode).header_len;
+      const uint32_t at = p.header_len();
       uint8_t* dst = tx->data + at;
-      if (len && (cx.check_remote(qp, j.rkey, j.va + j.sent, len, kAccessRemoteRead, &src, &odp) != verbs::KeyCheck::Ok ||
+      if (len && (cx.check_remote(qp, j.pd, j.rkey, j.va + j.sent, len, kAccessRemoteRead, &src, &odp) !=
+                      verbs::KeyCheck::Ok ||
                   (odp && !verbs::region_read(dst, src, len, true)))) {
         // Deregistered (or an on-demand page gone) while its READ was answered: class C, NAK
         // now, before anything else.
@@ -381,6 +383,18 @@ Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
   return Verdict::UcDropped;
 }
 
+// An XRC target: the XRC SRQ a message names (XRCETH) must be of the QP's domain, and stays
+// the same to its end; the message takes its receive, PD and CQ from it.
+bool xrc_bind(Context& cx, Qp& qp, const wire::Packet& p) {
+  verbs::Srq* srq = p.xrc ? cx.xrc_srq(p.xrc_srqn, qp.xrcd) : nullptr;
+  if (!srq) return false;
+  if (qp.resp.msg != RespMsg::None) return srq == qp.srq;
+  qp.srq = srq;
+  qp.recv_cq = srq->cq;
+  qp.set_pd(srq->pd());
+  return true;
+}
+
 // The checks and execution of one request; responder_on_request traces the verdict.
 Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
@@ -404,6 +418,10 @@ Verdict on_request(Context& cx, Qp& qp, const wire::Packet& p) {
     return Verdict::NakSequence;
   }
   r.seq = RespSeq::InSequence;
+  if (qp.type() == QpType::XrcRecv && !xrc_bind(cx, qp, p)) {
+    ++cx.ctr().rx_bad_xrc_srq;
+    return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C
+  }
   if (!fits_in_sequence(qp, p)) return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // class C (UC: D)
   const uint32_t flags = p.info().flags;
   if (flags & wire::kSend) return do_send(cx, qp, p);
@@ -437,6 +455,7 @@ wire::Packet response_to(const Qp& qp, Opcode op, Psn psn) {
   p.bth.opcode = op;
   p.bth.dest_qp = qp.attr().dest_qp_num;
   p.bth.psn = psn;
+  p.xrc = qp.type() == QpType::XrcRecv;
   recovery::mark_answer(qp, p);
   return p;
 }

@@ -166,6 +166,9 @@ Status ProtocolCore::destroy_cq(Cq* cq) {
 Result<Qp*> ProtocolCore::create_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
                                     verbs::Srq* srq) {
   UROCE_ASSERT_HELD(*this);
+  if (type == QpType::XrcRecv) return make_error(EINVAL, "create_qp: an XRC target QP is made in its XRC domain");
+  if (type == QpType::XrcSend && (srq || cap.max_recv_wr))
+    return make_error(EINVAL, "create_qp: an XRC initiator QP has no receive queue (max_recv_wr 0, no SRQ)");
   return make_qp(pd, type, scq, rcq, cap, sig_all, srq, std::nullopt);
 }
 
@@ -177,12 +180,13 @@ Result<Qp*> ProtocolCore::create_gsi_qp(PdHandle pd, Cq* scq, Cq* rcq, const QpC
 
 Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, const QpCap& cap, bool sig_all,
                                   verbs::Srq* srq, std::optional<Qpn> fixed) {
+  const bool tgt = type == QpType::XrcRecv;  // no PD and no CQ of its own (create_xrc_tgt)
   auto pit = pds_.find(pd);
-  if (pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
-  if (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq))
+  if (!tgt && pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
+  if (!tgt && (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq)))
     return make_error(EINVAL, "create_qp: send and receive completion queues are required");
-  if (type != QpType::RC && type != QpType::UC && type != QpType::UD)
-    return make_error(EOPNOTSUPP, "create_qp: RC, UC and UD queue pairs are supported");
+  if (type != QpType::RC && type != QpType::UC && type != QpType::UD && type != QpType::XrcSend && !tgt)
+    return make_error(EOPNOTSUPP, "create_qp: RC, UC, UD and XRC queue pairs are supported");
   if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
     return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
@@ -215,6 +219,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   Qp* p = qp.get();
   qps_[qpn] = std::move(qp);
   qp_index_.insert(qpn.value(), p);
+  if (tgt) return p;
   ++pit->second;
   ++cq_users_[scq];
   ++cq_users_[rcq];
@@ -260,7 +265,7 @@ Status ProtocolCore::set_reliability(Qp& qp, Reliability r) {
 
 Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
   UROCE_ASSERT_HELD(*this);
-  const bool rc = qp.type() == QpType::RC, uc = qp.type() == QpType::UC;
+  const bool rc = reliable_connected(qp.type()), uc = qp.type() == QpType::UC;
   if (!(rc || (uc && !cc::needs_round_trips(a))))
     return make_error(EINVAL, "congestion control: RC QPs (DCQCN and none also UC; TIMELY and Swift need ACKs)");
   if (Status s = before_it_talks(qp, "congestion control"); !s) return s;
@@ -316,10 +321,14 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   std::erase(ack_list_, qp);
   for (McastGroup& g : mcast_) std::erase(g.qps, qp);  // its users detach first (the link's groups)
   std::erase_if(mcast_, [](const McastGroup& g) { return g.qps.empty(); });
-  --pds_[qp->pd()];
-  --cq_users_[qp->send_cq];
-  --cq_users_[qp->recv_cq];
-  if (qp->srq) --srq_users_[qp->srq];
+  if (qp->type() == QpType::XrcRecv) {  // what it used was its domain's, not its own
+    --xrcds_[qp->xrcd];
+  } else {
+    --pds_[qp->pd()];
+    --cq_users_[qp->send_cq];
+    --cq_users_[qp->recv_cq];
+    if (qp->srq) --srq_users_[qp->srq];
+  }
   qp_index_.erase(qp->qpn().value());
   qps_.erase(it);
   return {};
@@ -344,6 +353,7 @@ Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
   auto it = srq_users_.find(srq);
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
+  if (srq->xrcd) release_xrc_srq(*srq);
   --pds_[srq->pd()];
   srq_users_.erase(it);
   srqs_.erase(srq->handle());

@@ -63,7 +63,7 @@ constexpr Rule kUdRules[] = {
 };
 
 const Rule* find_rule(QpType t, QpState from, QpState to) {
-  std::span<const Rule> rules = t == QpType::RC ? std::span<const Rule>(kRcRules)
+  std::span<const Rule> rules = reliable_connected(t) ? std::span<const Rule>(kRcRules)
                                 : t == QpType::UC ? std::span<const Rule>(kUcRules)
                                                   : std::span<const Rule>(kUdRules);
   for (const Rule& r : rules)

@@ -22,6 +22,8 @@ class Qp {
   Qpn qpn() const { return qpn_; }
   QpType type() const { return type_; }
   PdHandle pd() const { return pd_; }
+  // An XRC target QP has no PD of its own: each message takes its XRC SRQ's (engine thread).
+  void set_pd(PdHandle pd) { pd_ = pd; }
   QpState state() const { return state_.load(std::memory_order_acquire); }
   const QpAttr& attr() const { return attr_; }
   uint32_t mtu() const { return mtu_bytes(attr_.path_mtu); }

@@ -10,6 +10,8 @@
 
 namespace uroce::verbs {
 
+class Cq;
+
 class Srq {
  public:
   Srq(uint32_t handle, PdHandle pd, uint32_t depth, uint32_t max_sge)
@@ -22,6 +24,10 @@ class Srq {
 
   WorkQueue<RecvWqe> rq;
   std::atomic<uint32_t> limit{0};  // 0: not armed
+  // An XRC SRQ (IBA 10.2.9.x): its XRC domain (0: an ordinary SRQ) and the CQ its receives
+  // complete to, whichever target QP of the domain took them. Its number is its handle.
+  uint32_t xrcd = 0;
+  Cq* cq = nullptr;
 
  private:
   uint32_t handle_;

@@ -50,6 +50,7 @@ struct SendWqeExt {
   uint32_t ud_qpn;
   uint32_t ud_qkey;
   uint8_t ud_sgid_index;
+  uint32_t xrc_srqn;    // XRC: the remote XRC SRQ its requests name
 };
 
 struct NoExt {};

@@ -19,6 +19,9 @@ enum class Opcode : uint8_t {
   // range visible (or persistent); ATOMIC WRITE stores 8 bytes at once. Both are answered by
   // a READ RESPONSE ONLY without payload.
   RC_FLUSH = 0x1c, RC_ATOMIC_WRITE = 0x1d,
+  // Extended Reliable Connection (0xa0..): RC's opcodes plus 0xa0, requests with an XRCETH.
+  // Decoding gives the RC opcode and Packet::xrc; encoding adds 0xa0 back.
+  XRC_SEND_FIRST = 0xa0,
   // Unreliable Connection (0x20..)
   UC_SEND_FIRST = 0x20, UC_SEND_MIDDLE = 0x21, UC_SEND_LAST = 0x22, UC_SEND_LAST_IMM = 0x23,
   UC_SEND_ONLY = 0x24, UC_SEND_ONLY_IMM = 0x25, UC_WRITE_FIRST = 0x26, UC_WRITE_MIDDLE = 0x27,
@@ -39,13 +42,14 @@ enum class Opcode : uint8_t {
   UROCE_SEND_ONLY = 0xcc, UROCE_SEND_ONLY_IMM = 0xcd,
 };
 
-enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Invalid = 7 };
+enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, XRC = 5, Invalid = 7 };
 
-// Which headers follow the BTH, in wire order: FETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH,
-// ImmDt, IETH, and uroce's PlaceETH.
+// Which headers follow the BTH, in wire order: XRCETH, FETH, DETH, RETH, AtomicETH, AETH,
+// AtomicAckETH, ImmDt, IETH, and uroce's PlaceETH.
 enum HdrMask : uint32_t {
   kDeth = 1u << 0, kReth = 1u << 1, kAtomicEth = 1u << 2, kAeth = 1u << 3,
   kAtomicAckEth = 1u << 4, kImmDt = 1u << 5, kIeth = 1u << 6, kPlaceEth = 1u << 7, kFeth = 1u << 8,
+  kXrcEth = 1u << 9,
 };
 
 // What an opcode means for the requester, completer and responder.
@@ -67,19 +71,30 @@ struct OpcodeInfo {
 
 inline constexpr uint8_t kBthLen = 12, kDethLen = 8, kRethLen = 16, kAtomicEthLen = 28,
                          kAethLen = 4, kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4,
-                         kPlaceEthLen = 8, kFethLen = 4, kIcrcLen = 4;
+                         kPlaceEthLen = 8, kFethLen = 4, kXrcEthLen = 4, kIcrcLen = 4;
 
 constexpr uint8_t headers_len(uint32_t h) {
   return uint8_t(kBthLen + (h & kDeth ? kDethLen : 0) + (h & kReth ? kRethLen : 0) +
                  (h & kAtomicEth ? kAtomicEthLen : 0) + (h & kAeth ? kAethLen : 0) +
                  (h & kAtomicAckEth ? kAtomicAckEthLen : 0) + (h & kImmDt ? kImmDtLen : 0) +
-                 (h & kIeth ? kIethLen : 0) + (h & kPlaceEth ? kPlaceEthLen : 0) + (h & kFeth ? kFethLen : 0));
+                 (h & kIeth ? kIethLen : 0) + (h & kPlaceEth ? kPlaceEthLen : 0) + (h & kFeth ? kFethLen : 0) +
+                 (h & kXrcEth ? kXrcEthLen : 0));
 }
+
+// XRC's opcodes are RC's plus this (IBA 9.2: 101xxxxx).
+inline constexpr uint8_t kXrcBase = 0xa0;
 
 // A SEND opcode as a QP under selective repeat sends it (RC_SEND_FIRST..RC_SEND_ONLY_IMM).
 constexpr Opcode placed_send(Opcode rc) { return Opcode(uint8_t(rc) + 0xc8); }
 
 namespace detail {
+inline constexpr std::string_view kXrcNames[] = {
+    "XRC_SEND_FIRST", "XRC_SEND_MIDDLE", "XRC_SEND_LAST", "XRC_SEND_LAST_IMM", "XRC_SEND_ONLY", "XRC_SEND_ONLY_IMM",
+    "XRC_WRITE_FIRST", "XRC_WRITE_MIDDLE", "XRC_WRITE_LAST", "XRC_WRITE_LAST_IMM", "XRC_WRITE_ONLY",
+    "XRC_WRITE_ONLY_IMM", "XRC_READ_REQUEST", "XRC_READ_RESPONSE_FIRST", "XRC_READ_RESPONSE_MIDDLE",
+    "XRC_READ_RESPONSE_LAST", "XRC_READ_RESPONSE_ONLY", "XRC_ACKNOWLEDGE", "XRC_ATOMIC_ACKNOWLEDGE",
+    "XRC_COMPARE_SWAP", "XRC_FETCH_ADD", "", "XRC_SEND_LAST_INV", "XRC_SEND_ONLY_INV", "", "", "", "",
+    "XRC_FLUSH", "XRC_ATOMIC_WRITE"};
 inline constexpr std::string_view kUroceSendNames[] = {"UROCE_SEND_FIRST", "UROCE_SEND_MIDDLE", "UROCE_SEND_LAST",
                                                        "UROCE_SEND_LAST_IMM", "UROCE_SEND_ONLY", "UROCE_SEND_ONLY_IMM"};
 
@@ -128,6 +143,12 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   set(Opcode::UD_SEND_ONLY_IMM, "UD_SEND_ONLY_IMM", Transport::UD, kDeth | kImmDt, S | kOnly | I);
   set(Opcode::CNP, "CNP", Transport::CNP, 0, 0);
   set(Opcode::UROCE_SACK, "UROCE_SACK", RC, kAeth, kAck | kPayload | kResponse | kOnly);
+  for (uint8_t o = 0; o <= 0x1d; ++o) {  // XRC: RC's meaning; its requests name an XRC SRQ
+    const OpcodeInfo& rc = t[o];
+    if (rc.name.empty()) continue;
+    const uint32_t h = rc.headers | (rc.flags & kRequest ? kXrcEth : 0u);
+    t[kXrcBase + o] = OpcodeInfo{kXrcNames[o], Transport::XRC, h, rc.flags, headers_len(h)};
+  }
   for (uint8_t o = 0; o <= 0x05; ++o) {  // the RC SENDs' meaning, and where they go
     const OpcodeInfo& rc = t[o];
     t[0xc8 + o] = OpcodeInfo{kUroceSendNames[o], RC, rc.headers | kPlaceEth, rc.flags, headers_len(rc.headers | kPlaceEth)};
@@ -147,6 +168,7 @@ static_assert(opcode_info(Opcode::RC_ATOMIC_ACKNOWLEDGE).header_len == 24);
 static_assert(opcode_info(Opcode::RC_COMPARE_SWAP).header_len == 40);
 static_assert(opcode_info(Opcode::UROCE_SEND_LAST_IMM).header_len == 24);
 static_assert(opcode_info(Opcode::RC_FLUSH).header_len == 32);
+static_assert(kOpcodeTable[0xa6].header_len == 32 && kOpcodeTable[0xb1].header_len == 16);  // XRC WRITE FIRST, ACK
 static_assert(placed_send(Opcode::RC_SEND_ONLY_IMM) == Opcode::UROCE_SEND_ONLY_IMM);
 
 }  // namespace uroce::wire

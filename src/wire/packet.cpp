@@ -28,7 +28,17 @@ const char* to_string(ParseError e) {
   return "?";
 }
 
+namespace {
+// An XRC packet is handled as the RC one it mirrors, marked xrc (Packet::wire_opcode).
+ParseError xrc_to_rc(Packet& out) {
+  out.xrc = opcode_info(out.bth.opcode).transport == Transport::XRC;
+  if (out.xrc) out.bth.opcode = Opcode(uint8_t(out.bth.opcode) - kXrcBase);
+  return ParseError::None;
+}
+}  // namespace
+
 ParseError decode(std::span<const uint8_t> buf, Packet& out) {
+  out.xrc = false;
   if (buf.size() < kBthLen + kIcrcLen) return ParseError::TooShort;
   const uint8_t* p = buf.data();
   if (!opcode_supported(p[0])) return ParseError::UnsupportedOpcode;
@@ -52,6 +62,10 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
   const OpcodeInfo& info = opcode_info(b.opcode);
   if (buf.size() < size_t(info.header_len) + kIcrcLen) return ParseError::TooShort;
   size_t off = kBthLen;
+  if (info.headers & kXrcEth) {
+    out.xrc_srqn = read_be24(p + off + 1);
+    off += kXrcEthLen;
+  }
   if (info.headers & kFeth) {
     out.feth = read_be32(p + off);
     off += kFethLen;
@@ -95,23 +109,23 @@ ParseError decode(std::span<const uint8_t> buf, Packet& out) {
     if (body != 0 && !(info.transport == Transport::CNP && body == 16)) return ParseError::PayloadNotAllowed;
     if (b.pad) return ParseError::BadPad;
     out.payload = {};
-    return ParseError::None;
+    return xrc_to_rc(out);
   }
   if (body % 4 != 0) return ParseError::BadLength;
   if (b.pad > body) return ParseError::BadPad;
   out.payload = buf.subspan(off, body - b.pad);
-  return ParseError::None;
+  return xrc_to_rc(out);
 }
 
 size_t encoded_len(const Packet& p) {
   size_t n = p.payload.size();
-  return p.info().header_len + ((n + 3) & ~size_t(3)) + kIcrcLen;
+  return p.header_len() + ((n + 3) & ~size_t(3)) + kIcrcLen;
 }
 
 size_t encode_headers(const Packet& pk, uint8_t* p) {
   const Bth& b = pk.bth;
-  const OpcodeInfo& info = pk.info();
-  p[0] = uint8_t(b.opcode);
+  const OpcodeInfo& info = pk.wire_info();
+  p[0] = pk.wire_opcode();
   p[1] = uint8_t((b.solicited ? 0x80 : 0) | (b.migreq ? 0x40 : 0) | (b.pad & 3) << 4 | (b.tver & 0xf));
   write_be16(p + 2, b.pkey);
   p[4] = uint8_t((b.fecn ? 0x80 : 0) | (b.becn ? 0x40 : 0));
@@ -119,6 +133,10 @@ size_t encode_headers(const Packet& pk, uint8_t* p) {
   p[8] = uint8_t((b.ack_req ? 0x80 : 0) | (b.sr ? 0x40 : 0) | (b.place ? 0x20 : 0) | (b.resent ? 0x10 : 0));
   write_be24(p + 9, b.psn.value());
   size_t off = kBthLen;
+  if (info.headers & kXrcEth) {
+    write_be32(p + off, pk.xrc_srqn & kQpnMask);  // 8 reserved bits, then the SRQ number
+    off += kXrcEthLen;
+  }
   if (info.headers & kFeth) {
     write_be32(p + off, pk.feth);
     off += kFethLen;

@@ -19,9 +19,18 @@ struct Packet {
   uint32_t ieth = 0;
   PlaceEth place;
   uint32_t feth = 0;         // FETH: placement type (bits 3-0), selectivity level (bits 5-4)
+  // XRC: bth.opcode holds the RC opcode (info() is RC's); on the wire it is 0xa0 more, and a
+  // request carries an XRCETH naming the XRC SRQ (24 bits).
+  bool xrc = false;
+  uint32_t xrc_srqn = 0;
   std::span<const uint8_t> payload;  // without pad bytes
 
   const OpcodeInfo& info() const { return opcode_info(bth.opcode); }
+  // The opcode and layout on the wire (XRC's for an XRC packet).
+  uint8_t wire_opcode() const { return uint8_t(uint8_t(bth.opcode) + (xrc ? kXrcBase : 0)); }
+  const OpcodeInfo& wire_info() const { return kOpcodeTable[wire_opcode()]; }
+  // Where the payload starts: BTH and extension headers as sent.
+  uint8_t header_len() const { return wire_info().header_len; }
   bool has(uint32_t hdr) const { return info().headers & hdr; }
 };
 

@@ -32,6 +32,8 @@ struct Side {
   verbs::Cq* scq = nullptr;
   verbs::Cq* rcq = nullptr;
   transport::Qp* qp = nullptr;
+  uint32_t xrcd = 0;           // PairOptions::xrc, B: its XRC domain
+  verbs::Srq* srq = nullptr;   // and its XRC SRQ (completing to rcq)
 };
 
 struct PairOptions {
@@ -56,6 +58,8 @@ struct PairOptions {
   std::optional<transport::Reliability> reliability;
   // Chosen for A's QP alone (its peer left to its device's choice).
   std::optional<transport::Reliability> reliability_a;
+  // XRC: A's QP an initiator, B's a target of B's XRC domain, with an XRC SRQ there.
+  bool xrc = false;
 };
 
 inline constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
@@ -82,7 +86,17 @@ class CorePair {
     s.pd = *s.pc->alloc_pd();
     s.scq = *s.pc->create_cq(opt.cq_depth);
     s.rcq = *s.pc->create_cq(opt.cq_depth);
-    auto qp = s.pc->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false);
+    if (opt.xrc && &s == &b) {
+      s.xrcd = *s.pc->create_xrcd();
+      auto srq = s.pc->create_xrc_srq(s.pd, s.xrcd, s.rcq, 256, 4);
+      ASSERT_TRUE(srq.ok()) << srq.error().message;
+      s.srq = *srq;
+    }
+    QpCap cap = opt.cap;
+    if (opt.xrc) cap.max_recv_wr = 0;
+    auto qp = !opt.xrc ? s.pc->create_qp(s.pd, opt.type, s.scq, s.rcq, opt.cap, false)
+              : &s == &a ? s.pc->create_qp(s.pd, QpType::XrcSend, s.scq, s.scq, cap, false)
+                         : s.pc->create_xrc_tgt(s.xrcd);
     ASSERT_TRUE(qp.ok()) << qp.error().message;
     s.qp = *qp;
     if (auto r = &s == &a && opt.reliability_a ? opt.reliability_a : opt.reliability) {
@@ -119,8 +133,17 @@ class CorePair {
     return r.ok() ? Keys{r->lkey.value(), r->rkey.value()} : Keys{};
   }
 
-  Status send(Side& s, const SendWr& wr) { return s.pc->post_send(*s.qp, std::span<const SendWr>(&wr, 1)); }
-  Status recv(Side& s, const RecvWr& wr) { return s.pc->post_recv(*s.qp, std::span<const RecvWr>(&wr, 1)); }
+  // With PairOptions::xrc, A's requests name B's XRC SRQ (unless they name one) and B's
+  // receives go to that SRQ.
+  Status send(Side& s, const SendWr& wr) {
+    SendWr w = wr;
+    if (opt.xrc && &s == &a && !w.remote_srqn) w.remote_srqn = b.srq->handle();
+    return s.pc->post_send(*s.qp, std::span<const SendWr>(&w, 1));
+  }
+  Status recv(Side& s, const RecvWr& wr) {
+    if (s.srq) return s.pc->post_srq_recv(*s.srq, std::span<const RecvWr>(&wr, 1));
+    return s.pc->post_recv(*s.qp, std::span<const RecvWr>(&wr, 1));
+  }
 
   // Runs until `n` completions are on cq (collected into out) or the time limit passes.
   bool wait_wc(verbs::Cq* cq, size_t n, std::vector<Wc>& out, uint64_t max_ns = 10'000'000'000ull) {

@@ -29,6 +29,7 @@ struct LossCase {
   Mtu mtu;
   const char* name;
   transport::Reliability rel = transport::Reliability::Gbn;
+  bool xrc = false;  // A an XRC initiator, B a target: receives from B's XRC SRQ
 };
 
 class Lossy : public ::testing::TestWithParam<LossCase> {};
@@ -53,6 +54,7 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
   o.cap = QpCap{256, 256, 2, 2, 0};
   o.config = [&](transport::CoreConfig& c) { c.reliability = lc.rel; };
   o.access |= kAccessFlushGlobal;
+  o.xrc = lc.xrc;
   CorePair t(o);
 
   std::vector<uint8_t> a_src(size_t(kSlots) * kMaxMsg), a_dst(size_t(kSlots) * kMaxMsg);
@@ -174,7 +176,8 @@ TEST_P(Lossy, RandomOpsExactlyOnceInOrder) {
     uint64_t i = completed;
     const Msg& m = msgs[i];
     ASSERT_EQ(wc.wr_id, i) << "completion out of order or repeated";
-    ASSERT_EQ(wc.status, WcStatus::Success) << to_string(wc.status) << " msg " << i << " " << dump_counters(*t.a.pc);
+    ASSERT_EQ(wc.status, WcStatus::Success) << to_string(wc.status) << " msg " << i << " (opcode " << int(m.op) << ", "
+                                            << m.len << " B) A: " << dump_counters(*t.a.pc) << " B: " << dump_counters(*t.b.pc);
     uint32_t slot = uint32_t(i % kSlots);
     switch (m.op) {
       case WrOpcode::RdmaWrite:
@@ -296,6 +299,12 @@ INSTANTIATE_TEST_SUITE_P(SelectiveRepeat, Lossy,
                                            LossCase{0.01, Mtu::Mtu4096, "sr_drop1", transport::Reliability::Sr},
                                            LossCase{0.05, Mtu::Mtu1024, "sr_drop5", transport::Reliability::Sr},
                                            LossCase{0.10, Mtu::Mtu2048, "sr_drop10", transport::Reliability::Sr}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// XRC: the same operations from an initiator to a target QP, every receive from its XRC SRQ.
+INSTANTIATE_TEST_SUITE_P(Xrc, Lossy,
+                         ::testing::Values(LossCase{0.0, Mtu::Mtu1024, "xrc_drop0", transport::Reliability::Gbn, true},
+                                           LossCase{0.02, Mtu::Mtu2048, "xrc_drop2", transport::Reliability::Gbn, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

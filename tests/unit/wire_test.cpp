@@ -47,7 +47,8 @@ TEST(Opcode, TableLayout) {
   EXPECT_FALSE(opcode_supported(0xff));
   int supported = 0;
   for (int i = 0; i < 256; ++i) supported += opcode_supported(uint8_t(i));
-  EXPECT_EQ(supported, 25 + 12 + 2 + 1 + 1 + 6);  // RC (FLUSH, ATOMIC WRITE too), UC, UD, CNP, uroce's SACK and SENDs
+  // RC (FLUSH, ATOMIC WRITE too), UC, UD, CNP, uroce's SACK and SENDs, XRC (RC's, mirrored)
+  EXPECT_EQ(supported, 25 + 12 + 2 + 1 + 1 + 6 + 25);
   EXPECT_EQ(opcode_info(Opcode::RC_FLUSH).header_len, 32);  // BTH, FETH, RETH
   EXPECT_EQ(opcode_info(Opcode::RC_ATOMIC_WRITE).header_len, 28);
   EXPECT_TRUE(opcode_info(Opcode::RC_ATOMIC_WRITE).flags & kPayload);
@@ -70,7 +71,10 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     if (!opcode_supported(uint8_t(raw))) continue;
     SCOPED_TRACE(std::string(kOpcodeTable[raw].name));
     Packet p;
-    p.bth.opcode = Opcode(raw);
+    const bool xrc = kOpcodeTable[raw].transport == Transport::XRC;  // given, and read back, as RC's opcode
+    p.bth.opcode = Opcode(xrc ? raw - kXrcBase : raw);
+    p.xrc = xrc;
+    p.xrc_srqn = uint32_t(rng()) & kQpnMask;
     p.bth.solicited = raw & 1;
     p.bth.migreq = raw & 2;
     p.bth.pkey = uint16_t(rng());
@@ -121,6 +125,9 @@ TEST(Packet, EncodeDecodeRoundTripEveryOpcode) {
     if (info.headers & kImmDt) { EXPECT_EQ(q.imm, p.imm); }
     if (info.headers & kIeth) { EXPECT_EQ(q.ieth, p.ieth); }
     if (info.headers & kFeth) { EXPECT_EQ(q.feth, p.feth); }
+    EXPECT_EQ(q.xrc, xrc);
+    EXPECT_EQ(buf[0], uint8_t(raw));
+    if (xrc && (info.flags & kRequest)) { EXPECT_EQ(q.xrc_srqn, p.xrc_srqn); }
     if (info.flags & kPayload) {
       ASSERT_EQ(q.payload.size(), payload.size());
       EXPECT_EQ(0, std::memcmp(q.payload.data(), payload.data(), payload.size()));
