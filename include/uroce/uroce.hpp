@@ -22,6 +22,7 @@ struct DeviceStack;
 struct PdHold;
 struct CqHold;
 struct SrqHold;
+struct XrcdHold;
 struct DmHold;
 }  // namespace detail
 namespace verbs { class Qp; }
@@ -94,6 +95,7 @@ class CompletionQueue;
 class SharedReceiveQueue;
 class DeviceMemory;
 class MemoryWindow;
+class XrcDomain;
 
 // A device the host has: one per network interface with an address, as list() gives them.
 struct DeviceInfo {
@@ -153,6 +155,9 @@ class Device {
   // Device memory (ibv_alloc_dm): len bytes the NIC holds rather than the application, zeroed;
   // ENOMEM past query_device().max_dm_size in all, EINVAL for 0 bytes.
   Result<std::unique_ptr<DeviceMemory>> alloc_dm(size_t len);
+  // An XRC domain (ibv_open_xrcd): its XRC SRQs (ProtectionDomain::create_xrc_srq) and target
+  // QPs (XrcDomain::create_target_qp). A domain is this process's: it is not shared with others.
+  Result<std::unique_ptr<XrcDomain>> open_xrcd();
 
   // Asynchronous events: async_fd() is readable exactly while events wait; get_async_event()
   // returns the oldest, or an EAGAIN error when none is left.
@@ -277,7 +282,7 @@ class CompletionQueue {
 };
 
 struct QpInit {
-  QpType type = QpType::RC;
+  QpType type = QpType::RC;  // XrcSend: an XRC initiator (no receive queue; recv_cq may be null)
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
   QpCap cap;
@@ -291,7 +296,7 @@ struct QpInit {
 class SharedReceiveQueue {
  public:
   ~SharedReceiveQueue();
-  uint32_t handle() const;
+  uint32_t handle() const;  // for an XRC SRQ, its number, which initiators name (SendWr::remote_srqn)
   Status post_recv(const RecvWr& wr) { return post_recv(std::span<const RecvWr>(&wr, 1)); }
   Status post_recv(std::span<const RecvWr> wrs, size_t* bad = nullptr);
   // Arms SRQ_LIMIT_REACHED for when fewer than `limit` receives remain (0 disarms).
@@ -340,11 +345,13 @@ class QueuePair {
 
  private:
   friend class ProtectionDomain;
+  friend class XrcDomain;
   QueuePair() = default;
   std::shared_ptr<detail::DeviceStack> stack_;
   std::shared_ptr<detail::PdHold> pd_;
   std::shared_ptr<detail::CqHold> send_cq_, recv_cq_;
   std::shared_ptr<detail::SrqHold> srq_;
+  std::shared_ptr<detail::XrcdHold> xrcd_;  // an XRC target QP
   verbs::Qp* qp_ = nullptr;
 };
 
@@ -363,6 +370,10 @@ class ProtectionDomain {
   Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t len, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInit& init);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(uint32_t max_wr, uint32_t max_sge = 1, uint32_t limit = 0);
+  // An XRC SRQ of `xrcd` in this PD: messages to target QPs of the domain that name it take
+  // their receives from it, are checked in this PD and complete to `cq`.
+  Result<std::unique_ptr<SharedReceiveQueue>> create_xrc_srq(XrcDomain& xrcd, CompletionQueue& cq, uint32_t max_wr,
+                                                             uint32_t max_sge = 1, uint32_t limit = 0);
   bool busy() const;  // true while MRs, QPs or SRQs use it
 
  private:
@@ -370,6 +381,20 @@ class ProtectionDomain {
   friend class MemoryRegion;
   ProtectionDomain() = default;
   std::shared_ptr<detail::PdHold> h_;
+};
+
+class XrcDomain {
+ public:
+  ~XrcDomain();
+  // An XRC target QP: no PD, CQ or receive queue of its own; connect() it to an initiator.
+  Result<std::unique_ptr<QueuePair>> create_target_qp();
+  bool busy() const;  // true while XRC SRQs or target QPs use it
+
+ private:
+  friend class Device;
+  friend class ProtectionDomain;
+  XrcDomain() = default;
+  std::shared_ptr<detail::XrcdHold> h_;
 };
 
 }  // namespace uroce

@@ -205,6 +205,11 @@ bool ProtectionDomain::busy() const {
 }
 
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& init) {
+  if (init.type == QpType::XrcSend && init.send_cq && !init.recv_cq) {  // it receives nothing
+    QpInit i = init;
+    i.recv_cq = init.send_cq;
+    return create_qp(i);
+  }
   if (!init.send_cq || !init.recv_cq) return make_error(EINVAL, "create_qp: send_cq and recv_cq are required");
   auto& stack = h_->stack;
   auto g = stack->lock();

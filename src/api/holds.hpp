@@ -40,6 +40,18 @@ struct CqHold {
   }
 };
 
+struct XrcdHold {
+  XrcdHold(std::shared_ptr<DeviceStack> c, uint32_t h) : stack(std::move(c)), xrcd(h) {}
+  XrcdHold(const XrcdHold&) = delete;
+  XrcdHold& operator=(const XrcdHold&) = delete;
+  std::shared_ptr<DeviceStack> stack;
+  uint32_t xrcd;
+  ~XrcdHold() {
+    auto g = stack->lock();
+    (void)stack->pc->destroy_xrcd(xrcd);
+  }
+};
+
 struct SrqHold {
   SrqHold(std::shared_ptr<DeviceStack> c, std::shared_ptr<PdHold> p, verbs::Srq* s)
       : stack(std::move(c)), pd(std::move(p)), srq(s) {}
@@ -48,6 +60,8 @@ struct SrqHold {
   std::shared_ptr<DeviceStack> stack;
   std::shared_ptr<PdHold> pd;
   verbs::Srq* srq = nullptr;
+  std::shared_ptr<XrcdHold> xrcd;  // an XRC SRQ: its domain and the CQ it completes to
+  std::shared_ptr<CqHold> cq;
   ~SrqHold() {
     auto g = stack->lock();
     (void)stack->pc->destroy_srq(srq);

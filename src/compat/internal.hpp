@@ -45,7 +45,7 @@ T* fail(const Error& e) {
 
 // The provider operations (ibv_context_ops and verbs_context), one file each: CQs (cq.cpp),
 // QPs and their work requests (qp.cpp), the extended send API (qp_ex.cpp), device memory
-// (memory.cpp), parent and thread domains (domains.cpp), what uroce does not offer
+// (memory.cpp), parent and thread domains (domains.cpp), XRC (xrc.cpp), what uroce does not offer
 // (unsupported.cpp).
 int poll_cq(ibv_cq* cq, int n, ibv_wc* out);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
@@ -69,5 +69,15 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* 
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int free_dm(ibv_dm* dm);
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access);
+// XRC (xrc.cpp): domains, XRC SRQs (and the basic ones of ibv_create_srq_ex), target QPs.
+ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* xrcd);
+ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+// A new USrq of pd for srq, tracked for events: what ibv_create_srq and create_srq_ex share.
+ibv_srq* made_srq(ibv_pd* pd, std::unique_ptr<SharedReceiveQueue> srq, void* srq_context);
+// A new UQp for qp, tracked for events (pd: null for an XRC target).
+UQp* made_qp(ibv_context* ctx, ibv_pd* pd, std::unique_ptr<QueuePair> qp, ibv_qp_type type, void* qp_context);
 
 }  // namespace uroce::compat

@@ -28,6 +28,8 @@ struct UDevice {
   std::map<const void*, int> unacked;
   std::condition_variable acked;
   std::atomic<uint32_t> ahs{0};  // address handles held, at most kMaxAh
+  // XRC domains opened by file (ibv_open_xrcd with an fd): the same file, the same domain.
+  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<XrcDomain>> xrcd_files;  // (st_dev, st_ino)
 };
 
 struct UContext {
@@ -82,9 +84,17 @@ struct UCq {
   Wc cur;  // the completion that ibv_start_poll/ibv_next_poll stand on; read_* read it
 };
 
+// An XRC domain as ibv_open_xrcd gives it: each open is a handle of its own on the domain.
+struct UXrcd {
+  ibv_xrcd ibv;
+  std::shared_ptr<XrcDomain> xrcd;
+  std::atomic<uint32_t> objects{0};  // XRC SRQs and target QPs made through this handle
+};
+
 struct USrq {
   ibv_srq ibv;
   std::unique_ptr<SharedReceiveQueue> srq;
+  UXrcd* xrcd = nullptr;  // an XRC SRQ's domain handle
 };
 
 // One request of an extended-API batch (ibv_wr_start .. ibv_wr_complete).
@@ -117,6 +127,7 @@ struct UQp {
   std::vector<PendingWr> batch;  // entries are reused: their vectors keep their capacity
   size_t batch_len = 0;
   int batch_err = 0;
+  UXrcd* xrcd = nullptr;  // an XRC target QP's domain handle (it has no PD)
   bool ece_set = false;  // ibv_set_ece chose the QP's options: ibv_query_ece reports those
 };
 

@@ -97,7 +97,7 @@ int post_chain(IbvWr* wr, IbvWr** bad, Convert convert, Post post) {
 }
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  bool ud = qp->qp_type == IBV_QPT_UD;
+  bool ud = qp->qp_type == IBV_QPT_UD, xrc = qp->qp_type == IBV_QPT_XRC_SEND;
   QueuePair* q = from<UQp>(qp)->qp.get();
   // BIND_MW requests keep their MwBind here until their batch is posted; made only for them,
   // so that ordinary posts pay nothing for it. post_chain fills batch[n] from the n-th.
@@ -105,8 +105,9 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   size_t n = 0;
   return post_chain<ibv_send_wr, SendWr>(
       wr, bad,
-      [ud, &binds, &n](const ibv_send_wr* w, SendWr& o) {
+      [ud, xrc, &binds, &n](const ibv_send_wr* w, SendWr& o) {
         const size_t i = n++ % kPostBatch;
+        if (xrc) o.remote_srqn = w->qp_type.xrc.remote_srqn;
         return to_send_wr(w, o, ud, [&]() -> MwBind& {
           if (!binds) binds.emplace();
           return (*binds)[i];
@@ -169,47 +170,54 @@ QpAttr to_attr(const ibv_qp_attr* a, int mask) {
 }
 
 
+UQp* made_qp(ibv_context* ctx, ibv_pd* pd, std::unique_ptr<QueuePair> qp, ibv_qp_type type, void* qp_context) {
+  auto* q = new UQp{};
+  q->qp = std::move(qp);
+  ibv_qp& ibv = q->qpx.base.qp_base;
+  ibv.context = ctx;
+  ibv.qp_context = qp_context;
+  ibv.pd = pd;
+  ibv.qp_num = q->qp->qp_num();
+  ibv.handle = ibv.qp_num;
+  ibv.state = IBV_QPS_RESET;
+  ibv.qp_type = type;
+  pthread_mutex_init(&ibv.mutex, nullptr);
+  pthread_cond_init(&ibv.cond, nullptr);
+  track(ctx, &UDevice::qps, ibv.qp_num, &ibv);
+  return q;
+}
+
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) {
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
-    errno = EOPNOTSUPP;  // XRC, raw packet, driver QPs
+  const bool ini = attr->qp_type == IBV_QPT_XRC_SEND;  // receives nothing: no receive CQ needed
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD && !ini) {
+    errno = EOPNOTSUPP;  // raw packet, driver QPs (an XRC target comes from create_qp_ex)
     return nullptr;
   }
-  if (!attr->send_cq || !attr->recv_cq) {
+  if (!attr->send_cq || (!attr->recv_cq && !ini)) {
     errno = EINVAL;
     return nullptr;
   }
   QpInit init;
   init.type = QpType(attr->qp_type);
   init.send_cq = from<UCq>(attr->send_cq)->cq.get();
-  init.recv_cq = from<UCq>(attr->recv_cq)->cq.get();
+  init.recv_cq = attr->recv_cq ? from<UCq>(attr->recv_cq)->cq.get() : nullptr;
   init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
   // A queue of 0 is legal in verbs (a QP that only receives, as qperf's servers make): one slot.
-  init.cap = QpCap{attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, attr->cap.max_recv_wr ? attr->cap.max_recv_wr : 1,
+  init.cap = QpCap{attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, attr->cap.max_recv_wr || ini ? attr->cap.max_recv_wr : 1,
                    attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
                    attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};
   init.sq_sig_all = attr->sq_sig_all != 0;
   auto qp = from<UPd>(pd)->pd->create_qp(init);
   if (!qp) return fail<ibv_qp>(qp.error());
-  auto* q = new UQp{};
-  q->qp = std::move(*qp);
+  UQp* q = made_qp(pd->context, pd, std::move(*qp), attr->qp_type, attr->qp_context);
   if (send_ops) set_send_ops(q->qpx);
   ibv_qp& ibv = q->qpx.base.qp_base;
-  ibv.context = pd->context;
-  ibv.qp_context = attr->qp_context;
-  ibv.pd = pd;
   ibv.send_cq = attr->send_cq;
   ibv.recv_cq = attr->recv_cq;
   ibv.srq = attr->srq;
-  ibv.qp_num = q->qp->qp_num();
-  ibv.handle = ibv.qp_num;
-  ibv.state = IBV_QPS_RESET;
-  ibv.qp_type = attr->qp_type;
-  pthread_mutex_init(&ibv.mutex, nullptr);
-  pthread_cond_init(&ibv.cond, nullptr);
   QpAttr a = q->qp->query();
   attr->cap.max_send_wr = a.cap.max_send_wr;
   attr->cap.max_recv_wr = a.cap.max_recv_wr;
-  track(pd->context, &UDevice::qps, ibv.qp_num, &ibv);
   ++from<UPd>(pd)->objects;
   return &ibv;
 }
@@ -222,18 +230,9 @@ extern "C" {
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   auto srq = from<UPd>(pd)->pd->create_srq(attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
   if (!srq) return fail<ibv_srq>(srq.error());
-  auto* s = new USrq{};
-  s->srq = std::move(*srq);
-  s->ibv.context = pd->context;
-  s->ibv.srq_context = attr->srq_context;
-  s->ibv.pd = pd;
-  s->ibv.handle = s->srq->handle();
-  attr->attr.max_wr = s->srq->capacity();
-  pthread_mutex_init(&s->ibv.mutex, nullptr);
-  pthread_cond_init(&s->ibv.cond, nullptr);
-  track(pd->context, &UDevice::srqs, s->ibv.handle, &s->ibv);
-  ++from<UPd>(pd)->objects;
-  return &s->ibv;
+  ibv_srq* s = made_srq(pd, std::move(*srq), attr->srq_context);
+  attr->attr.max_wr = from<USrq>(s)->srq->capacity();
+  return s;
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
@@ -255,6 +254,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   track<ibv_srq>(srq->context, &UDevice::srqs, srq->handle, nullptr);
   wait_acks(srq->context, srq);
   --from<UPd>(srq->pd)->objects;
+  if (UXrcd* x = from<USrq>(srq)->xrcd) --x->objects;
   delete from<USrq>(srq);
   return 0;
 }
@@ -381,7 +381,8 @@ int ibv_destroy_qp(ibv_qp* qp) {
   if (from<UQp>(qp)->qp->mcast_groups()) return EBUSY;
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   wait_acks(qp->context, qp);
-  --from<UPd>(qp->pd)->objects;
+  if (qp->pd) --from<UPd>(qp->pd)->objects;
+  if (UXrcd* x = from<UQp>(qp)->xrcd) --x->objects;  // an XRC target's
   delete from<UQp>(qp);
   return 0;
 }

@@ -140,8 +140,11 @@ void x_bind_mw(ibv_qp_ex* qx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
   }
   if (Status s = to_mw_bind(mw, rkey, *info, p.bind); !s) uqp(qx)->batch_err = s.error().code;
 }
+// XRC: the XRC SRQ at the target the request goes to.
+void x_set_xrc_srqn(ibv_qp_ex* qx, uint32_t remote_srqn) {
+  if (PendingWr* p = current(qx)) p->wr.remote_srqn = remote_srqn;
+}
 // Operations uroce does not have: the batch fails at ibv_wr_complete.
-void x_unsupported_inv(ibv_qp_ex* qx, uint32_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
 void x_unsupported_tso(ibv_qp_ex* qx, void*, uint16_t, uint16_t) { uqp(qx)->batch_err = EOPNOTSUPP; }
 // ATOMIC WRITE: its 8 bytes are read now, as rxe's provider does.
 void x_atomic_write(ibv_qp_ex* qx, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
@@ -179,7 +182,7 @@ void set_send_ops(QpExFlush& xf) {
   x.wr_set_ud_addr = x_set_ud_addr;
   x.wr_local_inv = x_local_inv;
   x.wr_send_inv = x_send_inv;
-  x.wr_set_xrc_srqn = x_unsupported_inv;
+  x.wr_set_xrc_srqn = x_set_xrc_srqn;
   x.wr_bind_mw = x_bind_mw;
   x.wr_send_tso = x_unsupported_tso;
   x.wr_atomic_write = x_atomic_write;
@@ -192,12 +195,15 @@ constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WR
                               IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
                               IBV_QP_EX_WITH_ATOMIC_WRITE | kIbvQpExWithFlush;
 
-ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
-  uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
-  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) ||
+ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
+  uint32_t known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                   IBV_QP_INIT_ATTR_XRCD;
+  if (a->qp_type == IBV_QPT_XRC_RECV && !(a->comp_mask & ~known) && !(a->comp_mask & IBV_QP_INIT_ATTR_PD))
+    return create_xrc_target(ctx, a);  // no PD, no CQs: its XRC domain's
+  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) || (a->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps))) {
-    errno = EOPNOTSUPP;  // XRC, RSS, TSO, creation flags ...
+    errno = EOPNOTSUPP;  // RSS, TSO, creation flags ...
     return nullptr;
   }
   ibv_qp_init_attr b{};

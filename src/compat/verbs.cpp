@@ -72,7 +72,7 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   // IBA 1.5's FLUSH (global visibility; no memory here is persistent) and ATOMIC WRITE.
   if (attr_size >= offsetof(ibv_device_attr_ex, device_cap_flags_ex) + sizeof attr->device_cap_flags_ex)
     attr->device_cap_flags_ex = attr->orig_attr.device_cap_flags | kIbvDeviceFlushGlobal | kIbvDeviceAtomicWrite;
-  // On-demand paging: every operation of RC, UC and UD, implicit regions too (no XRC here).
+  // On-demand paging: every operation of RC, UC, UD and XRC, implicit regions too.
   const bool odp = uctx(ctx)->dev->query_device().odp;
   if (attr_size >= offsetof(ibv_device_attr_ex, odp_caps) + sizeof attr->odp_caps && odp) {
     attr->odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
@@ -83,6 +83,8 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
                                                     IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
     attr->odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
                                                     IBV_ODP_SUPPORT_SRQ_RECV;
+    if (attr_size >= offsetof(ibv_device_attr_ex, xrc_odp_caps) + sizeof attr->xrc_odp_caps)
+      attr->xrc_odp_caps = kAll;  // XRC is RC's transport
   }
   // Completion timestamps: 64 bits of the device clock, which counts nanoseconds (1 GHz).
   if (attr_size >= offsetof(ibv_device_attr_ex, hca_core_clock) + sizeof attr->hca_core_clock) {
@@ -169,6 +171,10 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   c->vctx.alloc_dm = alloc_dm;
   c->vctx.free_dm = free_dm;
   c->vctx.reg_dm_mr = reg_dm_mr;
+  c->vctx.open_xrcd = open_xrcd;
+  c->vctx.close_xrcd = close_xrcd;
+  c->vctx.create_srq_ex = create_srq_ex;
+  c->vctx.get_srq_num = get_srq_num;
   pthread_mutex_init(&ctx.mutex, nullptr);
   ctx.ops = kOps;
   return &ctx;
@@ -232,7 +238,7 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp = int(d.max_qp);
   a->max_qp_wr = int(d.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_CHANGE_PHY_PORT |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = int(d.max_sge);
   a->max_sge_rd = int(d.max_sge);
   a->max_cq = int(d.max_cq);

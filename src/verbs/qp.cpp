@@ -1,5 +1,6 @@
 #include "verbs/qp.hpp"
 
+#include <array>
 #include <cerrno>
 #include <string>
 
@@ -40,6 +41,27 @@ constexpr Rule kRcRules[] = {
          kQpMaxDestRdAtomic | kQpPkeyIndex | kPathOpt},
     {QpState::Sqe, QpState::Rts, 0, kQpCurState | kQpAccessFlags},
 };
+// XRC (as the kernel has it): an initiator needs no responder attributes at RTR, a target no
+// requester attributes but the timeout at RTS; given anyway (as uroce's own bring-up does),
+// they are taken.
+template <size_t N>
+constexpr std::array<Rule, N> xrc_rules(const Rule (&rc)[N], bool target) {
+  std::array<Rule, N> out{};
+  for (size_t i = 0; i < N; ++i) {
+    out[i] = rc[i];
+    const uint32_t moved = target ? kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic : kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    const bool here = target ? rc[i].from == QpState::Rtr && rc[i].to == QpState::Rts
+                             : rc[i].from == QpState::Init && rc[i].to == QpState::Rtr;
+    if (here) {
+      out[i].required &= ~moved;
+      out[i].optional |= moved;
+    }
+  }
+  return out;
+}
+constexpr auto kXrcIniRules = xrc_rules(kRcRules, false);
+constexpr auto kXrcTgtRules = xrc_rules(kRcRules, true);
+
 constexpr Rule kUcRules[] = {
     {QpState::Reset, QpState::Init, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
     {QpState::Init, QpState::Init, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags},
@@ -63,7 +85,9 @@ constexpr Rule kUdRules[] = {
 };
 
 const Rule* find_rule(QpType t, QpState from, QpState to) {
-  std::span<const Rule> rules = reliable_connected(t) ? std::span<const Rule>(kRcRules)
+  std::span<const Rule> rules = t == QpType::XrcSend   ? std::span<const Rule>(kXrcIniRules)
+                                : t == QpType::XrcRecv ? std::span<const Rule>(kXrcTgtRules)
+                                : t == QpType::RC      ? std::span<const Rule>(kRcRules)
                                 : t == QpType::UC ? std::span<const Rule>(kUcRules)
                                                   : std::span<const Rule>(kUdRules);
   for (const Rule& r : rules)
