@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
+#include "rc_setup.h"
 
 /* From rdma-core 45's verbs.h and the kernel's ib_user_verbs.h. */
 #define ACCESS_FLUSH_GLOBAL (1 << 8)
@@ -37,20 +37,6 @@ static struct ibv_cq *cq;
 static union ibv_gid gid;
 static char mem[8192] __attribute__((aligned(64)));
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* One completion within 10 s (status -1 if none). */
-static struct ibv_wc one_wc(void) {
-  struct ibv_wc wc = {.status = (enum ibv_wc_status)-1};
-  for (double end = now_s() + 10; now_s() < end;)
-    if (ibv_poll_cq(cq, 1, &wc) == 1) break;
-  return wc;
-}
-
 static struct ibv_qp *qp_with(uint64_t send_ops) {
   struct ibv_qp_init_attr_ex a = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .pd = pd,
                                   .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
@@ -59,26 +45,11 @@ static struct ibv_qp *qp_with(uint64_t send_ops) {
   return ibv_create_qp_ex(ctx, &a);
 }
 
-/* INIT, RTR, RTS toward QP dqpn on this device, taking `access` from the peer. */
-static int to_rts(struct ibv_qp *q, uint32_t dqpn, unsigned access) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access};
-  int bad = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-  struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dqpn, .rq_psn = 7,
-                          .max_dest_rd_atomic = 4, .min_rnr_timer = 1,
-                          .ah_attr = {.is_global = 1, .grh = {.dgid = gid, .hop_limit = 1}, .port_num = 1}};
-  bad = bad || ibv_modify_qp(q, &r, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  struct ibv_qp_attr s = {.qp_state = IBV_QPS_RTS, .sq_psn = 7, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-                          .max_rd_atomic = 4};
-  return bad || ibv_modify_qp(q, &s, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                         IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 /* A connected pair: *x sends (send ops as given), *y takes the rights `access`. */
 static int pair(struct ibv_qp **x, struct ibv_qp **y, uint64_t send_ops, unsigned access) {
   *x = qp_with(send_ops);
   *y = qp_with(IBV_QP_EX_WITH_SEND);
-  return *x && *y && to_rts(*x, (*y)->qp_num, 0) == 0 && to_rts(*y, (*x)->qp_num, access) == 0;
+  return *x && *y && to_rts(*x, (*y)->qp_num, 0, gid) == 0 && to_rts(*y, (*x)->qp_num, access, gid) == 0;
 }
 
 static void unpair(struct ibv_qp *x, struct ibv_qp *y) {
@@ -93,7 +64,7 @@ static struct ibv_wc atomic_write(struct ibv_qp *x, uint32_t rkey, void *at, uin
   qx->wr_flags = IBV_SEND_SIGNALED;
   ibv_wr_atomic_write(qx, rkey, (uintptr_t)at, &value);
   if (ibv_wr_complete(qx)) return (struct ibv_wc){.status = (enum ibv_wc_status)-2};
-  return one_wc();
+  return one_wc(cq);
 }
 
 static struct ibv_wc flush(struct ibv_qp *x, uint32_t rkey, void *at, size_t len, uint8_t type, uint8_t level) {
@@ -103,7 +74,7 @@ static struct ibv_wc flush(struct ibv_qp *x, uint32_t rkey, void *at, size_t len
   qx->ex.wr_flags = IBV_SEND_SIGNALED;
   qx->wr_flush(&qx->ex, rkey, (uintptr_t)at, len, type, level);
   if (ibv_wr_complete(&qx->ex)) return (struct ibv_wc){.status = (enum ibv_wc_status)-2};
-  return one_wc();
+  return one_wc(cq);
 }
 
 static int all_are(const char *p, size_t n, char v) {
@@ -113,11 +84,10 @@ static int all_are(const char *p, size_t n, char v) {
 }
 
 int main(void) {
-  struct ibv_device **list = ibv_get_device_list(NULL);
-  ctx = list && list[0] ? ibv_open_device(list[0]) : NULL;
+  struct ibv_device **list;
+  ctx = open_first(&list, &gid);
   CHECK(ctx != NULL, "open_device");
   if (!ctx) return 1;
-  ibv_query_gid(ctx, 1, 0, &gid);
   struct ibv_device_attr_ex dx;
   CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && (dx.device_cap_flags_ex & DEVICE_FLUSH_GLOBAL) &&
             (dx.device_cap_flags_ex & DEVICE_ATOMIC_WRITE) && !(dx.device_cap_flags_ex & DEVICE_FLUSH_PERSISTENT),
