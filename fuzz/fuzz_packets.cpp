@@ -1,7 +1,8 @@
-// Feeds arbitrary packets to a connected RC requester/responder pair with work outstanding on
-// both sides. Input: records of [flags][len hi][len lo][bytes]. Flag bits ask the harness to
-// aim the packet (bit 0: at the requester side instead of the responder side; bit 1: set the
-// destination QPN; bit 2: set the PSN near the expected one; bit 3: fix the ICRC), so the
+// Feeds arbitrary packets to a connected RC requester/responder pair and an XRC initiator/target
+// pair with work outstanding on both sides. Input: records of [flags][len hi][len lo][bytes].
+// Flag bits ask the harness to aim the packet (bit 0: at the requester side instead of the
+// responder side; bit 1: set the destination QPN; bit 2: set the PSN near the expected one;
+// bit 3: fix the ICRC), and the top bit of len hi at the XRC pair instead of the RC one, so the
 // fuzzer reaches the transport logic instead of stopping at the first check.
 // Registered regions sit between canaries: any byte written outside them aborts the run.
 #include <cstddef>
@@ -19,6 +20,7 @@ using namespace uroce;
 namespace {
 
 constexpr size_t kGuard = 4096, kArena = 16384;
+constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
 constexpr uint8_t kCanary = 0xa5;
 
 struct Side {
@@ -26,15 +28,25 @@ struct Side {
   verbs::PdHandle pd;
   verbs::Cq* cq;
   transport::Qp* qp;
+  transport::Qp* xqp;  // A: an XRC initiator; B: an XRC target of its domain, with an XRC SRQ
+  verbs::Srq* xsrq = nullptr;
   std::vector<uint8_t> mem;
   verbs::Mr mr;
   explicit Side(uint32_t ip) : pc(cfg(ip)), mem(kGuard + kArena + kGuard, kCanary) {
     pd = *pc.alloc_pd();
     cq = *pc.create_cq(256);
     qp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{32, 32, 2, 2, 32}, true);
+    if (ip == kIpA) {
+      xqp = *pc.create_qp(pd, QpType::XrcSend, cq, cq, QpCap{32, 0, 2, 2, 32}, true);
+    } else {
+      const uint32_t x = *pc.create_xrcd();
+      xsrq = *pc.create_xrc_srq(pd, x, cq, 32, 2);
+      xqp = *pc.create_xrc_tgt(x);
+    }
     std::memset(mem.data() + kGuard, 0, kArena);
     mr = *pc.reg_mr(pd, mem.data() + kGuard, kArena,
-                     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+                     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic |
+                         kAccessFlushGlobal);
   }
   static transport::CoreConfig cfg(uint32_t ip) {
     transport::CoreConfig c;
@@ -47,7 +59,7 @@ struct Side {
     for (size_t i = 0; i < kGuard; ++i)
       if (mem[i] != kCanary || mem[kGuard + kArena + i] != kCanary) __builtin_trap();
   }
-  void connect(uint32_t peer_qpn, uint32_t peer_ip, uint32_t my_psn, uint32_t peer_psn) {
+  void connect(transport::Qp* q, uint32_t peer_qpn, uint32_t peer_ip, uint32_t my_psn, uint32_t peer_psn) {
     ConnectOptions o;
     o.path_mtu = Mtu::Mtu1024;
     o.max_dest_rd_atomic = 4;
@@ -60,7 +72,8 @@ struct Side {
     remote.gid = Gid::from_ipv4(peer_ip);
     remote.qpn = peer_qpn;
     remote.psn = peer_psn;
-    (void)transport::connect_rc(pc, *qp, remote, my_psn, o);
+    o.access |= kAccessFlushGlobal;
+    (void)transport::connect_rc(pc, *q, remote, my_psn, o);
   }
   void drain() {
     pc.release_tx();
@@ -71,14 +84,14 @@ struct Side {
   }
 };
 
-constexpr uint32_t kIpA = 0x0a000001, kIpB = 0x0a000002;
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Side a(kIpA), b(kIpB);
-  a.connect(b.qp->qpn().value(), kIpB, 0xfffff0, 0x100);
-  b.connect(a.qp->qpn().value(), kIpA, 0x100, 0xfffff0);
+  a.connect(a.qp, b.qp->qpn().value(), kIpB, 0xfffff0, 0x100);
+  b.connect(b.qp, a.qp->qpn().value(), kIpA, 0x100, 0xfffff0);
+  a.connect(a.xqp, b.xqp->qpn().value(), kIpB, 0x200, 0x300);
+  b.connect(b.xqp, a.xqp->qpn().value(), kIpA, 0x300, 0x200);
   // Work outstanding on both sides: the requester has sent, the responder expects.
   Sge s{uint64_t(a.arena()), 3000, a.mr.lkey.value()};
   SendWr w[4] = {{1, WrOpcode::Send, 0, {&s, 1}},
@@ -91,6 +104,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Sge r{uint64_t(b.arena() + 9000), 2000, b.mr.lkey.value()};
   RecvWr rw[2] = {{10, {&r, 1}}, {11, {&r, 1}}};
   (void)b.pc.post_recv(*b.qp, rw);
+  // The XRC pair: a SEND to the target's SRQ, an ATOMIC WRITE and a FLUSH.
+  SendWr xw[3] = {{5, WrOpcode::Send, 0, {&s, 1}}, {6, WrOpcode::AtomicWrite}, {7, WrOpcode::Flush}};
+  xw[1].remote_addr = uint64_t(b.arena() + 16);
+  xw[2].remote_addr = uint64_t(b.arena());
+  xw[2].flush_length = 64;
+  for (SendWr& x : xw) {
+    x.rkey = b.mr.rkey.value();
+    x.remote_srqn = b.xsrq->handle();
+  }
+  xw[1].compare_add = 0x0102030405060708ull;
+  (void)a.pc.post_send(*a.xqp, xw);
+  (void)b.pc.post_srq_recv(*b.xsrq, rw);
   uint64_t now = 1'000'000;
   a.pc.progress(now);
   b.pc.progress(now);
@@ -100,7 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> pkt;
   while (size >= 3) {
     uint8_t flags = data[0];
-    size_t len = size_t(data[1]) << 8 | data[2];
+    const bool xrc = data[1] & 0x80;
+    size_t len = size_t(data[1] & 0x7f) << 8 | data[2];
     data += 3;
     size -= 3;
     if (len > size) len = size;
@@ -109,10 +135,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size -= len;
     Side& to = flags & 1 ? a : b;
     Side& from = flags & 1 ? b : a;
+    transport::Qp* q = xrc ? to.xqp : to.qp;
     if (pkt.size() >= 12) {
-      if (flags & 2) wire::write_be24(pkt.data() + 5, to.qp->qpn().value());
+      if (flags & 2) wire::write_be24(pkt.data() + 5, q->qpn().value());
       if (flags & 4) {
-        wire::Psn base = flags & 1 ? to.qp->comp.una : to.qp->resp.epsn;
+        wire::Psn base = flags & 1 ? q->comp.una : q->resp.epsn;
         wire::write_be24(pkt.data() + 9, (base + (flags >> 5)).value());
       }
     }
