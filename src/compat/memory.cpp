@@ -90,7 +90,8 @@ int dealloc_mw(ibv_mw* mw) {
 // A type 1 window binds through the QP (rdma-core's ibv_bind_mw): a BIND_MW work request with
 // the next rkey, which mw->rkey names from the post on, as rxe's and mlx5's providers do.
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mb) {
-  if (mw->type != IBV_MW_TYPE_1 || from<UPd>(qp->pd)->pd != from<UPd>(mw->pd)->pd) return EINVAL;
+  // An XRC target has no PD (and sends nothing): no window binds through it.
+  if (mw->type != IBV_MW_TYPE_1 || !qp->pd || from<UPd>(qp->pd)->pd != from<UPd>(mw->pd)->pd) return EINVAL;
   const uint32_t next = ibv_inc_rkey(mw->rkey);
   MwBind b;
   if (Status s = to_mw_bind(mw, next, mb->bind_info, b); !s) return s.error().code;

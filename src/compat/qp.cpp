@@ -203,6 +203,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   init.recv_cq = attr->recv_cq ? from<UCq>(attr->recv_cq)->cq.get() : nullptr;
   init.srq = attr->srq ? from<USrq>(attr->srq)->srq.get() : nullptr;
   // A queue of 0 is legal in verbs (a QP that only receives, as qperf's servers make): one slot.
+  // An initiator receives nothing: its receive capacities are 0, whatever was asked (as the kernel).
+  if (ini) attr->cap.max_recv_wr = attr->cap.max_recv_sge = 0;
   init.cap = QpCap{attr->cap.max_send_wr ? attr->cap.max_send_wr : 1, attr->cap.max_recv_wr || ini ? attr->cap.max_recv_wr : 1,
                    attr->cap.max_send_sge ? attr->cap.max_send_sge : 1,
                    attr->cap.max_recv_sge ? attr->cap.max_recv_sge : 1, attr->cap.max_inline_data};

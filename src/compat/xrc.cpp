@@ -26,7 +26,7 @@ ibv_srq* made_srq(ibv_pd* pd, std::unique_ptr<SharedReceiveQueue> srq, void* srq
 }
 
 // As the kernel's: fd -1 is a domain of its own; a file's domain is found (O_CREAT makes it if
-// there is none; O_EXCL refuses one that exists).
+// there is none; O_EXCL refuses one that exists; both refusals are EINVAL).
 ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
   constexpr uint32_t kKnown = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
   if (!attr || (attr->comp_mask & ~kKnown) || !(attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) ||
@@ -34,25 +34,26 @@ ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
     return fail<ibv_xrcd>(Error{EINVAL, ""});
   UDevice& d = *uctx(ctx)->shared;
   std::shared_ptr<XrcDomain> dom;
+  std::unique_lock<std::mutex> files;  // held from the lookup to the insert: one domain per file
   std::pair<uint64_t, uint64_t> key{};
   if (attr->fd != -1) {
     struct stat st;
     if (fstat(attr->fd, &st) != 0) return fail<ibv_xrcd>(Error{EBADF, ""});
     key = {uint64_t(st.st_dev), uint64_t(st.st_ino)};
-    std::lock_guard g(d.mu);
+    files = std::unique_lock(d.mu);
     auto it = d.xrcd_files.find(key);
     dom = it != d.xrcd_files.end() ? it->second.lock() : nullptr;
-    if (dom && (attr->oflags & O_EXCL)) return fail<ibv_xrcd>(Error{EEXIST, ""});
-    if (!dom && !(attr->oflags & O_CREAT)) return fail<ibv_xrcd>(Error{ENOENT, ""});
+    if ((dom && (attr->oflags & O_EXCL)) || (!dom && !(attr->oflags & O_CREAT)))
+      return fail<ibv_xrcd>(Error{EINVAL, ""});  // as the kernel answers both
   } else if (!(attr->oflags & O_CREAT)) {
     return fail<ibv_xrcd>(Error{EINVAL, ""});
   }
   if (!dom) {
-    auto made = uctx(ctx)->dev->open_xrcd();
+    auto made = uctx(ctx)->dev->open_xrcd();  // the engine's lock, inside d.mu: nothing takes them the other way
     if (!made) return fail<ibv_xrcd>(made.error());
     dom = std::move(*made);
     if (attr->fd != -1) {
-      std::lock_guard g(d.mu);
+      std::erase_if(d.xrcd_files, [](const auto& f) { return f.second.expired(); });  // closed since
       d.xrcd_files[key] = dom;
     }
   }

@@ -212,7 +212,7 @@ Verdict on_atomic_ack(Context& cx, Qp& qp, const wire::Packet& p, bool& progress
   Psn psn = p.bth.psn;
   if (!retire_acked(cx, qp, psn - 1, progress)) return Verdict::GapRetry;
   SendWqe* w = head(qp);
-  if (!w || w->failed || !is_rd_atomic(w->opcode) || w->opcode == WrOpcode::RdmaRead || psn != w->first_psn) {
+  if (!w || w->failed || !traits(w->opcode).atomic || psn != w->first_psn) {  // FLUSH, ATOMIC WRITE: no atomic ACK
     ++cx.ctr().rx_duplicate;  // ghost
     return Verdict::Stale;
   }

@@ -178,9 +178,10 @@ Status ProtocolCore::post_recv_wrs(verbs::WorkQueue<verbs::RecvWqe>& rq, std::sp
 
 Status ProtocolCore::post_recv(Qp& qp, std::span<const RecvWr> wrs, size_t* bad) {
   QpState st = qp.state();
-  if (st == QpState::Reset || qp.srq || qp.type() == QpType::XrcSend || qp.type() == QpType::XrcRecv) {
+  // The type first: an XRC target's srq is the engine's to change, message by message.
+  if (qp.type() == QpType::XrcSend || qp.type() == QpType::XrcRecv || st == QpState::Reset || qp.srq) {
     if (bad) *bad = 0;
-    return make_error(EINVAL, qp.srq || qp.type() == QpType::XrcRecv
+    return make_error(EINVAL, qp.type() == QpType::XrcRecv || (qp.type() != QpType::XrcSend && qp.srq)
                                   ? "post_recv: the QP takes its receives from an SRQ; post there"
                               : qp.type() == QpType::XrcSend ? "post_recv: an XRC initiator QP receives nothing"
                                                              : "post_recv: QP is in RESET; move it to INIT first");

@@ -28,6 +28,10 @@ bool check_read(Context& cx, Qp& qp, verbs::PdHandle pd, uint64_t va, Rkey rkey,
   return cx.check_remote(qp, pd, rkey, va, len, kAccessRemoteRead) == verbs::KeyCheck::Ok;
 }
 
+// An 8-byte word aligned at its IOVA but not where it lies (a region registered at an IOVA
+// aligned otherwise than its memory): no atomic access there, as rxe checks the address too.
+bool misaligned(const uint8_t* host) { return reinterpret_cast<uintptr_t>(host) & 7; }
+
 // Keeps what was executed, for a duplicate of it: the last max_dest_rd_atomic.
 void remember(Qp& qp, const RdAtomicResource& res) {
   auto& r = qp.resp;
@@ -65,8 +69,9 @@ Verdict do_atomic(Context& cx, Qp& qp, const wire::Packet& p) {
   uint8_t* host = nullptr;
   bool odp = false;
   uint64_t orig = 0;
-  if (cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host, &odp) !=
-          verbs::KeyCheck::Ok ||
+  const verbs::KeyCheck k = cx.check_remote(qp, Rkey(p.atomic.rkey), p.atomic.va, 8, kAccessRemoteAtomic, &host, &odp);
+  if (k == verbs::KeyCheck::Ok && misaligned(host)) return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (k != verbs::KeyCheck::Ok ||
       !verbs::region_atomic(host, odp, p.bth.opcode == Opcode::RC_COMPARE_SWAP, p.atomic.compare, p.atomic.swap_add,
                             orig)) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
@@ -133,8 +138,9 @@ Verdict do_atomic_write(Context& cx, Qp& qp, const wire::Packet& p) {
     return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // not 8 aligned bytes, not allowed: class C
   uint8_t* host = nullptr;
   bool odp = false;
-  if (cx.check_remote(qp, Rkey(p.reth.rkey), p.reth.va, 8, kAccessRemoteWrite, &host, &odp) != verbs::KeyCheck::Ok ||
-      !verbs::region_atomic_store(host, odp, p.payload.data()))
+  const verbs::KeyCheck k = cx.check_remote(qp, Rkey(p.reth.rkey), p.reth.va, 8, kAccessRemoteWrite, &host, &odp);
+  if (k == verbs::KeyCheck::Ok && misaligned(host)) return fatal_nak(cx, qp, p.bth.psn, NakCode::InvalidRequest);
+  if (k != verbs::KeyCheck::Ok || !verbs::region_atomic_store(host, odp, p.payload.data()))
     return fatal_nak(cx, qp, p.bth.psn, NakCode::RemoteAccessError);  // class C
   uint64_t bytes;
   std::memcpy(&bytes, p.payload.data(), 8);

@@ -196,6 +196,8 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (qps_.size() >= limits_.max_qp) return make_error(ENOMEM, "create_qp: too many queue pairs");
   if (srq && (!srq_users_.count(srq) || srq->pd() != pd))
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
+  if (srq && srq->xrcd)  // its receives are for its domain's target QPs alone
+    return make_error(EINVAL, "create_qp: an XRC SRQ serves XRC target QPs only");
   Qpn qpn = fixed.value_or(Qpn(0));
   // 0 and 1 are SMI/GSI; the rest of the first 16 is left free. On a shared host NIC, the
   // QPN's top bits are the process's steering slot.

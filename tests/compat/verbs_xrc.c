@@ -82,6 +82,13 @@ int main(void) {
   CHECK(pd && scq && rcq && mr && fd >= 0, "PD, CQs, MR, a file for the domain");
   struct ibv_xrcd *x1 = open_domain(fd), *x2 = open_domain(fd), *other = open_domain(-1);
   CHECK(x1 && x2 && other, "ibv_open_xrcd: a file twice, and fd -1");
+  struct ibv_xrcd_init_attr excl = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = fd,
+                                    .oflags = O_CREAT | O_EXCL};
+  struct ibv_xrcd_init_attr none_yet = {.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS, .fd = -1};
+  errno = 0;
+  CHECK(ibv_open_xrcd(ctx, &excl) == NULL && errno == EINVAL, "O_EXCL on a file that has a domain: EINVAL");
+  errno = 0;
+  CHECK(ibv_open_xrcd(ctx, &none_yet) == NULL && errno == EINVAL, "fd -1 without O_CREAT: EINVAL");
   struct ibv_srq *srq = x1 ? xrc_srq(x1) : NULL, *foreign = other ? xrc_srq(other) : NULL;
   uint32_t srqn = 0, fn = 0;
   CHECK(srq && foreign && ibv_get_srq_num(srq, &srqn) == 0 && ibv_get_srq_num(foreign, &fn) == 0 && srqn != fn,

@@ -286,3 +286,44 @@ TEST(PlacementHostile, NotOnUc) {
   EXPECT_EQ(f.t.b.pc->counters().rx_bad_opcode, bad + 1);
   EXPECT_EQ(word(f, 0), 0u);
 }
+
+TEST(PlacementHostile, AWordAlignedAtItsIovaButNotInMemoryIsRefused) {
+  // A region whose IOVA is 8-aligned where its memory is not: no atomic store can be whole there.
+  OnePacket f;
+  auto r = f.t.b.pc->reg_mr(f.t.b.pd, f.buf.data() + 4, 64, kAccessLocalWrite | kAccessRemoteWrite |
+                            kAccessRemoteAtomic, std::optional<uint64_t>(0x10000));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  wire::Packet p = f.request(Opcode::RC_ATOMIC_WRITE, 0, 8);
+  p.reth.va = 0x10000;
+  p.reth.rkey = r->rkey.value();
+  EXPECT_EQ(f.deliver(p), Verdict::NakInvalid);
+  EXPECT_EQ(word(f, 0) | word(f, 8), 0u);
+  OnePacket g;
+  auto r2 = g.t.b.pc->reg_mr(g.t.b.pd, g.buf.data() + 4, 64, kAccessLocalWrite | kAccessRemoteWrite |
+                             kAccessRemoteAtomic, std::optional<uint64_t>(0x10000));
+  ASSERT_TRUE(r2.ok());
+  wire::Packet a;
+  a.bth.opcode = Opcode::RC_FETCH_ADD;
+  a.bth.dest_qp = g.t.b.qp->qpn().value();
+  a.bth.psn = g.t.b.qp->resp.epsn;
+  a.atomic = {0x10000, r2->rkey.value(), 1, 0};
+  EXPECT_EQ(g.deliver(a), Verdict::NakInvalid) << "the atomics too";
+  EXPECT_EQ(word(g, 0) | word(g, 8), 0u);
+}
+
+TEST(PlacementHostile, AnAtomicAckIsNoAnswerToAnAtomicWrite) {
+  Placement f;
+  ASSERT_TRUE(f.atomic_write(1, 0));
+  f.t.lose_tx(f.t.a);  // the request is lost: the ghost below comes first
+  wire::Packet ack;
+  ack.bth.opcode = Opcode::RC_ATOMIC_ACKNOWLEDGE;
+  ack.bth.dest_qp = f.t.a.qp->qpn().value();
+  ack.bth.psn = wire::Psn(f.t.opt.psn_a);
+  ack.aeth = wire::Aeth::ack(0);
+  ack.atomic_orig = 7;
+  f.t.inject(f.t.a, f.t.b, ack);
+  EXPECT_EQ(f.t.a.qp->state(), QpState::Rts) << "a ghost answer ended the QP";
+  Wc wc = f.t.one_wc(f.t.a.scq);  // the resend is answered as it should be
+  EXPECT_EQ(wc.status, WcStatus::Success) << to_string(wc.status);
+  EXPECT_EQ(wc.opcode, WcOpcode::AtomicWrite);
+}

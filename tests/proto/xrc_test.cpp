@@ -189,6 +189,8 @@ TEST(Xrc, ObjectRules) {
   EXPECT_EQ(t.a.pc->create_qp(t.a.pd, QpType::XrcRecv, t.a.scq, t.a.rcq, cap, false).error().code, EINVAL);
   EXPECT_EQ(t.a.pc->create_qp(t.a.pd, QpType::XrcSend, t.a.scq, t.a.rcq, cap, false).error().code, EINVAL)
       << "an initiator with a receive queue";
+  EXPECT_EQ(t.b.pc->create_qp(t.b.pd, QpType::RC, t.b.scq, t.b.rcq, cap, false, t.b.srq).error().code, EINVAL)
+      << "an XRC SRQ's receives are its domain's targets' alone";
   EXPECT_EQ(t.b.pc->create_xrc_tgt(12345).error().code, EINVAL);
   EXPECT_EQ(t.b.pc->create_xrc_srq(t.b.pd, 12345, t.b.rcq, 4, 1).error().code, EINVAL);
   EXPECT_EQ(code(t.b.pc->destroy_xrcd(t.b.xrcd)), EBUSY) << "its SRQ and QP still use it";
