@@ -45,7 +45,10 @@ Interface find_interface(const Gid& addr) {
       out.loopback = i->ifa_flags & IFF_LOOPBACK;
     }
   for (ifaddrs* i = list; i && !out.name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET6 || out.name != i->ifa_name) continue;
+    if (!i->ifa_addr || out.name != i->ifa_name) continue;
+    if (i->ifa_addr->sa_family == AF_INET && !out.ipv4)
+      out.ipv4 = ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr);
+    if (i->ifa_addr->sa_family != AF_INET6) continue;
     Gid g;
     std::memcpy(g.raw.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, 16);
     out.ipv6.push_back(g);

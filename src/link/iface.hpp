@@ -18,6 +18,7 @@ struct Interface {
   bool loopback = false;
   std::array<uint8_t, 6> mac{};  // all zero on loopback
   std::vector<Gid> ipv6;   // link-local first, then the others (rxe's GID order)
+  uint32_t ipv4 = 0;       // its (first) IPv4 address, host order; 0 if none
   int error = 0;           // errno if the host's interfaces could not be read (out of descriptors)
 };
 

@@ -251,10 +251,14 @@ void Daemon::drop_client(int fd) {
 // A device no process uses is made again when its interface's addresses changed since (an
 // IPv6 address that came after the daemon, as a link-local one does after its duplicate
 // address detection): rxe follows its netdev's addresses the same way.
-Result<Daemon::Device*> Daemon::device_for(const Gid& addr) {
-  link::Interface itf = link::find_interface(addr);
+Result<Daemon::Device*> Daemon::device_for(const Gid& asked) {
+  link::Interface itf = link::find_interface(asked);
   if (itf.error) return link::unreadable_interfaces(itf.error);
-  if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(addr));
+  if (itf.name.empty()) return make_error(EADDRNOTAVAIL, "no interface of this host has the address " + str(asked));
+  // One device per interface: a process naming an IPv6 address of an interface with an IPv4
+  // one (rdma_cm bound to the link-local address) shares the interface's device, whose GID
+  // table holds every address, instead of a second device on the same addresses.
+  const Gid addr = !wire::is_v4(asked) && !itf.loopback && itf.ipv4 ? Gid::from_ipv4(itf.ipv4) : asked;
   std::vector<Gid> gids;
   if (wire::is_v4(addr) && !itf.loopback) gids = itf.ipv6;  // rxe's order: IPv6 first, link-local first
   if (gids.size() >= size_t(kMaxGids)) gids.resize(kMaxGids - 1);

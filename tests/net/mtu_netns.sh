@@ -298,7 +298,7 @@ mckey6() {
   if [ $e = 0 ] && [ $fa = 0 ] && [ $fb = 0 ] && grep -q "data transfers complete" "$tmp/mka.log" &&
     grep -q "data transfers complete" "$tmp/mkb.log"; then
     ok "MTU $1: mckey, 10 datagrams to IPv6 group $g, received on both hosts"
-  else bad "MTU $1: mckey over IPv6 (sender $e, members $fa $fb): $(tail -n 3 "$tmp/mks.log" "$tmp/mka.log" "$tmp/mkb.log")"; fi
+  else bad "MTU $1: mckey over IPv6 (sender $e, members $fa $fb):"; cat "$tmp/mks.log" "$tmp/mka.log" "$tmp/mkb.log"; fi
 }
 
 ipv6_subset() {  # MTU: over the IPv6 link-local GID
