@@ -69,6 +69,10 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* 
 ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int free_dm(ibv_dm* dm);
 ibv_mr* reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t offset, size_t length, unsigned int access);
+// A context on this device (its UDevice), cmd_fd its own from now on; remember_context lets
+// ibv_import_device (import.cpp) find the device again by that fd's inode.
+ibv_context* context_on(std::shared_ptr<UDevice> shared, ibv_device* device, int cmd_fd);
+void remember_context(int cmd_fd, const std::shared_ptr<UDevice>& shared, ibv_device* device);
 // XRC (xrc.cpp): domains, XRC SRQs (and the basic ones of ibv_create_srq_ex), target QPs.
 ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
 int close_xrcd(ibv_xrcd* xrcd);

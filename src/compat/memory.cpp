@@ -38,7 +38,11 @@ ibv_mr* made(Result<std::unique_ptr<MemoryRegion>> mr, ibv_pd* pd) {
   m->ibv.length = m->mr->length();
   m->ibv.lkey = m->mr->lkey();
   m->ibv.rkey = m->mr->rkey();
+  m->ibv.handle = m->ibv.lkey;  // unique on the device while it lives
   ++from<UPd>(pd)->objects;
+  UDevice& d = *uctx(pd->context)->shared;
+  std::lock_guard g(d.mu);
+  d.mrs[m->ibv.handle] = m;
   return &m->ibv;
 }
 
@@ -125,12 +129,22 @@ ibv_dm* alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
   d->ibv.context = ctx;
   d->ibv.memcpy_to_dm = to_dm;
   d->ibv.memcpy_from_dm = from_dm;
+  UDevice& u = *uctx(ctx)->shared;
+  std::lock_guard g(u.mu);
+  d->ibv.handle = u.next_handle++;
+  u.dms[d->ibv.handle] = d;
   return &d->ibv;
 }
 
 int free_dm(ibv_dm* dm) {
-  if (from<UDm>(dm)->dm->busy()) return EBUSY;  // memory regions lie on it
-  delete from<UDm>(dm);
+  UDm* d = from<UDm>(dm);
+  if (!d->imported) {
+    if (d->dm->busy()) return EBUSY;  // memory regions lie on it
+    UDevice& u = *uctx(dm->context)->shared;
+    std::lock_guard g(u.mu);
+    u.dms.erase(dm->handle);
+  }
+  delete d;
   return 0;
 }
 
@@ -163,9 +177,19 @@ ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, in
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
-  if (from<UMr>(mr)->mr->windows()) return EBUSY;  // memory windows are bound to it
+  UMr* m = from<UMr>(mr);
+  if (!m->mr) {  // an imported region: its owner deregisters it
+    ibv_unimport_mr(mr);
+    return 0;
+  }
+  if (m->mr->windows()) return EBUSY;  // memory windows are bound to it
   --from<UPd>(mr->pd)->objects;
-  delete from<UMr>(mr);
+  {
+    UDevice& d = *uctx(mr->context)->shared;
+    std::lock_guard g(d.mu);
+    d.mrs.erase(mr->handle);
+  }
+  delete m;
   return 0;
 }
 

@@ -28,6 +28,11 @@ struct UDevice {
   std::map<const void*, int> unacked;
   std::condition_variable acked;
   std::atomic<uint32_t> ahs{0};  // address handles held, at most kMaxAh
+  // What another context of this process may import (ibv_import_pd/mr/dm), by handle (under mu).
+  std::map<uint32_t, struct UPd*> pds;
+  std::map<uint32_t, struct UMr*> mrs;
+  std::map<uint32_t, struct UDm*> dms;
+  uint32_t next_handle = 1;
   // XRC domains opened by file (ibv_open_xrcd with an fd): the same file, the same domain.
   std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<XrcDomain>> xrcd_files;  // (st_dev, st_ino)
 };
@@ -48,6 +53,7 @@ struct UPd {
   struct UTd* td = nullptr;        // a parent domain's thread domain, or null
   std::atomic<uint32_t> parents{0};  // parent domains made from this one
   std::atomic<uint32_t> objects{0};  // QPs, SRQs, regions and windows made in it (by this pointer)
+  bool imported = false;  // ibv_import_pd's: the PD is its owner's; ibv_unimport_pd lets go
 };
 
 // A thread domain: the promise that one thread at a time uses what is made in it. uroce's
@@ -59,12 +65,13 @@ struct UTd {
 
 struct UMr {
   ibv_mr ibv;
-  std::unique_ptr<MemoryRegion> mr;
+  std::unique_ptr<MemoryRegion> mr;  // null for ibv_import_mr's: the region is its owner's
 };
 
 struct UDm {
   ibv_dm ibv;
-  std::unique_ptr<DeviceMemory> dm;
+  std::shared_ptr<DeviceMemory> dm;  // shared with what imported it
+  bool imported = false;
 };
 
 struct UMw {

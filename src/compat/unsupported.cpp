@@ -1,5 +1,4 @@
-// What uroce does not offer, failing as libibverbs callers test for: XRC helpers, dma-buf,
-// importing objects from another process.
+// What uroce does not offer, failing as libibverbs callers test for: kernel-ABI helpers, dma-buf.
 #include <arpa/inet.h>
 #include <sched.h>
 #include <poll.h>
@@ -31,26 +30,6 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   errno = EOPNOTSUPP;
   return nullptr;
 }
-// Sharing objects with another process's context needs a kernel; uroce has none.
-ibv_context* ibv_import_device(int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_pd(ibv_pd*) {}
-void ibv_unimport_mr(ibv_mr*) {}
-void ibv_unimport_dm(ibv_dm*) {}
 void ibv_copy_path_rec_to_kern(void*, const void*) {}
 
 }  // extern "C"

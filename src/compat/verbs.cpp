@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -148,14 +149,23 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
     if (say) std::fprintf(stderr, "uroce: cannot open %s: %s\n", device->name, shared.error().message.c_str());
     return fail<ibv_context>(shared.error());
   }
+  // No kernel command channel: a memfd of its own, which programs may dup, poll or pass to
+  // ibv_import_device (its inode names this context's device).
+  int fd = memfd_create("uroce-context", MFD_CLOEXEC);
+  if (fd < 0) return fail<ibv_context>(Error{errno, ""});
+  return context_on(std::move(*shared), device, fd);
+}
+
+}  // namespace
+
+ibv_context* context_on(std::shared_ptr<UDevice> shared, ibv_device* device, int cmd_fd) {
   auto* c = new UContext{};
-  c->shared = std::move(*shared);
+  c->shared = std::move(shared);
   c->dev = c->shared->dev.get();
   ibv_context& ctx = c->vctx.context;
   ctx.device = device;
-  // No kernel command channel: an fd on /dev/null, so programs may dup or poll it, and
-  // ibv_import_device fails cleanly with EOPNOTSUPP.
-  ctx.cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  ctx.cmd_fd = cmd_fd;
+  remember_context(cmd_fd, c->shared, device);
   ctx.async_fd = c->dev->async_fd();
   ctx.num_comp_vectors = 1;
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -180,7 +190,6 @@ ibv_context* open_context(ibv_device* device, const std::string& addr, bool say)
   return &ctx;
 }
 
-}  // namespace
 }  // namespace uroce::compat
 
 extern "C" {
@@ -318,6 +327,10 @@ ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
   auto* p = new UPd{};
   p->pd = std::move(*pd);
   p->ibv.context = ctx;
+  UDevice& d = *uctx(ctx)->shared;
+  std::lock_guard g(d.mu);
+  p->ibv.handle = d.next_handle++;
+  d.pds[p->ibv.handle] = p;
   return &p->ibv;
 }
 
@@ -328,6 +341,11 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   if (p->parents.load() || p->objects.load() || (!p->base && p->pd->busy())) return EBUSY;
   if (p->base) --p->base->parents;
   if (p->td) --p->td->users;
+  if (!p->imported) {
+    UDevice& d = *uctx(pd->context)->shared;
+    std::lock_guard g(d.mu);
+    d.pds.erase(pd->handle);
+  }
   delete p;
   return 0;
 }
