@@ -1,7 +1,9 @@
 // Responder (IBA 9.7.5.2-9.7.6): checks each request's PSN, opcode sequence, length, keys and
-// access; writes SEND and WRITE data, executes READs and atomics, generates receive
-// completions, and answers with coalesced ACKs, NAKs, READ responses and atomic ACKs, all in
-// PSN order. Duplicates are re-ACKed, duplicate READs re-executed, duplicate atomics replayed.
+// access; writes SEND and WRITE data (READs, atomics, FLUSH and ATOMIC WRITE: rd_atomic.cpp),
+// generates receive completions, and answers with coalesced ACKs, NAKs, READ responses and
+// atomic ACKs, all in PSN order. Duplicates are re-ACKed, duplicate READs re-executed, the
+// other duplicates answered from their resources. An XRC target binds each message to the XRC
+// SRQ it names (xrc_bind).
 //
 // Read first, in the InfiniBand Architecture Specification, volume 1: 9.7.5.2 (what a
 // responder checks of each request, in on_request()'s order: PSN, opcode sequence, length,
