@@ -25,7 +25,7 @@ struct SrqHold;
 struct XrcdHold;
 struct DmHold;
 }  // namespace detail
-namespace verbs { class Qp; }
+namespace verbs { class Qp; class Srq; }
 
 struct DeviceOptions {
   // IPv4 or IPv6 address to bind, on the device's interface. Empty: $UROCE_ADDR if it is on
@@ -380,6 +380,8 @@ class ProtectionDomain {
   friend class Device;
   friend class MemoryRegion;
   ProtectionDomain() = default;
+  // A core SRQ just made (engine lock held), armed at `limit`, as the program's object.
+  Result<std::unique_ptr<SharedReceiveQueue>> wrap_srq(Result<verbs::Srq*> srq, uint32_t limit);
   std::shared_ptr<detail::PdHold> h_;
 };
 

@@ -231,9 +231,12 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
 
 Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(uint32_t max_wr, uint32_t max_sge,
                                                                          uint32_t limit) {
+  auto g = h_->stack->lock();
+  return wrap_srq(h_->stack->pc->create_srq(h_->pd, max_wr, max_sge), limit);
+}
+
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::wrap_srq(Result<verbs::Srq*> srq, uint32_t limit) {
   auto& stack = h_->stack;
-  auto g = stack->lock();
-  auto srq = stack->pc->create_srq(h_->pd, max_wr, max_sge);
   if (!srq) return srq.error();
   if (Status s = stack->pc->modify_srq(**srq, limit); !s) {
     (void)stack->pc->destroy_srq(*srq);

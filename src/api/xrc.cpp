@@ -19,8 +19,8 @@ Result<std::unique_ptr<XrcDomain>> Device::open_xrcd() {
 XrcDomain::~XrcDomain() = default;
 
 bool XrcDomain::busy() const {
-  // One user is the domain's own hold count: destroy_xrcd fails while anything else uses it.
-  return h_.use_count() > 1;
+  auto g = h_->stack->lock();
+  return h_->stack->pc->xrcd_busy(h_->xrcd);
 }
 
 Result<std::unique_ptr<QueuePair>> XrcDomain::create_target_qp() {
@@ -42,16 +42,11 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_xrc_srq(Xrc
   if (xrcd.h_->stack != stack || cq.h_->stack != stack)
     return make_error(EINVAL, "create_srq: the XRC domain and CQ must be of this device");
   auto g = stack->lock();
-  auto srq = stack->pc->create_xrc_srq(h_->pd, xrcd.h_->xrcd, cq.h_->cq, max_wr, max_sge);
-  if (!srq) return srq.error();
-  if (Status s = stack->pc->modify_srq(**srq, limit); !s) {
-    (void)stack->pc->destroy_srq(*srq);
-    return s.error();
+  auto q = wrap_srq(stack->pc->create_xrc_srq(h_->pd, xrcd.h_->xrcd, cq.h_->cq, max_wr, max_sge), limit);
+  if (q) {
+    (*q)->h_->xrcd = xrcd.h_;
+    (*q)->h_->cq = cq.h_;
   }
-  std::unique_ptr<SharedReceiveQueue> q(new SharedReceiveQueue);
-  q->h_ = std::make_shared<detail::SrqHold>(stack, h_, *srq);
-  q->h_->xrcd = xrcd.h_;
-  q->h_->cq = cq.h_;
   return q;
 }
 

@@ -72,8 +72,8 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
     return;
   }
   // XRC: requests to a target QP, answers to an initiator (Packet::xrc; the opcode is RC's).
-  const bool to_xrc = q->type() == (info.flags & wire::kRequest ? QpType::XrcRecv : QpType::XrcSend);
-  bool match = (info.transport == wire::Transport::RC && (p.xrc ? to_xrc : q->type() == QpType::RC)) ||
+  const QpType rc_kind = !p.xrc ? QpType::RC : info.flags & wire::kRequest ? QpType::XrcRecv : QpType::XrcSend;
+  bool match = (info.transport == wire::Transport::RC && q->type() == rc_kind) ||
                (info.transport == wire::Transport::UC && q->type() == QpType::UC) ||
                (info.transport == wire::Transport::UD && q->type() == QpType::UD);
   // uroce's own opcodes (SENDs with a PlaceETH) only where recovery takes them: to any other

@@ -198,6 +198,7 @@ class ProtocolCore {
   // Initiator QPs are made by create_qp (QpType::XrcSend; their receive CQ is unused).
   Result<uint32_t> create_xrcd();
   Status destroy_xrcd(uint32_t xrcd);  // EBUSY while SRQs or QPs use it
+  bool xrcd_busy(uint32_t xrcd) const;
   Result<verbs::Srq*> create_xrc_srq(PdHandle pd, uint32_t xrcd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge);
   Result<Qp*> create_xrc_tgt(uint32_t xrcd);
   verbs::Srq* xrc_srq(uint32_t srqn, uint32_t xrcd) const;

@@ -388,9 +388,9 @@ Verdict uc_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
 // An XRC target: the XRC SRQ a message names (XRCETH) must be of the QP's domain, and stays
 // the same to its end; the message takes its receive, PD and CQ from it.
 bool xrc_bind(Context& cx, Qp& qp, const wire::Packet& p) {
-  verbs::Srq* srq = p.xrc ? cx.xrc_srq(p.xrc_srqn, qp.xrcd) : nullptr;
+  if (qp.resp.msg != RespMsg::None) return qp.srq && p.xrc_srqn == qp.srq->handle();  // the one bound at its FIRST
+  verbs::Srq* srq = cx.xrc_srq(p.xrc_srqn, qp.xrcd);
   if (!srq) return false;
-  if (qp.resp.msg != RespMsg::None) return srq == qp.srq;
   qp.srq = srq;
   qp.recv_cq = srq->cq;
   qp.set_pd(srq->pd());

@@ -26,6 +26,12 @@ Status ProtocolCore::destroy_xrcd(uint32_t xrcd) {
   return {};
 }
 
+bool ProtocolCore::xrcd_busy(uint32_t xrcd) const {
+  UROCE_ASSERT_HELD(*this);
+  auto it = xrcds_.find(xrcd);
+  return it != xrcds_.end() && it->second;
+}
+
 Result<verbs::Srq*> ProtocolCore::create_xrc_srq(PdHandle pd, uint32_t xrcd, verbs::Cq* cq, uint32_t depth,
                                                  uint32_t max_sge) {
   UROCE_ASSERT_HELD(*this);
