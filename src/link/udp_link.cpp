@@ -270,46 +270,44 @@ int UdpLink::poll_v6(PacketSink& sink, uint64_t now, int max) {
 // What arrived on one IPv6 socket, addressed to dst (its address, or its group's).
 int UdpLink::poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, int max) {
   int total = 0;
-  {
-    while (total < max) {
-      mmsghdr msgs[kRxBatch];
-      iovec iov[kRxBatch];
-      sockaddr_in6 src[kRxBatch];
-      alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) * 2];  // GRO, the traffic class
-      prepare_rx(msgs, iov, src, sizeof src[0]);
-      for (int k = 0; k < kRxBatch; ++k) {
-        msgs[k].msg_hdr.msg_control = ctrl[k];
-        msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
-      }
-      int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
-      if (r <= 0) break;
-      for (int k = 0; k < r; ++k) {
-        wire::FlowAddr f;
-        std::memcpy(f.src.raw.data(), &src[k].sin6_addr, 16);
-        f.dst = dst;
-        f.src_port = ntohs(src[k].sin6_port);
-        const size_t len = msgs[k].msg_len;
-        size_t seg = len;
-        wire::Ipv4Fields seen;  // IPv6 hides nothing the ICRC covers; the ECN bits come aside
-        for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm)) {
-          int v;
-          std::memcpy(&v, CMSG_DATA(cm), sizeof v);
-          if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) seen.tos = uint8_t(v);
-          else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && v > 0) seg = size_t(v);
-        }
-        const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
-        size_t off = 0;
-        do {  // with UDP GRO one buffer may hold several datagrams of `seg` bytes each
-          std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
-          wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
-          if (pcap_) pcap_->write(f, pkt, now, ip);
-          ++total;
-          off += seg;
-        } while (off < len);
-        wire::expire(static_cast<uint8_t*>(iov[k].iov_base), len);
-      }
-      if (r < kRxBatch) break;
+  while (total < max) {
+    mmsghdr msgs[kRxBatch];
+    iovec iov[kRxBatch];
+    sockaddr_in6 src[kRxBatch];
+    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) * 2];  // GRO, the traffic class
+    prepare_rx(msgs, iov, src, sizeof src[0]);
+    for (int k = 0; k < kRxBatch; ++k) {
+      msgs[k].msg_hdr.msg_control = ctrl[k];
+      msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
     }
+    int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+    if (r <= 0) break;
+    for (int k = 0; k < r; ++k) {
+      wire::FlowAddr f;
+      std::memcpy(f.src.raw.data(), &src[k].sin6_addr, 16);
+      f.dst = dst;
+      f.src_port = ntohs(src[k].sin6_port);
+      const size_t len = msgs[k].msg_len;
+      size_t seg = len;
+      wire::Ipv4Fields seen;  // IPv6 hides nothing the ICRC covers; the ECN bits come aside
+      for (cmsghdr* cm = CMSG_FIRSTHDR(&msgs[k].msg_hdr); cm; cm = CMSG_NXTHDR(&msgs[k].msg_hdr, cm)) {
+        int v;
+        std::memcpy(&v, CMSG_DATA(cm), sizeof v);
+        if (cm->cmsg_level == IPPROTO_IPV6 && cm->cmsg_type == IPV6_TCLASS) seen.tos = uint8_t(v);
+        else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO && v > 0) seg = size_t(v);
+      }
+      const uint8_t* base = static_cast<uint8_t*>(iov[k].iov_base);
+      size_t off = 0;
+      do {  // with UDP GRO one buffer may hold several datagrams of `seg` bytes each
+        std::span<const uint8_t> pkt(base + off, std::min(seg, len - off));
+        wire::Ipv4Fields ip = sink.deliver(pkt, f, now, seen);
+        if (pcap_) pcap_->write(f, pkt, now, ip);
+        ++total;
+        off += seg;
+      } while (off < len);
+      wire::expire(static_cast<uint8_t*>(iov[k].iov_base), len);
+    }
+    if (r < kRxBatch) break;
   }
   return total;
 }
