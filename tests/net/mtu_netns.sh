@@ -180,8 +180,10 @@ hostile_case() {
   fi
   inA env "$@" timeout 120 "$BIN/uroce-perf" --server --port $port --gid $gid > "$tmp/srv.log" 2>&1 &
   srv=$!
+  # Long enough (about 3 to 6 s) for the status polls below to find its QP on a loaded runner:
+  # at 100000 round trips (under 2 s) one raw-receive case once ended before it was found.
   inB env "$@" timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid $gid --op send \
-    --mode lat --size 64 --iters 100000 --json > "$tmp/cli.log" 2>&1 &
+    --mode lat --size 64 --iters 300000 --json > "$tmp/cli.log" 2>&1 &
   cli=$!
   # The server's QP in RTS: its slot and QPN (at most 10 s).
   for i in $(seq 1 100); do
@@ -193,6 +195,7 @@ for d in json.load(sys.stdin)["devices"]:
     [ -n "$qp" ] && break
     sleep 0.1
   done
+  [ -n "$qp" ] || echo "## $name: the server's QP was not seen in RTS within 10 s"
   a_mac=$(ip -n "$A" -br link show "uma$tag" | awk '{print $3}')
   seed=27
   sent=$(inB $PY "$HERE/hostile_frames.py" "umb$tag" "$a_mac" "$from" "$to" $qp "$HERE/../../fuzz/seeds" $seed $mtu 2>&1)
