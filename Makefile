@@ -63,6 +63,7 @@ test-summary:
 	else why=$$(sed -n 's/^## INTEROP SUITE NOT RUN: //p' $(BUILD)/interop.log 2>/dev/null); \
 	  what="; INTEROP NOT RUN: $${why:-its stage did not finish}"; fi; \
 	[ -n "$$skipped" ] && what="$$what; SKIPPED:$$skipped (see their banners)"; \
+	for b in $(BUILD) $(ASAN_BUILD); do sh tests/failed_output.sh $$b; done; \
 	echo "== stages: $$(tr '\n' ';' < $(BUILD)/stages.log | sed 's/;$$//; s/;/, /g')"; \
 	echo "make test (release + ASan/UBSan + fuzz$$what): $$p passed, $$f failed"
 
