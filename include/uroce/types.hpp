@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace uroce {
 
@@ -62,7 +63,9 @@ const char* to_string(WcOpcode o);
 // XRC (IBA 9.8.x, eXtended Reliable Connected): an initiator sends as RC does, naming in each
 // request an XRC SRQ at the target; a target QP has no PD, CQ or queue of its own and takes
 // each message's receive, PD and CQ from the XRC SRQ named, which must be of its XRC domain.
-enum class QpType : uint8_t { RC = 2, UC = 3, UD = 4, XrcSend = 9, XrcRecv = 10 };
+// A raw packet QP (RawPacket) sends and receives whole Ethernet frames on the device's
+// interface: what it posts leaves as it is, and frames arrive through its flow rules.
+enum class QpType : uint8_t { RC = 2, UC = 3, UD = 4, RawPacket = 8, XrcSend = 9, XrcRecv = 10 };
 // RC and both XRC kinds: acknowledged, retried, READs and atomics.
 constexpr bool reliable_connected(QpType t) { return t == QpType::RC || t == QpType::XrcSend || t == QpType::XrcRecv; }
 enum class QpState : uint8_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
@@ -270,6 +273,50 @@ struct ConnectOptions {
   std::optional<Reliability> reliability;
   // This QP's congestion control (see DeviceOptions::cc); unset: the device's.
   std::optional<CongestionControl> cc;
+};
+
+
+// A steering rule for raw packet QPs (ibv_create_flow): a frame goes to the QP if, in every
+// layer the rule names, each field equals its value where the mask has bits. Naming a layer
+// also asks for it: an IPv4 rule matches IPv4 frames only, a TCP rule TCP segments only.
+// Numbers are in host order (an IPv4 address as 0x01020304 for 1.2.3.4); MACs and IPv6
+// addresses as they travel. Of the rules a frame matches, the lowest priority wins, then the
+// oldest.
+struct FlowRule {
+  uint16_t priority = 0;
+  struct Eth {
+    std::array<uint8_t, 6> dst{}, dst_mask{}, src{}, src_mask{};
+    uint16_t ether_type = 0, ether_type_mask = 0;
+    uint16_t vlan_tag = 0, vlan_tag_mask = 0;  // the 802.1Q TCI; a mask asks for a tagged frame
+  };
+  struct Ipv4 {
+    uint32_t src = 0, src_mask = 0, dst = 0, dst_mask = 0;
+    uint8_t proto = 0, proto_mask = 0, tos = 0, tos_mask = 0, ttl = 0, ttl_mask = 0;
+  };
+  struct Ipv6 {
+    std::array<uint8_t, 16> src{}, src_mask{}, dst{}, dst_mask{};
+    uint32_t flow_label = 0, flow_label_mask = 0;
+    uint8_t next_hdr = 0, next_hdr_mask = 0, traffic_class = 0, traffic_class_mask = 0;
+    uint8_t hop_limit = 0, hop_limit_mask = 0;
+  };
+  enum class L4 : uint8_t { None, Tcp, Udp };
+  std::optional<Eth> eth;
+  std::optional<Ipv4> ipv4;
+  std::optional<Ipv6> ipv6;
+  L4 l4 = L4::None;
+  uint16_t src_port = 0, src_port_mask = 0, dst_port = 0, dst_port_mask = 0;
+};
+
+// Receive-side scaling (an RSS QP over an indirection table of work queues, ibv_create_wq and
+// ibv_create_rwq_ind_table): a frame's Toeplitz hash, over the fields named, under the key,
+// picks its work queue from the table (hash modulo the table's size, a power of two).
+enum RxHashField : uint64_t {
+  kHashSrcIpv4 = 1 << 0, kHashDstIpv4 = 1 << 1, kHashSrcIpv6 = 1 << 2, kHashDstIpv6 = 1 << 3,
+  kHashSrcPortTcp = 1 << 4, kHashDstPortTcp = 1 << 5, kHashSrcPortUdp = 1 << 6, kHashDstPortUdp = 1 << 7,
+};
+struct RxHash {
+  std::vector<uint8_t> key;  // at least 4 bytes longer than the fields hashed (40 for IPv6 and ports)
+  uint64_t fields = 0;       // RxHashField bits
 };
 
 }  // namespace uroce

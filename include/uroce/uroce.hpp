@@ -306,6 +306,7 @@ class SharedReceiveQueue {
   uint32_t capacity() const;
   uint32_t max_sge() const;
   bool busy() const;  // true while a QP draws from it
+  Status set_ready(bool ready);  // a work queue: whether frames reach it (EINVAL for an SRQ)
 
  private:
   friend class ProtectionDomain;
@@ -337,6 +338,12 @@ class QueuePair {
   Status attach_mcast(const Gid& gid);
   Status detach_mcast(const Gid& gid);
   size_t mcast_groups() const;  // groups attached to (the destructor detaches them)
+  // Raw packet QPs: frames arriving on the interface that match `rule` come to this QP, as
+  // ibv_create_flow steers them; the handle names the rule to destroy_flow. EINVAL on other
+  // QP types. The destructor destroys the QP's remaining rules.
+  Result<uint32_t> create_flow(const FlowRule& rule);
+  Status destroy_flow(uint32_t handle);
+  size_t flows() const;
 
   Status post_send(const SendWr& wr) { return post_send(std::span<const SendWr>(&wr, 1)); }
   Status post_send(std::span<const SendWr> wrs, size_t* bad = nullptr);
@@ -352,6 +359,7 @@ class QueuePair {
   std::shared_ptr<detail::CqHold> send_cq_, recv_cq_;
   std::shared_ptr<detail::SrqHold> srq_;
   std::shared_ptr<detail::XrcdHold> xrcd_;  // an XRC target QP
+  std::vector<std::shared_ptr<detail::SrqHold>> wqs_;  // an RSS QP's table
   verbs::Qp* qp_ = nullptr;
 };
 
@@ -376,6 +384,13 @@ class ProtectionDomain {
                                                              uint32_t max_sge = 1, uint32_t limit = 0);
   bool busy() const;  // true while MRs, QPs or SRQs use it
 
+  // A work queue (ibv_create_wq): a receive queue completing to cq, for RSS QPs to spread
+  // frames over; it takes frames once set_ready(true) (IBV_WQS_RDY).
+  Result<std::unique_ptr<SharedReceiveQueue>> create_wq(CompletionQueue& cq, uint32_t max_wr, uint32_t max_sge = 1);
+  // An RSS QP: a raw packet QP whose frames (those its flow rules steer to it) go to the work
+  // queue of `table` (a power of two of this PD's work queues) that their hash picks. It sends
+  // nothing; each completion names its work queue (Wc::qp_num is the queue's handle).
+  Result<std::unique_ptr<QueuePair>> create_rss_qp(std::span<SharedReceiveQueue* const> table, const RxHash& hash);
  private:
   friend class Device;
   friend class MemoryRegion;

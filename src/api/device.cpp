@@ -51,6 +51,7 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
   transport::CoreConfig cfg = std::move(d.core);
   cfg.gids = stack->link->gids();
   cfg.port_mtu = wire::active_mtu_for(stack->link->ip_mtu());
+  cfg.raw_frame_max = stack->link->ip_mtu() + 18;  // Ethernet header and a VLAN tag
   link::UdpLink* l = stack->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   cfg.link_gathers = true;  // both links send payloads from where they lie
@@ -215,6 +216,8 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
   auto g = stack->lock();
   if (init.gsi && (init.type != QpType::UD || init.srq))
     return make_error(EINVAL, "create_qp: the GSI QP is a UD QP with its own receive queue");
+  if (init.type == QpType::RawPacket)
+    if (Status s = detail::open_raw_port(*stack); !s) return s.error();
   auto qp = init.gsi ? stack->pc->create_gsi_qp(h_->pd, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap)
                      : stack->pc->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
                                             init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
@@ -334,6 +337,7 @@ QueuePair::~QueuePair() {
   auto g = stack_->lock();
   for (const Gid& group : stack_->pc->groups_of(tq(qp_)))  // a group whose last member goes is left
     if (auto last = stack_->pc->detach_mcast(tq(qp_), group); last && *last) stack_->link->leave_group(group);
+  stack_->pc->destroy_flows_of(tq(qp_));
   (void)stack_->pc->destroy_qp(&tq(qp_));
 }
 

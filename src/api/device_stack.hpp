@@ -35,4 +35,8 @@ struct DeviceStack {
 // The engine lock held.
 std::string status_records(const DeviceStack& stack);
 
+// Raw packet QPs' port on the device's interface, opened with the first of them (api/raw.cpp).
+// EPERM without CAP_NET_RAW. The engine lock held.
+Status open_raw_port(DeviceStack& stack);
+
 }  // namespace uroce::detail

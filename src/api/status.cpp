@@ -16,6 +16,7 @@ const char* type_name(QpType t) {
     case QpType::RC: return "RC";
     case QpType::UC: return "UC";
     case QpType::UD: return "UD";
+    case QpType::RawPacket: return "RAW_PACKET";
     case QpType::XrcSend: return "XRC_INI";
     case QpType::XrcRecv: return "XRC_TGT";
   }

@@ -79,6 +79,17 @@ int close_xrcd(ibv_xrcd* xrcd);
 ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+int post_queue_recv(SharedReceiveQueue* q, ibv_recv_wr* wr, ibv_recv_wr** bad);  // an SRQ's or a WQ's
+// Raw packet QPs (raw.cpp): flow steering, work queues, indirection tables and RSS QPs.
+ibv_flow* create_flow(ibv_qp* qp, ibv_flow_attr* attr);
+int destroy_flow(ibv_flow* flow);
+ibv_wq* create_wq(ibv_context* ctx, ibv_wq_init_attr* attr);
+int modify_wq(ibv_wq* wq, ibv_wq_attr* attr);
+int destroy_wq(ibv_wq* wq);
+ibv_rwq_ind_table* create_rwq_ind_table(ibv_context* ctx, ibv_rwq_ind_table_init_attr* attr);
+int destroy_rwq_ind_table(ibv_rwq_ind_table* table);
+ibv_qp* create_rss_qp(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+void release_table(ibv_rwq_ind_table* table);  // an RSS QP over it went
 // A new USrq of pd for srq, tracked for events: what ibv_create_srq and create_srq_ex share.
 ibv_srq* made_srq(ibv_pd* pd, std::unique_ptr<SharedReceiveQueue> srq, void* srq_context);
 // A new UQp for qp, tracked for events (pd: null for an XRC target).

@@ -135,6 +135,7 @@ struct UQp {
   size_t batch_len = 0;
   int batch_err = 0;
   UXrcd* xrcd = nullptr;  // an XRC target QP's domain handle (it has no PD)
+  ibv_rwq_ind_table* table = nullptr;  // an RSS QP's indirection table
   bool ece_set = false;  // ibv_set_ece chose the QP's options: ibv_query_ece reports those
 };
 

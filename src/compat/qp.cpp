@@ -131,7 +131,10 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  SharedReceiveQueue* q = from<USrq>(srq)->srq.get();
+  return post_queue_recv(from<USrq>(srq)->srq.get(), wr, bad);
+}
+
+int post_queue_recv(SharedReceiveQueue* q, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return post_chain<ibv_recv_wr, RecvWr>(wr, bad, to_recv_wr,
                                          [q](std::span<const RecvWr> ws, size_t* i) { return q->post_recv(ws, i); });
 }
@@ -189,8 +192,9 @@ UQp* made_qp(ibv_context* ctx, ibv_pd* pd, std::unique_ptr<QueuePair> qp, ibv_qp
 
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) {
   const bool ini = attr->qp_type == IBV_QPT_XRC_SEND;  // receives nothing: no receive CQ needed
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD && !ini) {
-    errno = EOPNOTSUPP;  // raw packet, driver QPs (an XRC target comes from create_qp_ex)
+  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD &&
+      attr->qp_type != IBV_QPT_RAW_PACKET && !ini) {
+    errno = EOPNOTSUPP;  // driver QPs (an XRC target comes from create_qp_ex)
     return nullptr;
   }
   if (!attr->send_cq || (!attr->recv_cq && !ini)) {
@@ -381,10 +385,12 @@ int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t) {
 int ibv_destroy_qp(ibv_qp* qp) {
   // As the kernel's: a QP still attached to a multicast group is the program's to detach first.
   if (from<UQp>(qp)->qp->mcast_groups()) return EBUSY;
+  if (from<UQp>(qp)->qp->flows()) return EBUSY;  // and so are its flow rules
   track<ibv_qp>(qp->context, &UDevice::qps, qp->qp_num, nullptr);
   wait_acks(qp->context, qp);
   if (qp->pd) --from<UPd>(qp->pd)->objects;
   if (UXrcd* x = from<UQp>(qp)->xrcd) --x->objects;  // an XRC target's
+  if (ibv_rwq_ind_table* t = from<UQp>(qp)->table) release_table(t);  // an RSS QP's
   delete from<UQp>(qp);
   return 0;
 }

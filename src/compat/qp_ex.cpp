@@ -200,10 +200,11 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
                    IBV_QP_INIT_ATTR_XRCD;
   if (a->qp_type == IBV_QPT_XRC_RECV && !(a->comp_mask & ~known) && !(a->comp_mask & IBV_QP_INIT_ATTR_PD))
     return create_xrc_target(ctx, a);  // no PD, no CQs: its XRC domain's
+  if (a->comp_mask & (IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_IND_TABLE)) return create_rss_qp(ctx, a);
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || (a->comp_mask & ~known) || (a->comp_mask & IBV_QP_INIT_ATTR_XRCD) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps))) {
-    errno = EOPNOTSUPP;  // RSS, TSO, creation flags ...
+    errno = EOPNOTSUPP;  // TSO, creation flags ...
     return nullptr;
   }
   ibv_qp_init_attr b{};

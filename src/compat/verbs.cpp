@@ -92,6 +92,15 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     attr->completion_timestamp_mask = UINT64_MAX;
     attr->hca_core_clock = 1'000'000;  // kHz
   }
+  if (attr_size >= offsetof(ibv_device_attr_ex, max_wq_type_rq) + sizeof attr->max_wq_type_rq) {
+    // Receive-side scaling over work queues (compat/raw.cpp): Toeplitz over addresses and ports.
+    attr->rss_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
+    attr->rss_caps.max_rwq_indirection_tables = 1 << 16;
+    attr->rss_caps.max_rwq_indirection_table_size = 1 << 10;
+    attr->rss_caps.rx_hash_fields_mask = 0xff;  // IPv4, IPv6, TCP and UDP ports
+    attr->rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
+    attr->max_wq_type_rq = 1 << 16;
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof attr->max_dm_size)
     attr->max_dm_size = uctx(ctx)->dev->query_device().max_dm_size;
   return 0;
@@ -185,6 +194,13 @@ ibv_context* context_on(std::shared_ptr<UDevice> shared, ibv_device* device, int
   c->vctx.close_xrcd = close_xrcd;
   c->vctx.create_srq_ex = create_srq_ex;
   c->vctx.get_srq_num = get_srq_num;
+  c->vctx.ibv_create_flow = create_flow;
+  c->vctx.ibv_destroy_flow = destroy_flow;
+  c->vctx.create_wq = create_wq;
+  c->vctx.modify_wq = modify_wq;
+  c->vctx.destroy_wq = destroy_wq;
+  c->vctx.create_rwq_ind_table = create_rwq_ind_table;
+  c->vctx.destroy_rwq_ind_table = destroy_rwq_ind_table;
   pthread_mutex_init(&ctx.mutex, nullptr);
   ctx.ops = kOps;
   return &ctx;

@@ -102,6 +102,21 @@ Engine::Engine(transport::ProtocolCore& pc, link::Link& link, uint64_t spin_ns)
   pc_.set_guard(&mu_);
 }
 
+Status Engine::attach_raw(std::unique_ptr<link::RawPort> port) {
+  if (raw_) return make_error(EEXIST, "raw port attached already");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = port->fd();
+  for (int ep : {epoll_fd_, epoll_wake_fd_})
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, port->fd(), &ev) < 0) {
+      int e = errno;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, port->fd(), nullptr);
+      return make_error(e, std::string("raw port: epoll_ctl: ") + std::strerror(e));
+    }
+  raw_ = std::move(port);
+  return {};
+}
+
 Engine::~Engine() {
   stop();
   pc_.set_waker(nullptr);
@@ -246,7 +261,12 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
   const uint64_t wcs_before = pc_.wcs_made();
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
+  if (raw_) did |= raw_->poll([this](std::span<const uint8_t> f) { pc_.on_frame(f); }, 256) > 0;
   did |= pc_.progress(now);
+  if (!pc_.frames_out().empty()) {  // raw packet QPs' frames (none without a raw port)
+    if (raw_) raw_->send(pc_.frames_out());
+    pc_.frames_out().clear();
+  }
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
   for (verbs::Cq* cq : pc_.cq_events()) {

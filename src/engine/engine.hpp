@@ -23,6 +23,7 @@
 
 #include "engine/attach.hpp"
 #include "link/link.hpp"
+#include "link/raw_port.hpp"
 #include "transport/protocol_core.hpp"
 #include "uroce/result.hpp"
 
@@ -58,6 +59,10 @@ class Engine {
   // Returns once the engine has run two whole passes from now (the first takes what was
   // posted, the second sends what that made), or after timeout_ns.
   void flush(uint64_t timeout_ns);
+  // Raw packet QPs' port on the interface (link/raw_port.hpp): from now on each pass sends the
+  // frames they made and hands arriving frames to the core. Control lock held; once.
+  Status attach_raw(std::unique_ptr<link::RawPort> port);
+  bool has_raw() const { return raw_ != nullptr; }
 
   // Application side of run to completion. PostScope brackets a post: the doorbell it rings
   // does not wake the engine; after_post() then leaves the post to a polling application's
@@ -92,6 +97,7 @@ class Engine {
   void send_gathered_now();
   transport::ProtocolCore& pc_;
   link::Link& link_;
+  std::unique_ptr<link::RawPort> raw_;  // set under mu_
   Status status_;
   ProtocolSink sink_{pc_};
   uint64_t spin_ns_;

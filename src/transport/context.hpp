@@ -40,6 +40,8 @@ class Context {
   PacketBuf* alloc_tx() { return core_.alloc_tx(); }
   void emit(PacketBuf* p, size_t ib_len) { core_.emit(p, ib_len); }
   void release(PacketBuf* p) { core_.pool_.release(p); }
+  // A raw packet QP's frame, to the interface as it is.
+  void emit_frame(std::vector<uint8_t>&& f) { core_.frames_out_.push_back(std::move(f)); }
   // Payload bytes at `src` (registered memory, checked) go into tx by reference when the link
   // takes them from there itself (CoreConfig::link_gathers): one copy fewer. The link sends the
   // packet at the end of this pass, under the engine lock; a request executed later in the same

@@ -60,7 +60,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
   }
   const wire::OpcodeInfo& info = p.info();
   if (info.transport == wire::Transport::CNP) {  // to a connected QP, from its peer
-    if (q->type() == QpType::UD) {
+    if (q->type() == QpType::UD || q->type() == QpType::RawPacket) {
       ++ctr_.rx_bad_opcode;
     } else if (from.src != q->flow.dst || from.dst != q->flow.src) {
       ++ctr_.rx_bad_source;

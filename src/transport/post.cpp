@@ -10,6 +10,8 @@
 
 namespace uroce::transport {
 
+constexpr uint64_t kMinFrame = 14;  // a raw frame holds its Ethernet header at least
+
 
 // ---------------------------------------------------------------- data path (application)
 
@@ -32,6 +34,12 @@ Result<uint32_t> ProtocolCore::check_send_wr(const Qp& qp, const SendWr& wr) con
       return make_error(EINVAL, "post_send: a UD message fits in one packet of the port MTU (" +
                                     std::to_string(mtu_bytes(cfg_.port_mtu)) + " bytes)");
     if (wr.remote_qpn > wire::kQpnMask) return make_error(EINVAL, "post_send: remote_qpn > 24 bits");
+  }
+  if (qp.type() == QpType::RawPacket) {
+    if (wr.opcode != WrOpcode::Send) return make_error(EINVAL, std::string("post_send: ") + t.name + " on a raw packet QP (SEND only)");
+    if (total < kMinFrame || total > cfg_.raw_frame_max)
+      return make_error(EINVAL, "post_send: a raw frame is " + std::to_string(kMinFrame) + ".." +
+                                    std::to_string(cfg_.raw_frame_max) + " bytes (Ethernet header to the interface MTU)");
   }
   if (wr.send_flags & kSendInline) {
     if (t.rd_atomic())
@@ -209,13 +217,17 @@ void ProtocolCore::ring_doorbell(Qp& qp) {
 
 
 bool ProtocolCore::pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) {
-  auto& rq = qp.srq ? qp.srq->rq : qp.rq;
+  return pop_recv_from(qp.srq ? qp.srq->rq : qp.rq, qp.srq, w, sges);
+}
+
+bool ProtocolCore::pop_recv_from(verbs::WorkQueue<verbs::RecvWqe>& rq, verbs::Srq* srq, verbs::RecvWqe& w,
+                                 std::vector<Sge>& sges) {
   uint32_t idx = rq.done.load(std::memory_order_relaxed);
   if (idx == rq.prod.load(std::memory_order_acquire)) return false;
   w = rq.slot(idx);
   sges.assign(rq.sges(idx), rq.sges(idx) + w.num_sge);
   rq.done.store(idx + 1, std::memory_order_release);
-  if (verbs::Srq* srq = qp.srq) {
+  if (srq) {
     uint32_t limit = srq->limit.load(std::memory_order_acquire);
     if (limit && srq->posted() < limit && srq->limit.exchange(0) != 0) {
       AsyncEvent e{AsyncEventType::SrqLimitReached};

@@ -31,6 +31,7 @@
 #include "cc/swift.hpp"
 #include "cc/timely.hpp"
 #include "transport/counters.hpp"
+#include "transport/flow_table.hpp"
 #include "transport/guard.hpp"
 #include "transport/qp_transport.hpp"
 #include "transport/reliability.hpp"
@@ -100,6 +101,8 @@ struct CoreConfig {
   // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
   // are not copied into packets. Unset: every packet is whole in its buffer.
   bool link_gathers = false;
+  // The largest frame a raw packet QP sends: the interface MTU, its Ethernet header and a VLAN tag.
+  uint32_t raw_frame_max = 1500 + 18;
   // DCQCN's notification point: a QP answers CE-marked requests with at most one CNP per
   // interval (the paper's 50 us).
   uint64_t cnp_interval_ns = 50'000;
@@ -131,6 +134,7 @@ struct DeviceLimits {
   uint64_t max_msg = kMaxMessage;
   // Multicast: groups joined (each is a socket of the link's), QPs per group, attachments in all.
   uint32_t max_mcast_grp = 64, max_mcast_qp_attach = 56, max_total_mcast_qp_attach = 64 * 56;
+  uint32_t max_flows = 1024;  // flow rules (raw packet QPs)
 };
 
 class ProtocolCore {
@@ -226,6 +230,20 @@ class ProtocolCore {
   Result<bool> attach_mcast(Qp& qp, const Gid& group);
   Result<bool> detach_mcast(Qp& qp, const Gid& group);
   std::vector<Gid> groups_of(const Qp& qp) const;
+  // Flow rules (raw.cpp): frames from the interface that match go to a raw packet QP. EINVAL
+  // for another QP type or a rule that names a layer without the one beneath it.
+  Result<uint32_t> create_flow(Qp& qp, const FlowRule& rule);
+  Status destroy_flow(Qp& qp, uint32_t handle);  // EINVAL unless qp's rule
+  // Receive-side scaling (raw.cpp): work queues (receive queues with a CQ of their own, made
+  // ready or not by modify_wq; destroyed by destroy_srq) and RSS QPs, raw packet QPs that
+  // spread the frames of their rules over a table of a PD's work queues by hash. The table's
+  // size is a power of two; a work queue in a QP's table is busy.
+  Result<verbs::Srq*> create_wq(PdHandle pd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge);
+  Status modify_wq(verbs::Srq& wq, bool ready);
+  Result<Qp*> create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> table, const RxHash& hash);
+  void destroy_flows_of(Qp& qp) { flows_.remove_rules_of(&qp); }
+  size_t flows_of(const Qp& qp) const { return flows_.rules_of(&qp); }
+  bool has_flows() const { return flows_.size() != 0; }
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
@@ -242,6 +260,11 @@ class ProtocolCore {
   // sender's IP ID is solved for. Returns the fields the ICRC matched (for captures).
   wire::Ipv4Fields on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now,
                              wire::Ipv4Fields ip = {});
+  // An Ethernet frame from the device's interface (whole, from its destination MAC): to the
+  // raw packet QP whose flow rule it matches, if any.
+  void on_frame(std::span<const uint8_t> frame);
+  // Frames raw packet QPs sent, in order; the engine hands them to the interface and clears.
+  std::vector<std::vector<uint8_t>>& frames_out() { return frames_out_; }
   // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
   bool progress(uint64_t now);
   // Builds a UD QP's posted datagrams now, their payloads copied from the application's memory
@@ -274,6 +297,8 @@ class ProtocolCore {
   void complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st);
   void qp_to_error(Qp& qp, bool fatal = true);
   bool pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges);
+  // The same from a given queue (srq: the SRQ or work queue it belongs to, for its limit).
+  bool pop_recv_from(verbs::WorkQueue<verbs::RecvWqe>& rq, verbs::Srq* srq, verbs::RecvWqe& w, std::vector<Sge>& sges);
   void raise(const AsyncEvent& e);
   void schedule(Qp& qp);             // put on the run list
   void arm_timer(Qp& qp, uint64_t deadline);
@@ -343,6 +368,8 @@ class ProtocolCore {
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;
 
   wire::BufferPool pool_;
+  std::vector<std::vector<uint8_t>> frames_out_;
+  FlowTable flows_;
   std::vector<PacketBuf*> tx_;
   std::vector<verbs::Cq*> cq_events_;
   uint64_t wcs_made_ = 0;

@@ -194,6 +194,12 @@ struct Qp : verbs::Qp {
   std::unique_ptr<SrReadMap> sr_read;
   RttEstimator rtt;
   uint32_t xrcd = 0;  // an XRC target QP's domain: the XRC SRQs its requests may name
+  // An RSS QP (raw packet): each frame's hash picks its work queue from this table.
+  struct Rss {
+    std::vector<verbs::Srq*> table;
+    RxHash hash;
+  };
+  std::unique_ptr<Rss> rss;
 };
 
 // The transport's QP behind a verbs QP (every QP the protocol core makes is one).

@@ -198,9 +198,11 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     if (budget == 0) return true;
     SendWqe& w = sq.slot(req.next);
     if (w.failed) return false;
-    if (qp.type() == QpType::UD) {
+    if (qp.type() == QpType::UD || qp.type() == QpType::RawPacket) {
       if (st != QpState::Rts) return false;
-      if (!requester_send_datagram(cx, qp, w, req.next)) return true;
+      const bool sent = qp.type() == QpType::UD ? requester_send_datagram(cx, qp, w, req.next)
+                                                : requester_send_frame(cx, qp, w, req.next);
+      if (!sent) return true;
       --budget;
       continue;
     }

@@ -185,8 +185,9 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (!tgt && pit == pds_.end()) return make_error(EINVAL, "create_qp: unknown protection domain");
   if (!tgt && (!scq || !rcq || !cq_users_.count(scq) || !cq_users_.count(rcq)))
     return make_error(EINVAL, "create_qp: send and receive completion queues are required");
-  if (type != QpType::RC && type != QpType::UC && type != QpType::UD && type != QpType::XrcSend && !tgt)
-    return make_error(EOPNOTSUPP, "create_qp: RC, UC, UD and XRC queue pairs are supported");
+  if (type != QpType::RC && type != QpType::UC && type != QpType::UD && type != QpType::XrcSend &&
+      type != QpType::RawPacket && !tgt)
+    return make_error(EOPNOTSUPP, "create_qp: RC, UC, UD, raw packet and XRC queue pairs are supported");
   if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
     return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
@@ -319,6 +320,7 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   UROCE_ASSERT_HELD(*this);
   auto it = qp ? qps_.find(qp->qpn()) : qps_.end();
   if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
+  if (flows_of(*qp)) return make_error(EBUSY, "destroy_qp: flow rules steer to it (destroy them first)");
   std::erase(run_list_, qp);
   std::erase(ack_list_, qp);
   for (McastGroup& g : mcast_) std::erase(g.qps, qp);  // its users detach first (the link's groups)
@@ -330,6 +332,8 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
     --cq_users_[qp->send_cq];
     --cq_users_[qp->recv_cq];
     if (qp->srq) --srq_users_[qp->srq];
+    if (qp->rss)
+      for (verbs::Srq* wq : qp->rss->table) --srq_users_[wq];
   }
   qp_index_.erase(qp->qpn().value());
   qps_.erase(it);
@@ -356,6 +360,7 @@ Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
   if (srq->xrcd) release_xrc_srq(*srq);
+  if (srq->wq) --cq_users_[srq->cq];
   --pds_[srq->pd()];
   srq_users_.erase(it);
   srqs_.erase(srq->handle());

@@ -84,8 +84,19 @@ constexpr Rule kUdRules[] = {
     {QpState::Sqe, QpState::Rts, 0, kQpCurState | kQpQkey},
 };
 
+// Raw packet QPs, as the kernel has them: a port at INIT, nothing after.
+constexpr Rule kRawRules[] = {
+    {QpState::Reset, QpState::Init, kQpPort, 0},
+    {QpState::Init, QpState::Init, 0, kQpPort},
+    {QpState::Init, QpState::Rtr, 0, 0},
+    {QpState::Rtr, QpState::Rts, 0, kQpCurState},
+    {QpState::Rts, QpState::Rts, 0, kQpCurState},
+    {QpState::Sqe, QpState::Rts, 0, kQpCurState},
+};
+
 const Rule* find_rule(QpType t, QpState from, QpState to) {
-  std::span<const Rule> rules = t == QpType::XrcSend   ? std::span<const Rule>(kXrcIniRules)
+  std::span<const Rule> rules = t == QpType::RawPacket ? std::span<const Rule>(kRawRules)
+                                : t == QpType::XrcSend ? std::span<const Rule>(kXrcIniRules)
                                 : t == QpType::XrcRecv ? std::span<const Rule>(kXrcTgtRules)
                                 : t == QpType::RC      ? std::span<const Rule>(kRcRules)
                                 : t == QpType::UC ? std::span<const Rule>(kUcRules)

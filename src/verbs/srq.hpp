@@ -28,6 +28,10 @@ class Srq {
   // complete to, whichever target QP of the domain took them. Its number is its handle.
   uint32_t xrcd = 0;
   Cq* cq = nullptr;
+  // A work queue (ibv_create_wq): a receive queue with its own CQ that RSS QPs draw from, by
+  // the hash of each frame. Frames reach it only while ready (IBV_WQS_RDY).
+  bool wq = false;
+  bool wq_ready = false;
 
  private:
   uint32_t handle_;

@@ -622,10 +622,10 @@ int main(void) {
   /* What uroce does not have fails with an error, not a crash. */
   errno = 0;
   CHECK(ibv_alloc_mw(pd, (enum ibv_mw_type)3) == NULL && errno == EINVAL, "memory window of type 3: EINVAL");
-  struct ibv_qp_init_attr xa = {.send_cq = cq3, .recv_cq = cq3, .qp_type = IBV_QPT_RAW_PACKET,
+  struct ibv_qp_init_attr xa = {.send_cq = cq3, .recv_cq = cq3, .qp_type = IBV_QPT_DRIVER,
                                 .cap = {.max_send_wr = 1, .max_send_sge = 1}};
   errno = 0;
-  CHECK(ibv_create_qp(pd, &xa) == NULL && errno == EOPNOTSUPP, "raw packet QP: EOPNOTSUPP");
+  CHECK(ibv_create_qp(pd, &xa) == NULL && errno == EOPNOTSUPP, "a driver QP: EOPNOTSUPP");
   errno = 0;
   CHECK(ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED) == NULL && errno == EOPNOTSUPP,
         "a zero-based region of host memory: EOPNOTSUPP");

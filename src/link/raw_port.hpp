@@ -1,0 +1,39 @@
+// Raw packet QPs' way onto the device's interface: an AF_PACKET socket bound to it, which
+// takes whole Ethernet frames as they are and hands up every frame the interface carries.
+// Opening one needs CAP_NET_RAW, as the kernel asks of a raw packet QP.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "uroce/result.hpp"
+
+namespace uroce::link {
+
+class RawPort {
+ public:
+  // On the interface with this index; EPERM without CAP_NET_RAW.
+  static Result<std::unique_ptr<RawPort>> open(uint32_t ifindex, bool loopback);
+  ~RawPort();
+  RawPort(const RawPort&) = delete;
+  RawPort& operator=(const RawPort&) = delete;
+
+  int fd() const { return fd_; }
+  // Frames to the interface, in order; one that cannot go (too long, no room) is counted.
+  void send(std::vector<std::vector<uint8_t>>& frames);
+  // Up to max arriving frames to deliver; how many. Frames this host sends come up too where
+  // a NIC would loop them back (to a group or broadcast address); loopback does that itself.
+  int poll(const std::function<void(std::span<const uint8_t>)>& deliver, int max);
+  uint64_t send_errors() const { return send_errors_; }
+
+ private:
+  RawPort(int fd, bool loopback) : fd_(fd), loopback_(loopback), buf_(65536 + 64) {}
+  int fd_;
+  bool loopback_;
+  std::vector<uint8_t> buf_;
+  uint64_t send_errors_ = 0;
+};
+
+}  // namespace uroce::link
