@@ -244,8 +244,8 @@ static void forged_length(int l, uint32_t forged, int data_before) {
   peer_close(&p);
 }
 
-/* Until the listener's first message (its credits and second ring half) has reached the peer:
- * from then on the listener has nothing in flight. */
+/* Until the listener's first message (its credits and second ring half) has reached the peer.
+ * That is its last one; it is done once its ACK is back (peer_linger). */
 static int peer_wait_credits(struct peer *p) {
   const double give_up = now_s() + 10;
   while (now_s() < give_up) {
@@ -255,6 +255,25 @@ static int peer_wait_credits(struct peer *p) {
     if (n == 1) return wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS ? 0 : -1;
   }
   return -1;
+}
+
+/* The peer's receive completion says the listener's message arrived, not that the listener
+ * has its ACK: the peer's QP stays up for the listener's whole retry span, so that an ACK lost
+ * on the way is answered again when the listener resends (a duplicate is ACKed once more). */
+static void peer_linger(struct peer *p) {
+  struct ibv_qp_attr a;
+  struct ibv_qp_init_attr ia;
+  double span = 1.0; /* timeout 14 (67 ms) x 8 sends, with room */
+  if (!ibv_query_qp(p->id->qp, &a, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &ia) && a.timeout)
+    span = 2.0 * (a.retry_cnt + 1) * 4.096e-6 * (double)(1ull << a.timeout);
+  const double until = now_s() + span;
+  while (now_s() < until) {
+    struct ibv_wc wc;
+    if (ibv_poll_cq(p->cq, 1, &wc) <= 0) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 /* A peer whose QP goes away without a word (no DISCONNECT, no DREQ: its cm id stays) while the
@@ -272,6 +291,7 @@ static void keepalive_finds_a_dead_peer(int l, int keepalive) {
   errno = 0;
   CHECK(rrecv(s, got, sizeof got, MSG_DONTWAIT) == -1 && errno == EAGAIN, "nothing to read yet: EAGAIN");
   CHECK(peer_wait_credits(&p) == 0, "the listener's credits reached the peer");
+  peer_linger(&p);
   rdma_destroy_qp(p.id);
   struct pollfd pf = {s, POLLIN, 0};
   if (!keepalive) {
