@@ -30,6 +30,10 @@ struct Side {
   transport::Qp* qp;
   transport::Qp* xqp;  // A: an XRC initiator; B: an XRC target of its domain, with an XRC SRQ
   verbs::Srq* xsrq = nullptr;
+  // B: a raw packet QP taking every frame, and an RSS QP over two work queues taking IPv4 first.
+  transport::Qp* raw = nullptr;
+  transport::Qp* rss = nullptr;
+  verbs::Srq* wqs[2] = {};
   std::vector<uint8_t> mem;
   verbs::Mr mr;
   explicit Side(uint32_t ip) : pc(cfg(ip)), mem(kGuard + kArena + kGuard, kCanary) {
@@ -42,6 +46,21 @@ struct Side {
       const uint32_t x = *pc.create_xrcd();
       xsrq = *pc.create_xrc_srq(pd, x, cq, 32, 2);
       xqp = *pc.create_xrc_tgt(x);
+      raw = *pc.create_qp(pd, QpType::RawPacket, cq, cq, QpCap{4, 32, 1, 2, 0}, true);
+      QpAttr at;
+      for (QpState st : {QpState::Init, QpState::Rtr, QpState::Rts}) {
+        at.qp_state = st;
+        (void)pc.modify_qp(*raw, at, kQpState | (st == QpState::Init ? uint32_t(kQpPort) : 0u));
+      }
+      (void)pc.create_flow(*raw, FlowRule{.priority = 1});
+      for (auto& w : wqs) {
+        w = *pc.create_wq(pd, cq, 32, 2);
+        (void)pc.modify_wq(*w, true);
+      }
+      rss = *pc.create_rss_qp(pd, {wqs[0], wqs[1]}, RxHash{std::vector<uint8_t>(40, 0x6d), 0xff});
+      FlowRule v4;
+      v4.ipv4 = FlowRule::Ipv4{};
+      (void)pc.create_flow(*rss, v4);
     }
     std::memset(mem.data() + kGuard, 0, kArena);
     mr = *pc.reg_mr(pd, mem.data() + kGuard, kArena,
@@ -116,6 +135,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   xw[1].compare_add = 0x0102030405060708ull;
   (void)a.pc.post_send(*a.xqp, xw);
   (void)b.pc.post_srq_recv(*b.xsrq, rw);
+  // Frames (every input chunk is one for B as well): receives that fit and ones that do not.
+  Sge fr[2] = {{uint64_t(b.arena() + 12000), 1500, b.mr.lkey.value()}, {uint64_t(b.arena() + 14000), 100, b.mr.lkey.value()}};
+  RecvWr frw[2] = {{20, {&fr[0], 1}}, {21, {&fr[1], 1}}};
+  for (int i = 0; i < 4; ++i) {
+    (void)b.pc.post_recv(*b.raw, frw);
+    for (verbs::Srq* w : b.wqs) (void)b.pc.post_srq_recv(*w, frw);
+  }
   uint64_t now = 1'000'000;
   a.pc.progress(now);
   b.pc.progress(now);
@@ -149,6 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       wire::icrc_store(pkt.data() + body, wire::icrc_for_flow(f, {pkt.data(), body}));
     }
     to.pc.on_packet(pkt, f, now);
+    b.pc.on_frame(pkt);  // and as an Ethernet frame from B's interface
     now += (flags & 16) ? 5'000'000 : 1'000;  // sometimes long enough for timers to fire
     a.pc.progress(now);
     b.pc.progress(now);

@@ -11,7 +11,7 @@
 
 namespace uroce::transport {
 
-class Qp;
+struct Qp;
 
 // Whether the frame matches every layer the rule names.
 bool flow_matches(const FlowRule& rule, std::span<const uint8_t> frame);
