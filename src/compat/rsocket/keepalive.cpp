@@ -43,7 +43,9 @@ void serve() {
       any = true;
       uint64_t next = s->keepalive_next_us.load(std::memory_order_relaxed);
       if (!(s->state & kConnected) || (next && now < next)) return;
-      s->keepalive_next_us.store(now + uint64_t(s->keepalive_time) * 1'000'000, std::memory_order_relaxed);
+      // Unless the program set a new period meanwhile (which starts it again from 0).
+      const uint64_t then = now + uint64_t(s->keepalive_time.load(std::memory_order_relaxed)) * 1'000'000;
+      if (!s->keepalive_next_us.compare_exchange_strong(next, then, std::memory_order_relaxed)) return;
       if (!next) return;  // the first period starts now
       std::unique_lock cq(s->cq_mu, std::try_to_lock);
       if (cq.owns_lock() && (s->state & kConnected) && s->ctrl_seqno != s->ctrl_max_seqno) send_keepalive(s);

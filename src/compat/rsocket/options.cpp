@@ -87,7 +87,7 @@ int rsetsockopt(int socket, int level, int optname, const void* optval, socklen_
           return 0;
         case TCP_KEEPIDLE:
           if (v <= 0) return fail(EINVAL);
-          s->keepalive_time = unsigned(v);
+          s->keepalive_time.store(unsigned(v), std::memory_order_relaxed);
           if (has(s->so_opts, SO_KEEPALIVE)) keepalive_wanted(s);
           return 0;
         case TCP_KEEPCNT:
@@ -157,7 +157,7 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
         case TCP_NODELAY:
           return put_int(optval, optlen, has(s->tcp_opts, optname));
         case TCP_KEEPIDLE:
-          return put_int(optval, optlen, int(s->keepalive_time));
+          return put_int(optval, optlen, int(s->keepalive_time.load(std::memory_order_relaxed)));
         case TCP_KEEPCNT:
         case TCP_KEEPINTVL:
           return put_int(optval, optlen, 1);

@@ -99,7 +99,7 @@ struct Socket {
   int fs_flags = 0, fd_flags = 0;
   uint64_t so_opts = 0, tcp_opts = 0, ipv6_opts = 0;
   int ip_tos = 0;
-  unsigned keepalive_time = 7200;  // TCP_KEEPIDLE, seconds
+  std::atomic<unsigned> keepalive_time{7200};  // TCP_KEEPIDLE, seconds (the keepalive thread reads it)
   std::atomic<uint64_t> keepalive_next_us{0};  // when the next keepalive goes (0: not scheduled)
   bool swap = false;  // the peer's byte order differs: what we write into it is swapped
 
