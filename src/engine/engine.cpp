@@ -264,7 +264,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   if (raw_) did |= raw_->poll([this](std::span<const uint8_t> f) { pc_.on_frame(f); }, 256) > 0;
   did |= pc_.progress(now);
   if (!pc_.frames_out().empty()) {  // raw packet QPs' frames (none without a raw port)
-    if (raw_) raw_->send(pc_.frames_out());
+    if (raw_) raw_->send(pc_.frames_out(), [this](std::span<const uint8_t> f) { pc_.on_frame(f); });
     pc_.frames_out().clear();
   }
   // Wake waiting applications before sending: their next request is on the critical

@@ -33,13 +33,18 @@ Result<std::unique_ptr<RawPort>> RawPort::open(uint32_t ifindex, bool loopback) 
 
 RawPort::~RawPort() { close(fd_); }
 
-void RawPort::send(std::vector<std::vector<uint8_t>>& frames) {
-  for (const auto& f : frames)
-    if (::send(fd_, f.data(), f.size(), MSG_DONTWAIT) != ssize_t(f.size())) ++send_errors_;
+void RawPort::send(std::vector<std::vector<uint8_t>>& frames, const Deliver& deliver) {
+  for (const auto& f : frames) {
+    if (::send(fd_, f.data(), f.size(), MSG_DONTWAIT) != ssize_t(f.size())) {
+      ++send_errors_;
+      continue;
+    }
+    if (!loopback_ && (f[0] & 1)) deliver(f);
+  }
   frames.clear();
 }
 
-int RawPort::poll(const std::function<void(std::span<const uint8_t>)>& deliver, int max) {
+int RawPort::poll(const Deliver& deliver, int max) {
   int n = 0;
   while (n < max) {
     sockaddr_ll from{};

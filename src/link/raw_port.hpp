@@ -21,11 +21,14 @@ class RawPort {
   RawPort& operator=(const RawPort&) = delete;
 
   int fd() const { return fd_; }
-  // Frames to the interface, in order; one that cannot go (too long, no room) is counted.
-  void send(std::vector<std::vector<uint8_t>>& frames);
-  // Up to max arriving frames to deliver; how many. Frames this host sends come up too where
-  // a NIC would loop them back (to a group or broadcast address); loopback does that itself.
-  int poll(const std::function<void(std::span<const uint8_t>)>& deliver, int max);
+  using Deliver = std::function<void(std::span<const uint8_t>)>;
+  // Frames to the interface, in order; one that cannot go (too long, no room) is counted. What
+  // goes to a group or broadcast address comes back to deliver as well, as a NIC loops it
+  // back to its host (the kernel never shows a socket its own frames; loopback does it itself).
+  void send(std::vector<std::vector<uint8_t>>& frames, const Deliver& deliver);
+  // Up to max arriving frames to deliver; how many. Group-addressed frames other processes of
+  // this host send come up too, as their NIC would loop them back.
+  int poll(const Deliver& deliver, int max);
   uint64_t send_errors() const { return send_errors_; }
 
  private:

@@ -1,17 +1,17 @@
 /* What the drop-in C tests share to connect QPs on one device and wait for completions
- * (included once per program; static functions). */
+ * (included once per program; static functions, each program using those it needs). */
 #pragma once
 #include <infiniband/verbs.h>
 #include <time.h>
 
-static double now_s(void) {
+__attribute__((unused)) static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* One completion of cq within 10 s (status -1 if none). */
-static struct ibv_wc one_wc(struct ibv_cq *cq) {
+__attribute__((unused)) static struct ibv_wc one_wc(struct ibv_cq *cq) {
   struct ibv_wc wc = {.status = (enum ibv_wc_status)-1};
   for (double end = now_s() + 10; now_s() < end;)
     if (ibv_poll_cq(cq, 1, &wc) == 1) break;
@@ -20,7 +20,7 @@ static struct ibv_wc one_wc(struct ibv_cq *cq) {
 
 /* RESET -> INIT -> RTR -> RTS toward QP dqpn at gid, granting the peer `access`: the
  * attributes an RC QP needs (XRC QPs take the same). */
-static int to_rts(struct ibv_qp *q, uint32_t dqpn, unsigned access, union ibv_gid gid) {
+__attribute__((unused)) static int to_rts(struct ibv_qp *q, uint32_t dqpn, unsigned access, union ibv_gid gid) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = access};
   int bad = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   struct ibv_qp_attr r = {.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dqpn, .rq_psn = 7,
@@ -35,7 +35,7 @@ static int to_rts(struct ibv_qp *q, uint32_t dqpn, unsigned access, union ibv_gi
 }
 
 /* The first device's context, its GID 0 in *gid; *list to free at the end. NULL if none. */
-static struct ibv_context *open_first(struct ibv_device ***list, union ibv_gid *gid) {
+__attribute__((unused)) static struct ibv_context *open_first(struct ibv_device ***list, union ibv_gid *gid) {
   *list = ibv_get_device_list(NULL);
   struct ibv_context *c = *list && (*list)[0] ? ibv_open_device((*list)[0]) : NULL;
   if (c) ibv_query_gid(c, 1, 0, gid);

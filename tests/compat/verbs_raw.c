@@ -171,7 +171,6 @@ int main(int argc, char **argv) {
   seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 0) : (unsigned)time(NULL) ^ (unsigned)getpid();
   seeded = 1;
   srand(seed);
-  (void)to_rts;  /* shared setup this program does not need */
   for (int i = 0; i < 6; i++) dst_mac[i] = (uint8_t)rand(), src_mac[i] = (uint8_t)rand();
   dst_mac[0] |= 1;                      /* a group address: what a NIC loops back, too */
   src_mac[0] = (src_mac[0] & ~1) | 2;  /* a locally administered station */

@@ -6,7 +6,8 @@
 # captured must fit the link: IB MTU 1024 at 1500, 4096 at 9000. Both run again with
 # UROCE_LINK=xdp, through AF_XDP (declined in one line without capabilities), and AF_XDP with
 # the sockets at the other end. Hostile frames go through each receive path (UDP, raw, AF_XDP).
-# mckey sends to an IPv6 multicast group with members on both hosts.
+# mckey sends to an IPv6 multicast group with members on both hosts; raw packet QPs send
+# Ethernet frames from one host to the other.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: mtu_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -304,6 +305,23 @@ mckey6() {
   else bad "MTU $1: mckey over IPv6 (sender $e, members $fa $fb):"; cat "$tmp/mks.log" "$tmp/mka.log" "$tmp/mkb.log"; fi
 }
 
+# Raw packet QPs across the link: 40 frames of every size up to the MTU from A's raw QP to B's,
+# byte-exact; A's own rule sees its broadcast frame come back and none of its unicast ones.
+raw_frames() {
+  ma=$(ip -n "$A" link show "uma$tag" | awk '/ether/ {print $2}')
+  mb=$(ip -n "$B" link show "umb$tag" | awk '/ether/ {print $2}')
+  inB timeout 60 "$BIN/uroce-run" -- "$BIN/raw_peer" recv "$ma" 40 $tag > "$tmp/rawb.log" 2>&1 &
+  rb=$!
+  i=0
+  while [ $i -lt 200 ] && ! grep -q ready "$tmp/rawb.log" && kill -0 $rb 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+  inA timeout 60 "$BIN/uroce-run" -- "$BIN/raw_peer" send "$ma" "$mb" 40 $tag > "$tmp/rawa.log" 2>&1
+  e=$?
+  wait $rb; r=$?
+  if [ $e = 0 ] && [ $r = 0 ]; then
+    ok "MTU $1: raw packet QPs, 40 frames of 60..1514 bytes A -> B byte-exact, A's broadcast looped back to A alone of its frames"
+  else bad "MTU $1: raw packet QPs (sender $e, receiver $r):"; cat "$tmp/rawa.log" "$tmp/rawb.log"; fi
+}
+
 ipv6_subset() {  # MTU: over the IPv6 link-local GID
   for op in send write read; do
     for size in 1024 65536 1048576; do
@@ -329,6 +347,7 @@ for mtu in 1500 9000; do
   op_matrix $mtu
   ipv6_subset $mtu
   [ $mtu = 1500 ] && mckey6 $mtu
+  [ $mtu = 1500 ] && raw_frames $mtu
   pair "rdma-check over IPv4" "$BIN/rdma-check" -g 1 -p PORT -- "$BIN/rdma-check" -g 1 -p PORT SERVER
   pair "rdma-check over IPv6" "$BIN/rdma-check" -g 0 -p PORT -- "$BIN/rdma-check" -g 0 -p PORT SERVER
   for t in "ib_write_bw -s 65536 -n 200" "ib_read_bw -s 65536 -n 200" "ib_send_bw -s 65536 -n 200"; do
