@@ -51,7 +51,6 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
   transport::CoreConfig cfg = std::move(d.core);
   cfg.gids = stack->link->gids();
   cfg.port_mtu = wire::active_mtu_for(stack->link->ip_mtu());
-  cfg.raw_frame_max = stack->link->ip_mtu() + 18;  // Ethernet header and a VLAN tag
   link::UdpLink* l = stack->link.get();
   cfg.src_port_for = [l](uint32_t qpn) { return l->src_port_for(qpn); };
   cfg.link_gathers = true;  // both links send payloads from where they lie

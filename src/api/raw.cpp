@@ -14,6 +14,7 @@ Status detail::open_raw_port(DeviceStack& stack) {
   if (itf.name.empty()) return make_error(ENODEV, "raw packet QP: the device's address is on no interface");
   auto port = link::RawPort::open(itf.index, itf.loopback);
   if (!port) return port.error();
+  stack.pc->set_raw_frame_max(itf.mtu + 18);  // the interface's MTU (not RoCE's), a header and a VLAN tag
   return stack.engine->attach_raw(std::move(*port));
 }
 

@@ -261,7 +261,9 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   const bool whole = !on_app_thread || (!threaded_ && ++inline_passes_ % 128 == 0);
   const uint64_t wcs_before = pc_.wcs_made();
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
-  if (raw_) did |= raw_->poll([this](std::span<const uint8_t> f) { pc_.on_frame(f); }, 256) > 0;
+  // Raw packet QPs' frames cost a system call to look for: whole passes only (the engine
+  // thread watches the raw port while an application polls).
+  if (raw_ && whole) did |= raw_->poll([this](std::span<const uint8_t> f) { pc_.on_frame(f); }, 256) > 0;
   did |= pc_.progress(now);
   if (!pc_.frames_out().empty()) {  // raw packet QPs' frames (none without a raw port)
     if (raw_) raw_->send(pc_.frames_out(), [this](std::span<const uint8_t> f) { pc_.on_frame(f); });

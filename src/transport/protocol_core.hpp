@@ -101,7 +101,8 @@ struct CoreConfig {
   // The link sends a payload from where it lies (wire::PacketBuf::ref), so payloads in one SGE
   // are not copied into packets. Unset: every packet is whole in its buffer.
   bool link_gathers = false;
-  // The largest frame a raw packet QP sends: the interface MTU, its Ethernet header and a VLAN tag.
+  // The largest frame a raw packet QP sends: the interface MTU, its Ethernet header and a VLAN
+  // tag (set when the raw port opens on the interface: ProtocolCore::set_raw_frame_max).
   uint32_t raw_frame_max = 1500 + 18;
   // DCQCN's notification point: a QP answers CE-marked requests with at most one CNP per
   // interval (the paper's 50 us).
@@ -243,6 +244,7 @@ class ProtocolCore {
   Result<Qp*> create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> table, const RxHash& hash);
   void destroy_flows_of(Qp& qp) { flows_.remove_rules_of(&qp); }
   size_t flows_of(const Qp& qp) const { return flows_.rules_of(&qp); }
+  void set_raw_frame_max(uint32_t bytes) { cfg_.raw_frame_max = bytes; }
   bool has_flows() const { return flows_.size() != 0; }
 
   // ---- data path (application threads) ----

@@ -135,10 +135,11 @@ int main(int argc, char **argv) {
       struct ibv_sge s = {(uintptr_t)out, len, mr->lkey};
       struct ibv_send_wr w = {.wr_id = 1000 + n, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND}, *bw;
       struct ibv_wc wc = {.status = (enum ibv_wc_status)-1};
-      int posted = ibv_post_send(qp, &w, &bw) == 0;
-      for (double end = now_s() + 10; posted && now_s() < end;)
+      int err = ibv_post_send(qp, &w, &bw);
+      for (double end = now_s() + 10; !err && now_s() < end;)
         if (ibv_poll_cq(cq, 1, &wc) == 1) break;
-      CHECK(posted && wc.status == IBV_WC_SUCCESS && wc.wr_id == 1000 + n, "send frame %u (%u bytes)", n, len);
+      CHECK(!err && wc.status == IBV_WC_SUCCESS && wc.wr_id == 1000 + n, "send frame %u (%u bytes): %s, status %d", n, len,
+            strerror(err), wc.status);
     }
     /* Our own rule: the broadcast comes back, and nothing before it did. */
     CHECK(next_frame(10, &f, &len) == 0 && len == 64 && frame_ok(f, len, bcast, sender, count),
