@@ -314,6 +314,7 @@ enum RxHashField : uint64_t {
   kHashSrcIpv4 = 1 << 0, kHashDstIpv4 = 1 << 1, kHashSrcIpv6 = 1 << 2, kHashDstIpv6 = 1 << 3,
   kHashSrcPortTcp = 1 << 4, kHashDstPortTcp = 1 << 5, kHashSrcPortUdp = 1 << 6, kHashDstPortUdp = 1 << 7,
 };
+inline constexpr uint64_t kHashFieldsKnown = 0xff;
 struct RxHash {
   std::vector<uint8_t> key;  // at least 4 bytes longer than the fields hashed (40 for IPv6 and ports)
   uint64_t fields = 0;       // RxHashField bits

@@ -25,13 +25,13 @@ struct UFlow {
 struct UWq {
   ibv_wq ibv;
   std::unique_ptr<SharedReceiveQueue> q;
-  int tables = 0;  // indirection tables that hold it
+  std::atomic<int> tables{0};  // indirection tables that hold it
 };
 
 struct UTable {
   ibv_rwq_ind_table ibv;
   std::vector<UWq*> wqs;
-  int qps = 0;  // RSS QPs over it
+  std::atomic<int> qps{0};  // RSS QPs over it
 };
 
 std::atomic<uint32_t> next_table{1};
@@ -155,8 +155,9 @@ int destroy_flow(ibv_flow* flow) {
 }
 
 ibv_wq* create_wq(ibv_context* ctx, ibv_wq_init_attr* a) {
-  if (!a || a->wq_type != IBV_WQT_RQ || !a->pd || !a->cq || a->comp_mask || a->create_flags) {
-    errno = a && (a->comp_mask || a->create_flags) ? EOPNOTSUPP : EINVAL;
+  const bool flags = a && (a->comp_mask & IBV_WQ_INIT_ATTR_FLAGS) && a->create_flags;
+  if (!a || a->wq_type != IBV_WQT_RQ || !a->pd || !a->cq || (a->comp_mask & ~uint32_t(IBV_WQ_INIT_ATTR_FLAGS)) || flags) {
+    errno = a && ((a->comp_mask & ~uint32_t(IBV_WQ_INIT_ATTR_FLAGS)) || flags) ? EOPNOTSUPP : EINVAL;  // VLAN stripping, ...
     return nullptr;
   }
   auto q = from<UPd>(a->pd)->pd->create_wq(*from<UCq>(a->cq)->cq, a->max_wr, a->max_sge ? a->max_sge : 1);

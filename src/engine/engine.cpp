@@ -263,11 +263,11 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   bool did = (whole ? link_.poll_rx(sink_, now, 256) : link_.poll_rx_inline(sink_, now, 256)) > 0;
   // Raw packet QPs' frames cost a system call to look for: whole passes only (the engine
   // thread watches the raw port while an application polls).
-  if (raw_ && whole) did |= raw_->poll([this](std::span<const uint8_t> f) { pc_.on_frame(f); }, 256) > 0;
+  if (raw_ && whole) raw_->poll([this, &did](std::span<const uint8_t> f) { did |= pc_.on_frame(f); }, 256);
   did |= pc_.progress(now);
   if (!pc_.frames_out().empty()) {  // raw packet QPs' frames (none without a raw port)
-    if (raw_) raw_->send(pc_.frames_out(), [this](std::span<const uint8_t> f) { pc_.on_frame(f); });
-    pc_.frames_out().clear();
+    if (!raw_) pc_.frames_out().clear();
+    else pc_.count_raw_dropped(raw_->send(pc_.frames_out(), [this](std::span<const uint8_t> f) { pc_.on_frame(f); }));
   }
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
@@ -292,7 +292,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
     transmit(pc_, link_, now);
     gathered_.store(false, std::memory_order_relaxed);
   }
-  bool more = pc_.has_work() || defer;
+  bool more = pc_.has_work() || defer || !pc_.frames_out().empty();
   more_.store(more, std::memory_order_relaxed);
   passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_release);  // only under mu_
   return did || more;

@@ -22,21 +22,22 @@ class RawPort {
 
   int fd() const { return fd_; }
   using Deliver = std::function<void(std::span<const uint8_t>)>;
-  // Frames to the interface, in order; one that cannot go (too long, no room) is counted. What
-  // goes to a group or broadcast address comes back to deliver as well, as a NIC loops it
-  // back to its host (the kernel never shows a socket its own frames; loopback does it itself).
-  void send(std::vector<std::vector<uint8_t>>& frames, const Deliver& deliver);
-  // Up to max arriving frames to deliver; how many. Group-addressed frames other processes of
-  // this host send come up too, as their NIC would loop them back.
+  // Frames to the interface, in order, taken from `frames`; those the socket has no room for
+  // yet stay there for the next call. What goes to a group or broadcast address comes back to
+  // deliver as well, as a NIC loops it back to its host (the kernel never shows a socket its
+  // own frames; loopback does it itself). Returns how many were dropped (refused by the
+  // interface, or past what may wait).
+  uint64_t send(std::vector<std::vector<uint8_t>>& frames, const Deliver& deliver);
+  // Up to max arriving frames to deliver, 802.1Q tags as they were on the wire; how many were
+  // read. Group-addressed frames other processes of this host send come up too, as their NIC
+  // would loop them back; frames for other hosts (a promiscuous interface) do not.
   int poll(const Deliver& deliver, int max);
-  uint64_t send_errors() const { return send_errors_; }
 
  private:
   RawPort(int fd, bool loopback) : fd_(fd), loopback_(loopback), buf_(65536 + 64) {}
   int fd_;
   bool loopback_;
   std::vector<uint8_t> buf_;
-  uint64_t send_errors_ = 0;
 };
 
 }  // namespace uroce::link

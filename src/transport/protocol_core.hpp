@@ -136,6 +136,7 @@ struct DeviceLimits {
   // Multicast: groups joined (each is a socket of the link's), QPs per group, attachments in all.
   uint32_t max_mcast_grp = 64, max_mcast_qp_attach = 56, max_total_mcast_qp_attach = 64 * 56;
   uint32_t max_flows = 1024;  // flow rules (raw packet QPs)
+  uint32_t max_rwq_table = 1 << 10;  // work queues in an RSS QP's indirection table
 };
 
 class ProtocolCore {
@@ -242,10 +243,18 @@ class ProtocolCore {
   Result<verbs::Srq*> create_wq(PdHandle pd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge);
   Status modify_wq(verbs::Srq& wq, bool ready);
   Result<Qp*> create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> table, const RxHash& hash);
-  void destroy_flows_of(Qp& qp) { flows_.remove_rules_of(&qp); }
-  size_t flows_of(const Qp& qp) const { return flows_.rules_of(&qp); }
-  void set_raw_frame_max(uint32_t bytes) { cfg_.raw_frame_max = bytes; }
-  bool has_flows() const { return flows_.size() != 0; }
+  void destroy_flows_of(Qp& qp) {
+    UROCE_ASSERT_HELD(*this);
+    flows_.remove_rules_of(&qp);
+  }
+  size_t flows_of(const Qp& qp) const {
+    UROCE_ASSERT_HELD(*this);
+    return flows_.rules_of(&qp);
+  }
+  void set_raw_frame_max(uint32_t bytes) {
+    UROCE_ASSERT_HELD(*this);
+    cfg_.raw_frame_max = bytes;
+  }
 
   // ---- data path (application threads) ----
   // On error returns it and sets *bad to the index of the first rejected request.
@@ -264,9 +273,11 @@ class ProtocolCore {
                              wire::Ipv4Fields ip = {});
   // An Ethernet frame from the device's interface (whole, from its destination MAC): to the
   // raw packet QP whose flow rule it matches, if any.
-  void on_frame(std::span<const uint8_t> frame);
+  // True if a QP took it (completed a receive).
+  bool on_frame(std::span<const uint8_t> frame);
   // Frames raw packet QPs sent, in order; the engine hands them to the interface and clears.
   std::vector<std::vector<uint8_t>>& frames_out() { return frames_out_; }
+  void count_raw_dropped(uint64_t n) { ctr_.tx_raw_dropped += n; }  // frames the interface did not take
   // Rings doorbells, runs expired timers, lets QPs with work send. True if anything happened.
   bool progress(uint64_t now);
   // Builds a UD QP's posted datagrams now, their payloads copied from the application's memory

@@ -8,8 +8,6 @@
 
 namespace uroce::transport {
 
-constexpr size_t kMaxRssTable = 1 << 10;  // work queues in an indirection table
-
 bool requester_send_frame(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx) {
   std::vector<uint8_t> frame(w.length);
   auto& sq = qp.sq;
@@ -19,6 +17,14 @@ bool requester_send_frame(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx) 
              verbs::KeyCheck::Ok) {
     w.failed = true;
     w.error = WcStatus::LocProtErr;
+    completer_retire_failed(cx, qp);
+    return true;
+  }
+  // Four bytes past an untagged frame's largest are for an 802.1Q/802.1ad tag, if it has one.
+  const bool tagged = frame.size() >= 14 && ((frame[12] == 0x81 && frame[13] == 0x00) || (frame[12] == 0x88 && frame[13] == 0xa8));
+  if (!tagged && frame.size() + 4 > cx.config().raw_frame_max) {
+    w.failed = true;
+    w.error = WcStatus::LocLenErr;
     completer_retire_failed(cx, qp);
     return true;
   }
@@ -34,8 +40,6 @@ Result<uint32_t> ProtocolCore::create_flow(Qp& qp, const FlowRule& rule) {
   UROCE_ASSERT_HELD(*this);
   if (qp.type() != QpType::RawPacket) return make_error(EINVAL, "create_flow: flow rules steer to raw packet QPs only");
   if (rule.ipv4 && rule.ipv6) return make_error(EINVAL, "create_flow: a rule names IPv4 or IPv6, not both");
-  if (rule.l4 != FlowRule::L4::None && !rule.ipv4 && !rule.ipv6)
-    return make_error(EINVAL, "create_flow: a TCP or UDP rule needs its IP layer");
   if (flows_.size() >= limits_.max_flows) return make_error(ENOMEM, "create_flow: too many flow rules");
   return flows_.add(&qp, rule);
 }
@@ -67,13 +71,18 @@ Status ProtocolCore::modify_wq(verbs::Srq& wq, bool ready) {
 Result<Qp*> ProtocolCore::create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> table, const RxHash& hash) {
   UROCE_ASSERT_HELD(*this);
   const size_t n = table.size();
-  if (n == 0 || (n & (n - 1)) || n > kMaxRssTable)
+  if (n == 0 || (n & (n - 1)) || n > limits_.max_rwq_table)
     return make_error(EINVAL, "create_rss_qp: the indirection table holds a power of two of work queues, at most " +
-                                  std::to_string(kMaxRssTable));
+                                  std::to_string(limits_.max_rwq_table));
   for (verbs::Srq* wq : table)
     if (!wq || !srq_users_.count(wq) || !wq->wq || wq->pd() != pd)
       return make_error(EINVAL, "create_rss_qp: each table entry must be a work queue of the QP's PD");
-  if (hash.fields & ~uint64_t(0xff)) return make_error(EOPNOTSUPP, "create_rss_qp: hash fields beyond IPv4/IPv6 and ports");
+  if (hash.fields & ~kHashFieldsKnown) return make_error(EOPNOTSUPP, "create_rss_qp: hash fields beyond IPv4/IPv6 and ports");
+  const uint64_t v4 = kHashSrcIpv4 | kHashDstIpv4, v6 = kHashSrcIpv6 | kHashDstIpv6;
+  const uint64_t tcp = kHashSrcPortTcp | kHashDstPortTcp, udp = kHashSrcPortUdp | kHashDstPortUdp;
+  if (((hash.fields & v4) && (hash.fields & v6)) || ((hash.fields & tcp) && (hash.fields & udp)))
+    return make_error(EINVAL, "create_rss_qp: hash IPv4 or IPv6 fields, TCP or UDP ports, not both (as mlx5)");
+  if (!hash.fields && n > 1) return make_error(EINVAL, "create_rss_qp: a table of several queues needs hash fields");
   if (hash.key.size() < 40 || hash.key.size() > 128) return make_error(EINVAL, "create_rss_qp: the hash key is 40..128 bytes");
   auto qp = make_qp(pd, QpType::RawPacket, table[0]->cq, table[0]->cq, QpCap{1, 1, 1, 1, 0}, false, nullptr, std::nullopt);
   if (!qp) return qp;
@@ -82,31 +91,31 @@ Result<Qp*> ProtocolCore::create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> ta
   return qp;
 }
 
-void ProtocolCore::on_frame(std::span<const uint8_t> frame) {
+bool ProtocolCore::on_frame(std::span<const uint8_t> frame) {
   UROCE_ASSERT_HELD(*this);
   Qp* qp = flows_.match(frame);
-  if (!qp) return;  // the interface's other traffic: not ours
+  if (!qp) return false;  // the interface's other traffic: not ours
   // Where it goes: the QP's own receive queue (or SRQ), or for an RSS QP the work queue its
   // hash picks, which completes to its own CQ under its own number. An RSS QP has no state
   // of its own to reach (as mlx5's): its work queues are ready or not.
   const QpState st = qp->state();
   if (!qp->rss && st != QpState::Rtr && st != QpState::Rts && st != QpState::Sqd) {
     ++ctr_.rx_raw_not_ready;
-    return;
+    return false;
   }
   verbs::Srq* wq = nullptr;
   if (qp->rss) {
     wq = qp->rss->table[rss_hash(qp->rss->hash, frame) & (qp->rss->table.size() - 1)];
     if (!wq->wq_ready) {
       ++ctr_.rx_raw_not_ready;
-      return;
+      return false;
     }
   }
   verbs::RecvWqe w;
   std::vector<Sge>& sges = qp->resp.recv_sges;  // scratch: a frame keeps no message state
   if (!(wq ? pop_recv_from(wq->rq, wq, w, sges) : pop_recv(*qp, w, sges))) {
     ++ctr_.rx_raw_no_recv;
-    return;
+    return false;
   }
   ++ctr_.rx_raw_frames;
   Wc wc;
@@ -122,6 +131,7 @@ void ProtocolCore::on_frame(std::span<const uint8_t> frame) {
     wc.status = r == verbs::KeyCheck::Ok ? WcStatus::Success : WcStatus::LocProtErr;
   }
   push_wc(wq ? wq->cq : qp->recv_cq, wc);
+  return true;
 }
 
 }  // namespace uroce::transport

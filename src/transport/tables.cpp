@@ -199,6 +199,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
     return make_error(EINVAL, "create_qp: the SRQ is unknown or belongs to another protection domain");
   if (srq && srq->xrcd)  // its receives are for its domain's target QPs alone
     return make_error(EINVAL, "create_qp: an XRC SRQ serves XRC target QPs only");
+  if (srq && srq->wq) return make_error(EINVAL, "create_qp: a work queue serves RSS QPs only");
   Qpn qpn = fixed.value_or(Qpn(0));
   // 0 and 1 are SMI/GSI; the rest of the first 16 is left free. On a shared host NIC, the
   // QPN's top bits are the process's steering slot.
@@ -279,6 +280,8 @@ Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
 
 Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   UROCE_ASSERT_HELD(*this);
+  // An RSS QP stays in RESET, sending and taking no receive of its own (as mlx5's).
+  if (qp.rss) return make_error(EOPNOTSUPP, "modify_qp: an RSS QP has no state of its own (its work queues have)");
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))
     return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
@@ -370,6 +373,7 @@ Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
 Status ProtocolCore::modify_srq(verbs::Srq& srq, uint32_t limit) {
   UROCE_ASSERT_HELD(*this);
   if (limit > srq.rq.capacity()) return make_error(EINVAL, "modify_srq: srq_limit larger than the queue");
+  if (limit && srq.wq) return make_error(EINVAL, "modify_srq: a work queue has no limit event");
   srq.limit.store(limit, std::memory_order_release);
   return {};
 }

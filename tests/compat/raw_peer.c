@@ -1,8 +1,9 @@
 /* Raw packet QPs between two hosts on one Ethernet link: frames of every size up to the MTU
  * go from one host's raw QP to the other's, byte for byte, steered by a rule on the sender's
- * MAC and an experimental EtherType. The sender's own rule sees none of its unicast frames
- * (a NIC loops back only what it sends to a group or broadcast address) and its broadcast
- * frame once, as does the receiver.
+ * MAC and an experimental EtherType, then one with an 802.1Q tag, which arrives with its tag
+ * as it was on the wire (the kernel takes it off; the raw port puts it back). The sender's own
+ * rule sees none of its unicast frames (a NIC loops back only what it sends to a group or
+ * broadcast address) and its broadcast frame once, as does the receiver.
  *   usage: raw_peer recv SENDER_MAC COUNT SEED   (prints "ready" once it can take frames)
  *          raw_peer send SENDER_MAC RECEIVER_MAC COUNT SEED */
 #include <endian.h>
@@ -31,14 +32,22 @@ static int parse_mac(const char *s, uint8_t *m) {
 
 static uint32_t frame_len(uint32_t n, uint32_t count) { return n + 1 == count ? MTU_FRAME : 60 + (n * 397 + seed) % (MTU_FRAME - 59); }
 
-/* Frame n: dst, src, EtherType, then its number and a pattern. */
-static void build(uint8_t *f, const uint8_t *dst, const uint8_t *src, uint32_t n, uint32_t len) {
+#define TCI 0xa0c /* priority 5, VLAN 0xc0c */
+
+/* Frame n: dst, src, (an 802.1Q tag,) EtherType, then its number and a pattern. */
+static void build(uint8_t *f, const uint8_t *dst, const uint8_t *src, uint32_t n, uint32_t len, int tagged) {
   memcpy(f, dst, 6);
   memcpy(f + 6, src, 6);
-  f[12] = ETHERTYPE >> 8, f[13] = ETHERTYPE & 0xff;
-  memcpy(f + 14, &n, 4);
-  for (uint32_t i = 18; i < len; i++) f[i] = (uint8_t)(n * 31 + i * 7 + seed);
+  uint32_t at = 12;
+  if (tagged) {
+    f[12] = 0x81, f[13] = 0x00, f[14] = TCI >> 8, f[15] = TCI & 0xff;
+    at = 16;
+  }
+  f[at] = ETHERTYPE >> 8, f[at + 1] = ETHERTYPE & 0xff;
+  memcpy(f + at + 2, &n, 4);
+  for (uint32_t i = at + 6; i < len; i++) f[i] = (uint8_t)(n * 31 + i * 7 + seed);
 }
+
 
 static void post(uint64_t slot) {
   struct ibv_sge s = {(uintptr_t)buf + SLOT * slot, SLOT, mr->lkey};
@@ -75,9 +84,9 @@ static int next_frame(double secs, uint8_t **at, uint32_t *len) {
   return -1;
 }
 
-static int frame_ok(const uint8_t *f, uint32_t len, const uint8_t *dst, const uint8_t *src, uint32_t n) {
+static int frame_ok(const uint8_t *f, uint32_t len, const uint8_t *dst, const uint8_t *src, uint32_t n, int tagged) {
   static uint8_t want[SLOT];
-  build(want, dst, src, n, len);
+  build(want, dst, src, n, len, tagged);
   return memcmp(f, want, len) == 0;
 }
 
@@ -122,16 +131,18 @@ int main(int argc, char **argv) {
     for (uint32_t n = 0; n < count; n++) {
       if (next_frame(20, &f, &len)) break;
       /* To this host's MAC (a station's, not a group's), the rest as the sender built it. */
-      exact += len == frame_len(n, count) && !(f[0] & 1) && frame_ok(f, len, f, sender, n);
+      exact += len == frame_len(n, count) && !(f[0] & 1) && frame_ok(f, len, f, sender, n, 0);
     }
     CHECK(exact == count, "unicast frames byte-exact, in order: %u of %u", exact, count);
-    CHECK(next_frame(20, &f, &len) == 0 && len == 64 && frame_ok(f, len, bcast, sender, count), "the broadcast frame");
+    CHECK(next_frame(20, &f, &len) == 0 && len == 200 && frame_ok(f, len, f, sender, count, 1),
+          "the tagged frame, its tag in place (%u bytes, %02x%02x %02x%02x)", len, f[12], f[13], f[14], f[15]);
+    CHECK(next_frame(20, &f, &len) == 0 && len == 64 && frame_ok(f, len, bcast, sender, count + 1, 0), "the broadcast frame");
   } else {
     uint8_t *out = buf + SLOT * SLOTS;
-    for (uint32_t n = 0; n <= count; n++) {
-      const int last = n == count;
-      len = last ? 64 : frame_len(n, count);
-      build(out, last ? bcast : receiver, sender, n, len);
+    for (uint32_t n = 0; n <= count + 1; n++) {  /* then a tagged frame, then a broadcast one */
+      const int tagged = n == count, last = n == count + 1;
+      len = last ? 64 : tagged ? 200 : frame_len(n, count);
+      build(out, last ? bcast : receiver, sender, n, len, tagged);
       struct ibv_sge s = {(uintptr_t)out, len, mr->lkey};
       struct ibv_send_wr w = {.wr_id = 1000 + n, .sg_list = &s, .num_sge = 1, .opcode = IBV_WR_SEND}, *bw;
       struct ibv_wc wc = {.status = (enum ibv_wc_status)-1};
@@ -142,7 +153,7 @@ int main(int argc, char **argv) {
             strerror(err), wc.status);
     }
     /* Our own rule: the broadcast comes back, and nothing before it did. */
-    CHECK(next_frame(10, &f, &len) == 0 && len == 64 && frame_ok(f, len, bcast, sender, count),
+    CHECK(next_frame(10, &f, &len) == 0 && len == 64 && frame_ok(f, len, bcast, sender, count + 1, 0),
           "the sender's own broadcast, and none of its unicast frames, looped back");
   }
   CHECK(ibv_destroy_flow(flow) == 0 && ibv_destroy_qp(qp) == 0, "teardown");

@@ -187,9 +187,13 @@ TEST(Raw, RulesAreForRawQpsAndHoldTheirQp) {
   both.ipv4 = FlowRule::Ipv4{};
   both.ipv6 = FlowRule::Ipv6{};
   EXPECT_EQ(n.pc.create_flow(*q, both).error().code, EINVAL);
-  FlowRule ports_alone;
+  FlowRule ports_alone;  // as mlx5: either IP version's UDP
   ports_alone.l4 = FlowRule::L4::Udp;
-  EXPECT_EQ(n.pc.create_flow(*q, ports_alone).error().code, EINVAL);
+  ports_alone.dst_port = 5678, ports_alone.dst_port_mask = 0xffff;
+  auto hp = n.pc.create_flow(*q, ports_alone);
+  ASSERT_TRUE(hp);
+  EXPECT_TRUE(transport::flow_matches(ports_alone, ipv4_frame(4)));
+  ASSERT_TRUE(n.pc.destroy_flow(*q, *hp));
   auto h = n.pc.create_flow(*q, eth_rule());
   ASSERT_TRUE(h);
   EXPECT_EQ(n.pc.destroy_qp(q).error().code, EBUSY);
@@ -345,6 +349,72 @@ TEST(Rss, FramesSpreadOverReadyWorkQueuesByHash) {
   n.pc.destroy_flows_of(*q);
   ASSERT_TRUE(n.pc.destroy_qp(q));
   EXPECT_TRUE(n.pc.destroy_srq(wqs[0]));
+}
+
+TEST(Rss, ToeplitzOverIpv6AsTheVerificationSuiteHasIt) {
+  // 3ffe:2501:200:1fff::7 port 2794 -> 3ffe:2501:200:3::1 port 1766, TCP.
+  std::vector<uint8_t> f(14 + 40 + 4);
+  f[12] = 0x86, f[13] = 0xdd, f[14] = 0x60, f[14 + 6] = 6;
+  const uint8_t src[16] = {0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 7};
+  const uint8_t dst[16] = {0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x00, 0x03, 0, 0, 0, 0, 0, 0, 0, 1};
+  std::memcpy(&f[22], src, 16);
+  std::memcpy(&f[38], dst, 16);
+  const uint8_t ports[4] = {0x0a, 0xea, 0x06, 0xe6};
+  std::memcpy(&f[54], ports, 4);
+  EXPECT_EQ(transport::rss_hash(RxHash{kMsKey, kHashSrcIpv6 | kHashDstIpv6}, f), 0x2cc18cd5u);
+  EXPECT_EQ(transport::rss_hash(RxHash{kMsKey, kHashSrcIpv6 | kHashDstIpv6 | kHashSrcPortTcp | kHashDstPortTcp}, f),
+            0x40207d3du);
+}
+
+TEST(Rss, WhatAnRssQpAndItsWorkQueuesRefuse) {
+  Node n;
+  verbs::Srq* wq = *n.pc.create_wq(n.pd, n.cq, 8, 1);
+  EXPECT_EQ(n.pc.create_rss_qp(n.pd, {wq}, RxHash{kMsKey, kHashSrcIpv4 | kHashSrcIpv6}).error().code, EINVAL);
+  EXPECT_EQ(n.pc.create_rss_qp(n.pd, {wq}, RxHash{kMsKey, kHashSrcPortTcp | kHashSrcPortUdp}).error().code, EINVAL);
+  EXPECT_EQ(n.pc.create_rss_qp(n.pd, {wq, wq}, RxHash{kMsKey, 0}).error().code, EINVAL);  // no fields, two queues
+  EXPECT_EQ(n.pc.create_rss_qp(n.pd, {wq}, RxHash{std::vector<uint8_t>(8), kHashSrcIpv4}).error().code, EINVAL);
+  transport::Qp* q = *n.pc.create_rss_qp(n.pd, {wq}, RxHash{kMsKey, kHashSrcIpv4});
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  EXPECT_EQ(n.pc.modify_qp(*q, a, kQpState | kQpPort).error().code, EOPNOTSUPP);  // no state of its own
+  Sge s{uint64_t(n.buf.data()), 64, n.mr.lkey.value()};
+  SendWr w;
+  w.sg_list = {&s, 1};
+  EXPECT_EQ(n.pc.post_send(*q, {&w, 1}).error().code, EINVAL);
+  RecvWr r{1, {&s, 1}};
+  EXPECT_EQ(n.pc.post_recv(*q, {&r, 1}).error().code, EINVAL);
+  // A work queue is no SRQ for an ordinary QP, and has no limit event.
+  EXPECT_EQ(n.pc.create_qp(n.pd, QpType::RawPacket, n.cq, n.cq, QpCap{4, 4, 1, 1, 0}, false, wq).error().code, EINVAL);
+  EXPECT_EQ(n.pc.modify_srq(*wq, 1).error().code, EINVAL);
+  ASSERT_TRUE(n.pc.destroy_qp(q));
+  EXPECT_TRUE(n.pc.destroy_srq(wq));
+}
+
+TEST(Raw, FourBytesPastTheMtuOnlyForATaggedFrame) {
+  Node n;
+  n.pc.set_raw_frame_max(1518);  // MTU 1500
+  transport::Qp* q = n.raw();
+  std::vector<uint8_t> f = ipv4_frame(1518 - 38);
+  ASSERT_EQ(f.size(), 1518u);
+  std::memcpy(n.buf.data(), f.data(), f.size());
+  Sge s{uint64_t(n.buf.data()), 1518, n.mr.lkey.value()};
+  SendWr w;
+  w.sg_list = {&s, 1};
+  w.send_flags = kSendSignaled;
+  ASSERT_TRUE(n.pc.post_send(*q, {&w, 1}));
+  n.pc.progress(++n.now);
+  auto wcs = n.drain();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::LocLenErr);  // untagged: 1514 at most
+  EXPECT_TRUE(n.pc.frames_out().empty());
+  transport::Qp* q2 = n.raw();
+  n.buf[12] = 0x81, n.buf[13] = 0x00;  // an 802.1Q tag makes it 1514 + 4
+  ASSERT_TRUE(n.pc.post_send(*q2, {&w, 1}));
+  n.pc.progress(++n.now);
+  wcs = n.drain();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::Success);
+  EXPECT_EQ(n.pc.frames_out().size(), 1u);
 }
 
 }  // namespace
