@@ -55,7 +55,7 @@ struct Side {
       (void)pc.create_flow(*raw, FlowRule{.priority = 1});
       for (auto& w : wqs) {
         w = *pc.create_wq(pd, cq, 32, 2);
-        (void)pc.modify_wq(*w, true);
+        (void)pc.modify_wq(*w, WqState::Ready);
       }
       rss = *pc.create_rss_qp(pd, {wqs[0], wqs[1]}, RxHash{std::vector<uint8_t>(40, 0x6d), 0xff});
       FlowRule v4;

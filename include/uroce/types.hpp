@@ -315,6 +315,9 @@ enum RxHashField : uint64_t {
   kHashSrcPortTcp = 1 << 4, kHashDstPortTcp = 1 << 5, kHashSrcPortUdp = 1 << 6, kHashDstPortUdp = 1 << 7,
 };
 inline constexpr uint64_t kHashFieldsKnown = 0xff;
+// A work queue's state (ibv_wq_state): frames reach it only in Ready; moving to Err completes
+// its posted receives with WR_FLUSH_ERR, moving to Reset discards them.
+enum class WqState : uint8_t { Reset = 0, Ready = 1, Err = 2 };
 struct RxHash {
   std::vector<uint8_t> key;  // at least 4 bytes longer than the fields hashed (40 for IPv6 and ports)
   uint64_t fields = 0;       // RxHashField bits

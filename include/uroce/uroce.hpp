@@ -306,7 +306,7 @@ class SharedReceiveQueue {
   uint32_t capacity() const;
   uint32_t max_sge() const;
   bool busy() const;  // true while a QP draws from it
-  Status set_ready(bool ready);  // a work queue: whether frames reach it (EINVAL for an SRQ)
+  Status set_state(WqState state);  // a work queue's (EINVAL for an SRQ): frames reach it when Ready
 
  private:
   friend class ProtectionDomain;
@@ -385,7 +385,7 @@ class ProtectionDomain {
   bool busy() const;  // true while MRs, QPs or SRQs use it
 
   // A work queue (ibv_create_wq): a receive queue completing to cq, for RSS QPs to spread
-  // frames over; it takes frames once set_ready(true) (IBV_WQS_RDY).
+  // frames over; it takes frames once set_state(WqState::Ready) (IBV_WQS_RDY).
   Result<std::unique_ptr<SharedReceiveQueue>> create_wq(CompletionQueue& cq, uint32_t max_wr, uint32_t max_sge = 1);
   // An RSS QP: a raw packet QP whose frames (those its flow rules steer to it) go to the work
   // queue of `table` (a power of two of this PD's work queues) that their hash picks. It sends

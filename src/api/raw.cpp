@@ -47,9 +47,9 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_wq(Completi
   return q;
 }
 
-Status SharedReceiveQueue::set_ready(bool ready) {
+Status SharedReceiveQueue::set_state(WqState state) {
   auto g = h_->stack->lock();
-  return h_->stack->pc->modify_wq(*h_->srq, ready);
+  return h_->stack->pc->modify_wq(*h_->srq, state);
 }
 
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_rss_qp(std::span<SharedReceiveQueue* const> table,

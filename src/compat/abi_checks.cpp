@@ -44,6 +44,9 @@ static_assert(same(WcOpcode::Send, IBV_WC_SEND) && same(WcOpcode::RdmaWrite, IBV
 
 // QP types, states, MTUs: QpType(ibv_qp_type), QpState(ibv_qp_state), Mtu(ibv_mtu) and back.
 static_assert(same(QpType::RC, IBV_QPT_RC) && same(QpType::UC, IBV_QPT_UC) && same(QpType::UD, IBV_QPT_UD));
+static_assert(same(QpType::RawPacket, IBV_QPT_RAW_PACKET));
+static_assert(same(WqState::Reset, IBV_WQS_RESET) && same(WqState::Ready, IBV_WQS_RDY) && same(WqState::Err, IBV_WQS_ERR));
+static_assert(uint64_t(kHashSrcIpv4) == IBV_RX_HASH_SRC_IPV4 && uint64_t(kHashDstPortUdp) == IBV_RX_HASH_DST_PORT_UDP);
 static_assert(same(QpState::Reset, IBV_QPS_RESET) && same(QpState::Init, IBV_QPS_INIT) && same(QpState::Rtr, IBV_QPS_RTR) &&
               same(QpState::Rts, IBV_QPS_RTS) && same(QpState::Sqd, IBV_QPS_SQD) && same(QpState::Sqe, IBV_QPS_SQE) &&
               same(QpState::Err, IBV_QPS_ERR));

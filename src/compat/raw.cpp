@@ -185,7 +185,7 @@ int modify_wq(ibv_wq* wq, ibv_wq_attr* a) {
   if ((a->attr_mask & IBV_WQ_ATTR_CURR_STATE) && a->curr_wq_state != wq->state) return EINVAL;
   if (!(a->attr_mask & IBV_WQ_ATTR_STATE)) return 0;
   if (a->wq_state != IBV_WQS_RESET && a->wq_state != IBV_WQS_RDY && a->wq_state != IBV_WQS_ERR) return EINVAL;
-  Status s = reinterpret_cast<UWq*>(wq)->q->set_ready(a->wq_state == IBV_WQS_RDY);
+  Status s = reinterpret_cast<UWq*>(wq)->q->set_state(WqState(a->wq_state));
   if (!s) return s.error().code;
   wq->state = a->wq_state;
   return 0;

@@ -237,11 +237,11 @@ class ProtocolCore {
   Result<uint32_t> create_flow(Qp& qp, const FlowRule& rule);
   Status destroy_flow(Qp& qp, uint32_t handle);  // EINVAL unless qp's rule
   // Receive-side scaling (raw.cpp): work queues (receive queues with a CQ of their own, made
-  // ready or not by modify_wq; destroyed by destroy_srq) and RSS QPs, raw packet QPs that
+  // their state set by modify_wq; destroyed by destroy_srq) and RSS QPs, raw packet QPs that
   // spread the frames of their rules over a table of a PD's work queues by hash. The table's
   // size is a power of two; a work queue in a QP's table is busy.
   Result<verbs::Srq*> create_wq(PdHandle pd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge);
-  Status modify_wq(verbs::Srq& wq, bool ready);
+  Status modify_wq(verbs::Srq& wq, WqState state);
   Result<Qp*> create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> table, const RxHash& hash);
   void destroy_flows_of(Qp& qp) {
     UROCE_ASSERT_HELD(*this);

@@ -61,10 +61,29 @@ Result<verbs::Srq*> ProtocolCore::create_wq(PdHandle pd, verbs::Cq* cq, uint32_t
   return wq;
 }
 
-Status ProtocolCore::modify_wq(verbs::Srq& wq, bool ready) {
+Status ProtocolCore::modify_wq(verbs::Srq& wq, WqState state) {
   UROCE_ASSERT_HELD(*this);
   if (!wq.wq) return make_error(EINVAL, "modify_wq: not a work queue");
-  wq.wq_ready = ready;
+  if (state != WqState::Reset && state != WqState::Ready && state != WqState::Err)
+    return make_error(EINVAL, "modify_wq: RESET, RDY or ERR");
+  if (wq.wq_state == WqState::Reset && state == WqState::Err)
+    return make_error(EINVAL, "modify_wq: RESET goes to RDY first");
+  wq.wq_state = state;
+  if (state == WqState::Ready) return {};
+  // Leaving RDY: in ERR what was posted completes flushed; in RESET it is gone.
+  auto& rq = wq.rq;
+  const uint32_t prod = rq.prod.load(std::memory_order_acquire);
+  Wc wc;
+  wc.status = WcStatus::WrFlushErr;
+  wc.opcode = WcOpcode::Recv;
+  wc.qp_num = wq.handle();
+  for (uint32_t i = rq.done.load(std::memory_order_relaxed); i != prod; ++i) {
+    if (state == WqState::Err) {
+      wc.wr_id = rq.slot(i).wr_id;
+      push_wc(wq.cq, wc);
+    }
+    rq.done.store(i + 1, std::memory_order_release);
+  }
   return {};
 }
 
@@ -106,7 +125,7 @@ bool ProtocolCore::on_frame(std::span<const uint8_t> frame) {
   verbs::Srq* wq = nullptr;
   if (qp->rss) {
     wq = qp->rss->table[rss_hash(qp->rss->hash, frame) & (qp->rss->table.size() - 1)];
-    if (!wq->wq_ready) {
+    if (wq->wq_state != WqState::Ready) {
       ++ctr_.rx_raw_not_ready;
       return false;
     }

@@ -31,7 +31,7 @@ class Srq {
   // A work queue (ibv_create_wq): a receive queue with its own CQ that RSS QPs draw from, by
   // the hash of each frame. Frames reach it only while ready (IBV_WQS_RDY).
   bool wq = false;
-  bool wq_ready = false;
+  WqState wq_state = WqState::Reset;
 
  private:
   uint32_t handle_;

@@ -329,7 +329,7 @@ TEST(Rss, FramesSpreadOverReadyWorkQueuesByHash) {
   const auto f = ipv4_frame(20);
   n.pc.on_frame(f);  // no work queue ready yet
   EXPECT_EQ(n.pc.counters().rx_raw_not_ready, 1u);
-  for (verbs::Srq* w : wqs) ASSERT_TRUE(n.pc.modify_wq(*w, true));
+  for (verbs::Srq* w : wqs) ASSERT_TRUE(n.pc.modify_wq(*w, WqState::Ready));
   // Each source address goes to the work queue its hash names, completing on that queue's CQ.
   std::vector<int> per_wq(4);
   for (uint32_t src = 1; src <= 16; ++src) {
@@ -415,6 +415,32 @@ TEST(Raw, FourBytesPastTheMtuOnlyForATaggedFrame) {
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, WcStatus::Success);
   EXPECT_EQ(n.pc.frames_out().size(), 1u);
+}
+
+TEST(Rss, AWorkQueueInErrFlushesItsReceivesAndInResetDropsThem) {
+  Node n;
+  verbs::Srq* wq = *n.pc.create_wq(n.pd, n.cq, 8, 1);
+  EXPECT_EQ(n.pc.modify_wq(*wq, WqState::Err).error().code, EINVAL);  // RESET goes to RDY first
+  Sge s{uint64_t(n.buf.data()), 64, n.mr.lkey.value()};
+  for (uint64_t id : {1, 2}) {
+    RecvWr r{id, {&s, 1}};
+    ASSERT_TRUE(n.pc.post_srq_recv(*wq, {&r, 1}));
+  }
+  ASSERT_TRUE(n.pc.modify_wq(*wq, WqState::Ready));
+  ASSERT_TRUE(n.pc.modify_wq(*wq, WqState::Err));
+  auto wcs = n.drain();
+  ASSERT_EQ(wcs.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, i + 1);
+    EXPECT_EQ(wcs[i].status, WcStatus::WrFlushErr);
+    EXPECT_EQ(wcs[i].qp_num, wq->handle());
+  }
+  RecvWr r{3, {&s, 1}};
+  ASSERT_TRUE(n.pc.post_srq_recv(*wq, {&r, 1}));
+  ASSERT_TRUE(n.pc.modify_wq(*wq, WqState::Reset));  // gone, without a completion
+  EXPECT_TRUE(n.drain().empty());
+  EXPECT_EQ(wq->posted(), 0u);
+  EXPECT_TRUE(n.pc.destroy_srq(wq));
 }
 
 }  // namespace
