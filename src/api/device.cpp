@@ -215,12 +215,15 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
   auto g = stack->lock();
   if (init.gsi && (init.type != QpType::UD || init.srq))
     return make_error(EINVAL, "create_qp: the GSI QP is a UD QP with its own receive queue");
-  if (init.type == QpType::RawPacket)
-    if (Status s = detail::open_raw_port(*stack); !s) return s.error();
   auto qp = init.gsi ? stack->pc->create_gsi_qp(h_->pd, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap)
                      : stack->pc->create_qp(h_->pd, init.type, init.send_cq->h_->cq, init.recv_cq->h_->cq, init.cap,
                                             init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
   if (!qp) return qp.error();
+  if (init.type == QpType::RawPacket)  // its frames need the interface: where the process may
+    if (Status s = detail::hold_raw_port(*stack); !s) {
+      (void)stack->pc->destroy_qp(*qp);
+      return s.error();
+    }
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->stack_ = stack;
   q->pd_ = h_;
@@ -337,7 +340,9 @@ QueuePair::~QueuePair() {
   for (const Gid& group : stack_->pc->groups_of(tq(qp_)))  // a group whose last member goes is left
     if (auto last = stack_->pc->detach_mcast(tq(qp_), group); last && *last) stack_->link->leave_group(group);
   stack_->pc->destroy_flows_of(tq(qp_));
+  const bool raw = qp_->type() == QpType::RawPacket;
   (void)stack_->pc->destroy_qp(&tq(qp_));
+  if (raw) detail::release_raw_port(*stack_);
 }
 
 Status QueuePair::attach_mcast(const Gid& gid) {

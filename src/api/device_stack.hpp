@@ -21,6 +21,7 @@ struct DeviceStack {
   std::unique_ptr<transport::ProtocolCore> pc;
   std::unique_ptr<engine::Engine> engine;
   std::atomic<uint64_t> dm_used{0};  // device memory allocated (DmHold)
+  uint32_t raw_qps = 0;              // raw packet QPs, which keep the raw port open (engine lock)
 
   std::unique_lock<transport::CoreMutex> lock() { return engine->control_lock(); }
   link::Link& active_link() { return shm ? static_cast<link::Link&>(*shm) : *link; }
@@ -35,8 +36,10 @@ struct DeviceStack {
 // The engine lock held.
 std::string status_records(const DeviceStack& stack);
 
-// Raw packet QPs' port on the device's interface, opened with the first of them (api/raw.cpp).
-// EPERM without CAP_NET_RAW. The engine lock held.
-Status open_raw_port(DeviceStack& stack);
+// Raw packet QPs' port on the device's interface (api/raw.cpp): open while any raw QP is
+// (uses: those QPs). hold_raw_port opens it for a new one (EPERM without CAP_NET_RAW),
+// release_raw_port closes it after the last. The engine lock held.
+Status hold_raw_port(DeviceStack& stack);
+void release_raw_port(DeviceStack& stack);
 
 }  // namespace uroce::detail

@@ -8,14 +8,23 @@
 
 namespace uroce {
 
-Status detail::open_raw_port(DeviceStack& stack) {
-  if (stack.engine->has_raw()) return {};
+Status detail::hold_raw_port(DeviceStack& stack) {
+  if (stack.raw_qps) {
+    ++stack.raw_qps;
+    return {};
+  }
   const link::Interface itf = link::find_interface(stack.link->gids().front());
   if (itf.name.empty()) return make_error(ENODEV, "raw packet QP: the device's address is on no interface");
   auto port = link::RawPort::open(itf.index, itf.loopback);
   if (!port) return port.error();
   stack.pc->set_raw_frame_max(itf.mtu + 18);  // the interface's MTU (not RoCE's), a header and a VLAN tag
-  return stack.engine->attach_raw(std::move(*port));
+  if (Status s = stack.engine->attach_raw(std::move(*port)); !s) return s;
+  stack.raw_qps = 1;
+  return {};
+}
+
+void detail::release_raw_port(DeviceStack& stack) {
+  if (stack.raw_qps && --stack.raw_qps == 0) stack.engine->detach_raw();  // nothing else pays for it
 }
 
 Result<uint32_t> QueuePair::create_flow(const FlowRule& rule) {
@@ -61,9 +70,12 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_rss_qp(std::span<Sha
     wqs.push_back(q->h_->srq);
   }
   auto g = stack->lock();
-  if (Status s = detail::open_raw_port(*stack); !s) return s.error();
   auto qp = stack->pc->create_rss_qp(h_->pd, std::move(wqs), hash);
   if (!qp) return qp.error();
+  if (Status s = detail::hold_raw_port(*stack); !s) {
+    (void)stack->pc->destroy_qp(*qp);
+    return s.error();
+  }
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->stack_ = stack;
   q->pd_ = h_;

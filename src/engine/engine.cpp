@@ -117,6 +117,13 @@ Status Engine::attach_raw(std::unique_ptr<link::RawPort> port) {
   return {};
 }
 
+void Engine::detach_raw() {
+  if (!raw_) return;
+  for (int ep : {epoll_fd_, epoll_wake_fd_}) epoll_ctl(ep, EPOLL_CTL_DEL, raw_->fd(), nullptr);
+  raw_.reset();
+  pc_.frames_out().clear();
+}
+
 Engine::~Engine() {
   stop();
   pc_.set_waker(nullptr);

@@ -62,6 +62,7 @@ class Engine {
   // Raw packet QPs' port on the interface (link/raw_port.hpp): from now on each pass sends the
   // frames they made and hands arriving frames to the core. Control lock held; once.
   Status attach_raw(std::unique_ptr<link::RawPort> port);
+  void detach_raw();  // closes it (control lock held); frames not yet sent are dropped
   bool has_raw() const { return raw_ != nullptr; }
 
   // Application side of run to completion. PostScope brackets a post: the doorbell it rings

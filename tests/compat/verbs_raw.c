@@ -4,7 +4,8 @@
  * than the receive is a length error; a QP with rules cannot be destroyed; rules are refused
  * on other QPs and for what uroce does not match (tunnels). An RSS QP spreads the frames of its
  * rule over four work queues by a Toeplitz hash of the source address: every frame arrives,
- * once, at one queue, and more than one queue gets some. The addresses and ports are drawn
+ * once, at one queue, and more than one queue gets some. The raw port on the interface is
+ * open while raw QPs are, and only then. The addresses and ports are drawn
  * per run, so that other programs' frames on the interface match nothing here.
  *   usage: verbs_raw [seed] */
 #include <arpa/inet.h>
@@ -55,6 +56,31 @@ static struct ibv_flow *steer(struct ibv_qp *qp, uint16_t priority, uint16_t udp
   f.udp.val.dst_port = htons(udp_port);
   f.udp.mask.dst_port = 0xffff;
   return ibv_create_flow(qp, &f.attr);
+}
+
+/* This process's packet sockets: its fds whose socket inode /proc/net/packet lists. */
+static int packet_sockets(void) {
+  char line[512], path[64], link[64];
+  unsigned long inodes[64];
+  int n = 0, mine = 0;
+  FILE *f = fopen("/proc/net/packet", "r");
+  if (!f) return -1;
+  while (n < 64 && fgets(line, sizeof line, f)) {
+    unsigned long ino;
+    /* sk RefCnt Type Proto Iface R Rmem User Inode */
+    if (sscanf(line, "%*s %*s %*s %*s %*s %*s %*s %*s %lu", &ino) == 1) inodes[n++] = ino;
+  }
+  fclose(f);
+  for (int fd = 0; fd < 1024; fd++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t l = readlink(path, link, sizeof link - 1);
+    unsigned long ino;
+    if (l <= 0) continue;
+    link[l] = 0;
+    if (sscanf(link, "socket:[%lu]", &ino) != 1) continue;
+    for (int i = 0; i < n; i++) mine += inodes[i] == ino;
+  }
+  return mine;
 }
 
 static uint8_t byte_at(uint32_t frame, uint32_t i) { return (uint8_t)((frame * 131 + i * 7) ^ seed); }
@@ -259,9 +285,11 @@ int main(int argc, char **argv) {
 
   CHECK(ibv_destroy_flow(fc) == 0 && ibv_destroy_flow(fb) == 0, "destroy the rules");
   rss(ctx, pd, tx, scq);
+  CHECK(packet_sockets() == 1, "one raw port while raw QPs exist (%d)", packet_sockets());
   CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0 && ibv_destroy_qp(c) == 0 && ibv_destroy_qp(tx) == 0 &&
             ibv_destroy_qp(rc) == 0,
         "destroy the QPs");
+  CHECK(packet_sockets() == 0, "the raw port closed with the last raw QP (%d)", packet_sockets());
   ibv_dereg_mr(mr);
   ibv_destroy_cq(scq);
   ibv_destroy_cq(rcq);
