@@ -57,7 +57,8 @@ struct Side {
         w = *pc.create_wq(pd, cq, 32, 2);
         (void)pc.modify_wq(*w, WqState::Ready);
       }
-      rss = *pc.create_rss_qp(pd, {wqs[0], wqs[1]}, RxHash{std::vector<uint8_t>(40, 0x6d), 0xff});
+      const uint64_t fields = kHashSrcIpv4 | kHashDstIpv4 | kHashSrcPortUdp | kHashDstPortUdp;
+      rss = *pc.create_rss_qp(pd, {wqs[0], wqs[1]}, RxHash{std::vector<uint8_t>(40, 0x6d), fields});
       FlowRule v4;
       v4.ipv4 = FlowRule::Ipv4{};
       (void)pc.create_flow(*rss, v4);
