@@ -220,10 +220,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInit& ini
                                             init.sq_sig_all, init.srq ? init.srq->h_->srq : nullptr);
   if (!qp) return qp.error();
   if (init.type == QpType::RawPacket)  // its frames need the interface: where the process may
-    if (Status s = detail::hold_raw_port(*stack); !s) {
-      (void)stack->pc->destroy_qp(*qp);
-      return s.error();
-    }
+    if (Status s = detail::hold_raw_port(*stack, *qp); !s) return s.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->stack_ = stack;
   q->pd_ = h_;

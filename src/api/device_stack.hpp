@@ -37,9 +37,10 @@ struct DeviceStack {
 std::string status_records(const DeviceStack& stack);
 
 // Raw packet QPs' port on the device's interface (api/raw.cpp): open while any raw QP is
-// (uses: those QPs). hold_raw_port opens it for a new one (EPERM without CAP_NET_RAW),
-// release_raw_port closes it after the last. The engine lock held.
-Status hold_raw_port(DeviceStack& stack);
+// (uses: those QPs). hold_raw_port opens it for `made`, a new one, or destroys `made` if it
+// cannot (EPERM without CAP_NET_RAW); release_raw_port closes it after the last. The engine
+// lock held.
+Status hold_raw_port(DeviceStack& stack, transport::Qp* made);
 void release_raw_port(DeviceStack& stack);
 
 }  // namespace uroce::detail

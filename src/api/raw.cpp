@@ -8,17 +8,23 @@
 
 namespace uroce {
 
-Status detail::hold_raw_port(DeviceStack& stack) {
+Status detail::hold_raw_port(DeviceStack& stack, transport::Qp* made) {
   if (stack.raw_qps) {
     ++stack.raw_qps;
     return {};
   }
-  const link::Interface itf = link::find_interface(stack.link->gids().front());
-  if (itf.name.empty()) return make_error(ENODEV, "raw packet QP: the device's address is on no interface");
-  auto port = link::RawPort::open(itf.index, itf.loopback);
-  if (!port) return port.error();
-  stack.pc->set_raw_frame_max(itf.mtu + 18);  // the interface's MTU (not RoCE's), a header and a VLAN tag
-  if (Status s = stack.engine->attach_raw(std::move(*port)); !s) return s;
+  auto opened = [&]() -> Status {
+    const link::Interface itf = link::find_interface(stack.link->gids().front());
+    if (itf.name.empty()) return make_error(ENODEV, "raw packet QP: the device's address is on no interface");
+    auto port = link::RawPort::open(itf.index, itf.loopback);
+    if (!port) return port.error();
+    stack.pc->set_raw_frame_max(itf.mtu + 18);  // the interface's MTU (not RoCE's), a header and a VLAN tag
+    return stack.engine->attach_raw(std::move(*port));
+  }();
+  if (!opened) {
+    (void)stack.pc->destroy_qp(made);
+    return opened;
+  }
   stack.raw_qps = 1;
   return {};
 }
@@ -72,10 +78,7 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_rss_qp(std::span<Sha
   auto g = stack->lock();
   auto qp = stack->pc->create_rss_qp(h_->pd, std::move(wqs), hash);
   if (!qp) return qp.error();
-  if (Status s = detail::hold_raw_port(*stack); !s) {
-    (void)stack->pc->destroy_qp(*qp);
-    return s.error();
-  }
+  if (Status s = detail::hold_raw_port(*stack, *qp); !s) return s.error();
   std::unique_ptr<QueuePair> q(new QueuePair);
   q->stack_ = stack;
   q->pd_ = h_;

@@ -112,13 +112,7 @@ int main(int argc, char **argv) {
                                 .cap = {.max_send_wr = 4, .max_recv_wr = SLOTS, .max_send_sge = 1, .max_recv_sge = 1}};
   qp = cq && mr ? ibv_create_qp(pd, &ia) : NULL;
   if (!qp) return printf("raw_peer: no raw packet QP: %s\n", strerror(errno)), 1;
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-  int bad = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT);
-  a.qp_state = IBV_QPS_RTR;
-  bad = bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
-  a.qp_state = IBV_QPS_RTS;
-  bad = bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
-  struct ibv_flow *flow = bad ? NULL : steer(sender);
+  struct ibv_flow *flow = raw_to_rts(qp) ? NULL : steer(sender);
   if (!flow) return printf("raw_peer: no QP in RTS with its rule: %s\n", strerror(errno)), 1;
   for (uint64_t i = 0; i < SLOTS; i++) post(i);
 

@@ -34,6 +34,16 @@ __attribute__((unused)) static int to_rts(struct ibv_qp *q, uint32_t dqpn, unsig
                                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* A raw packet QP's bring-up: a port at INIT, nothing after (0, or what failed). */
+__attribute__((unused)) static int raw_to_rts(struct ibv_qp *qp) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
+  int bad = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT);
+  a.qp_state = IBV_QPS_RTR;
+  bad = bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
+  a.qp_state = IBV_QPS_RTS;
+  return bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
 /* The first device's context, its GID 0 in *gid; *list to free at the end. NULL if none. */
 __attribute__((unused)) static struct ibv_context *open_first(struct ibv_device ***list, union ibv_gid *gid) {
   *list = ibv_get_device_list(NULL);

@@ -122,13 +122,7 @@ static struct ibv_qp *raw_qp(struct ibv_pd *pd, struct ibv_cq *cq) {
                                 .cap = {.max_send_wr = 8, .max_recv_wr = FRAMES + 4, .max_send_sge = 1, .max_recv_sge = 1}};
   struct ibv_qp *qp = ibv_create_qp(pd, &ia);
   if (!qp) return NULL;
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1};
-  int bad = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PORT);
-  a.qp_state = IBV_QPS_RTR;
-  bad = bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
-  a.qp_state = IBV_QPS_RTS;
-  bad = bad || ibv_modify_qp(qp, &a, IBV_QP_STATE);
-  CHECK(!bad, "raw QP to RTS");
+  CHECK(raw_to_rts(qp) == 0, "raw QP to RTS");
   return qp;
 }
 
