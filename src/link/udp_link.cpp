@@ -274,12 +274,8 @@ int UdpLink::poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, 
     mmsghdr msgs[kRxBatch];
     iovec iov[kRxBatch];
     sockaddr_in6 src[kRxBatch];
-    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) * 2];  // GRO, the traffic class
-    prepare_rx(msgs, iov, src, sizeof src[0]);
-    for (int k = 0; k < kRxBatch; ++k) {
-      msgs[k].msg_hdr.msg_control = ctrl[k];
-      msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
-    }
+    alignas(cmsghdr) RxCtrl ctrl[kRxBatch];
+    prepare_rx(msgs, iov, src, sizeof src[0], ctrl);
     int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int k = 0; k < r; ++k) {
@@ -313,8 +309,9 @@ int UdpLink::poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, 
 }
 
 // Points message k of a receive batch at buffer k of rx_buf_, with room for the sender's
-// address in names[k] (an array of kRxBatch addresses of name_len bytes), if names is given.
-void UdpLink::prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len) {
+// address in names[k] (an array of kRxBatch addresses of name_len bytes), if names is given,
+// and for its control messages in ctrl[k], if ctrl is.
+void UdpLink::prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len, RxCtrl* ctrl) {
   for (int k = 0; k < kRxBatch; ++k) {
     iov[k] = {rx_buf_.data() + size_t(k) * kRxBufBytes, kRxBufBytes};
     msgs[k] = {};
@@ -323,6 +320,10 @@ void UdpLink::prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_
     if (names) {
       msgs[k].msg_hdr.msg_name = static_cast<char*>(names) + size_t(k) * name_len;
       msgs[k].msg_hdr.msg_namelen = name_len;
+    }
+    if (ctrl) {
+      msgs[k].msg_hdr.msg_control = ctrl[k];
+      msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
     }
   }
 }
@@ -429,12 +430,8 @@ int UdpLink::poll_v4_fd(int fd, uint32_t dst, PacketSink& sink, uint64_t now, in
     mmsghdr msgs[kRxBatch];
     iovec iov[kRxBatch];
     sockaddr_in src[kRxBatch];
-    alignas(cmsghdr) char ctrl[kRxBatch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int))];  // GRO, TOS
-    prepare_rx(msgs, iov, src, sizeof src[0]);
-    for (int k = 0; k < kRxBatch; ++k) {
-      msgs[k].msg_hdr.msg_control = ctrl[k];
-      msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
-    }
+    alignas(cmsghdr) RxCtrl ctrl[kRxBatch];
+    prepare_rx(msgs, iov, src, sizeof src[0], ctrl);
     int r = recvmmsg(fd, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
     if (r <= 0) break;
     for (int k = 0; k < r; ++k) {

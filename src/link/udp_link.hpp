@@ -97,7 +97,9 @@ class UdpLink final : public Link {
   int poll_v6_fd(int fd, const Gid& dst, PacketSink& sink, uint64_t now, int max);
   bool open_v6(const std::vector<Gid>& addrs, bool required, int* err);
   void drain_udp();
-  void prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len);
+  // Room for each datagram's control messages: its GRO segment size and its traffic class.
+  using RxCtrl = char[CMSG_SPACE(sizeof(int)) * 2];
+  void prepare_rx(mmsghdr* msgs, iovec* iov, void* names, socklen_t name_len, RxCtrl* ctrl = nullptr);
   static constexpr int kTxSockets = 8;
   static constexpr int kBatch = 32;
   static constexpr int kRxBatch = 16;

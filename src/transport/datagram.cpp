@@ -34,9 +34,7 @@ bool requester_send_datagram(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t id
     if (sgl_gather(cx.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, dst, w.length) !=
         verbs::KeyCheck::Ok) {
       cx.release(tx);
-      w.failed = true;
-      w.error = WcStatus::LocProtErr;
-      completer_retire_failed(cx, qp);
+      fail_wqe(cx, qp, w, WcStatus::LocProtErr);
       return true;
     }
     p.payload = {dst, w.length};

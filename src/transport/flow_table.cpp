@@ -1,5 +1,7 @@
 #include "transport/flow_table.hpp"
 
+#include "transport/qp_transport.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -105,9 +107,10 @@ bool matches(const FlowRule& r, std::span<const uint8_t> frame, const Layers& l)
 
 bool flow_matches(const FlowRule& r, std::span<const uint8_t> frame) { return matches(r, frame, parse(frame)); }
 
-uint32_t rss_hash(const RxHash& h, std::span<const uint8_t> frame) {
-  const Layers l = parse(frame);
-  uint8_t in[36];
+namespace {
+
+uint32_t hash_layers(const RxHash& h, const Layers& l) {
+  uint8_t in[36];  // IPv6's two addresses and one protocol's ports at most
   size_t n = 0;
   auto take = [&](const uint8_t* p, size_t len) {
     std::memcpy(in + n, p, len);
@@ -142,6 +145,10 @@ uint32_t rss_hash(const RxHash& h, std::span<const uint8_t> frame) {
   return result;
 }
 
+}  // namespace
+
+uint32_t rss_hash(const RxHash& h, std::span<const uint8_t> frame) { return hash_layers(h, parse(frame)); }
+
 uint32_t FlowTable::add(Qp* qp, const FlowRule& rule) {
   const uint32_t h = next_handle_++;
   auto at = std::upper_bound(rules_.begin(), rules_.end(), rule.priority,
@@ -166,12 +173,12 @@ size_t FlowTable::rules_of(const Qp* qp) const {
   return size_t(std::count_if(rules_.begin(), rules_.end(), [&](const Entry& e) { return e.qp == qp; }));
 }
 
-Qp* FlowTable::match(std::span<const uint8_t> frame) const {
-  if (rules_.empty()) return nullptr;
-  const Layers l = parse(frame);  // once for all rules
+FlowTable::Steered FlowTable::steer(std::span<const uint8_t> frame) const {
+  if (rules_.empty()) return {};
+  const Layers l = parse(frame);  // once, for all rules and the hash
   for (const Entry& e : rules_)
-    if (matches(e.rule, frame, l)) return e.qp;
-  return nullptr;
+    if (matches(e.rule, frame, l)) return {e.qp, e.qp->rss ? hash_layers(e.qp->rss->hash, l) : 0};
+  return {};
 }
 
 }  // namespace uroce::transport

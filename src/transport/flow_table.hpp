@@ -28,8 +28,13 @@ class FlowTable {
   void remove_rules_of(const Qp* qp);
   size_t size() const { return rules_.size(); }
   size_t rules_of(const Qp* qp) const;
-  // The QP of the winning rule (lowest priority, then oldest), or null.
-  Qp* match(std::span<const uint8_t> frame) const;
+  // The QP of the winning rule (lowest priority, then oldest), or null; for an RSS QP also
+  // the frame's hash, from the same parse.
+  struct Steered {
+    Qp* qp = nullptr;
+    uint32_t hash = 0;
+  };
+  Steered steer(std::span<const uint8_t> frame) const;
 
  private:
   struct Entry {

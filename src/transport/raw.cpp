@@ -15,17 +15,13 @@ bool requester_send_frame(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx) 
     std::memcpy(frame.data(), sq.inline_data(idx), w.length);
   } else if (sgl_gather(cx.mrs(), qp.pd(), sq.sges(idx), w.num_sge, 0, frame.data(), w.length) !=
              verbs::KeyCheck::Ok) {
-    w.failed = true;
-    w.error = WcStatus::LocProtErr;
-    completer_retire_failed(cx, qp);
+    fail_wqe(cx, qp, w, WcStatus::LocProtErr);
     return true;
   }
   // Four bytes past an untagged frame's largest are for an 802.1Q/802.1ad tag, if it has one.
   const bool tagged = frame.size() >= 14 && ((frame[12] == 0x81 && frame[13] == 0x00) || (frame[12] == 0x88 && frame[13] == 0xa8));
   if (!tagged && frame.size() + 4 > cx.config().raw_frame_max) {
-    w.failed = true;
-    w.error = WcStatus::LocLenErr;
-    completer_retire_failed(cx, qp);
+    fail_wqe(cx, qp, w, WcStatus::LocLenErr);
     return true;
   }
   cx.emit_frame(std::move(frame));
@@ -112,7 +108,7 @@ Result<Qp*> ProtocolCore::create_rss_qp(PdHandle pd, std::vector<verbs::Srq*> ta
 
 bool ProtocolCore::on_frame(std::span<const uint8_t> frame) {
   UROCE_ASSERT_HELD(*this);
-  Qp* qp = flows_.match(frame);
+  const auto [qp, hash] = flows_.steer(frame);
   if (!qp) return false;  // the interface's other traffic: not ours
   // Where it goes: the QP's own receive queue (or SRQ), or for an RSS QP the work queue its
   // hash picks, which completes to its own CQ under its own number. An RSS QP has no state
@@ -124,7 +120,7 @@ bool ProtocolCore::on_frame(std::span<const uint8_t> frame) {
   }
   verbs::Srq* wq = nullptr;
   if (qp->rss) {
-    wq = qp->rss->table[rss_hash(qp->rss->hash, frame) & (qp->rss->table.size() - 1)];
+    wq = qp->rss->table[hash & (qp->rss->table.size() - 1)];
     if (wq->wq_state != WqState::Ready) {
       ++ctr_.rx_raw_not_ready;
       return false;

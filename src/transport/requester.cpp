@@ -10,6 +10,12 @@
 
 namespace uroce::transport {
 
+void fail_wqe(Context& cx, Qp& qp, verbs::SendWqe& w, WcStatus st) {
+  w.failed = true;
+  w.error = st;
+  completer_retire_failed(cx, qp);
+}
+
 using verbs::SendWqe;
 using wire::Opcode;
 using wire::Psn;
@@ -42,11 +48,6 @@ Opcode segment_opcode(const SendWqe& w, uint32_t k, uint32_t n, bool uc) {
   return uc ? Opcode(uint8_t(rc) + 0x20) : rc;
 }
 
-void fail_wqe(Context& cx, Qp& qp, SendWqe& w, WcStatus st) {
-  w.failed = true;
-  w.error = st;
-  completer_retire_failed(cx, qp);
-}
 
 // Gives the next WQE its PSNs, if the window, fences and max_rd_atomic allow it to start now.
 bool assign(Context& cx, Qp& qp, SendWqe& w, uint32_t window) {

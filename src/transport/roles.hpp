@@ -18,6 +18,8 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget);
 // UD: sends one WQE as a datagram and completes it. False if no packet buffer was free.
 bool requester_send_datagram(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx);
 bool requester_send_frame(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t idx);  // raw.cpp
+// A WQE that cannot be carried out ends with st, and the QP with it (requester.cpp).
+void fail_wqe(Context& cx, Qp& qp, verbs::SendWqe& w, WcStatus st);
 // Go-back-N: the next request sent is the one carrying `psn`.
 void requester_go_back(Context& cx, Qp& qp, wire::Psn psn);
 
