@@ -50,6 +50,9 @@ enum class WcStatus : uint8_t {
   Success = 0, LocLenErr = 1, LocQpOpErr = 2, LocEecOpErr = 3, LocProtErr = 4, WrFlushErr = 5,
   MwBindErr = 6, BadRespErr = 7, LocAccessErr = 8, RemInvReqErr = 9, RemAccessErr = 10,
   RemOpErr = 11, RetryExcErr = 12, RnrRetryExcErr = 13, GeneralErr = 21,
+  // Tag matching: a DEL whose tag was consumed meanwhile; a rendezvous the device could not
+  // finish (the tag's buffer holds the request's header for software to finish it).
+  TmErr = 22, TmRndvIncomplete = 23,
 };
 const char* to_string(WcStatus s);
 
@@ -57,6 +60,9 @@ enum class WcOpcode : uint8_t {
   Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6, Flush = 8,
   AtomicWrite = 9, Recv = 128,
   RecvRdmaWithImm = 129,
+  // A tag matching SRQ's (SharedReceiveQueue::post_ops): list operations done, a tagged message
+  // received (matched or unexpected, Wc::tm_flags), a message sent without a tag.
+  TmAdd = 130, TmDel = 131, TmSync = 132, TmRecv = 133, TmNoTag = 134,
 };
 const char* to_string(WcOpcode o);
 
@@ -121,14 +127,47 @@ struct RecvWr {
   std::span<const Sge> sg_list;
 };
 
+// Tag matching (IBV_SRQT_TM): each SEND to a QP of a tag matching SRQ starts with a 16-byte
+// tag matching header (TMH: opcode, 3 zero bytes, big-endian application context and tag).
+// EAGER messages whose tag matches a posted tagged buffer land in that buffer without their
+// TMH; a RENDEZVOUS request (TMH, then RVH: big-endian va, rkey, length of the sender's data)
+// that matches makes the device READ the data into the buffer and answer the sender with a
+// FIN message (its TMH alone). Everything else takes an ordinary receive of the SRQ, whole.
+enum class TmhOp : uint8_t { NoTag = 0, Rndv = 1, Fin = 2, Eager = 3 };
+constexpr uint32_t kTmhBytes = 16, kRvhBytes = 16;
+
+// A list operation on a tag matching SRQ (ibv_ops_wr): ADD a tagged buffer (at most one SGE;
+// its handle comes back in `handle`), DEL one by handle, or only SYNC. With kTmOpSync the
+// operation reports `unexpected_cnt`, the unexpected messages software has handled: tags
+// match only while that equals the count the SRQ delivered.
+enum class TmOpcode : uint8_t { Add = 0, Del = 1, Sync = 2 };
+enum TmOpFlags : uint32_t { kTmOpSignaled = 1, kTmOpSync = 2 };
+struct TmOp {
+  uint64_t wr_id = 0;
+  TmOpcode opcode = TmOpcode::Add;
+  uint32_t flags = kTmOpSignaled;
+  uint32_t unexpected_cnt = 0;
+  uint32_t handle = 0;
+  uint64_t recv_wr_id = 0;      // ADD: the wr_id of the message's completion
+  std::span<const Sge> sg_list; // ADD
+  uint64_t tag = 0;             // ADD: a message matches if (its tag ^ tag) & mask == 0
+  uint64_t mask = 0;
+};
+
 // The network header of a received RoCE v2 datagram, numbered as RoCE NICs report it in a UD
 // completion's service-level field (the CQE's L3 header type), where clients such as UCX read it.
 enum class NetworkHeader : uint8_t { None = 0, Ipv6 = 1, Ipv4 = 2 };
+
+// Wc::tm_flags, as libibverbs numbers them: software must sync the unexpected count
+// (kWcTmSyncReq); the message matched a posted tag (kWcTmMatch); its data is in the tag's
+// buffer (kWcTmDataValid: an eager message, or a rendezvous once its READ finished).
+enum WcTmFlags : uint8_t { kWcTmSyncReq = 1 << 4, kWcTmMatch = 1 << 5, kWcTmDataValid = 1 << 6 };
 
 struct Wc {
   uint64_t wr_id = 0;
   WcStatus status = WcStatus::Success;
   WcOpcode opcode = WcOpcode::Send;
+  uint8_t tm_flags = 0;  // WcTmFlags
   uint32_t byte_len = 0;
   uint32_t imm_data = 0;  // host order, valid when with_imm
   bool with_imm = false;
@@ -140,7 +179,9 @@ struct Wc {
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;
   uint32_t vendor_err = 0;
+  uint32_t tm_priv = 0;       // a matched message's TMH application context
   uint64_t timestamp_ns = 0;  // when the device completed it, on its clock (Device::clock_ns)
+  uint64_t tm_tag = 0;        // a matched message's tag
 };
 
 // A 128-bit GID. RoCE v2 over IPv4 uses the IPv4-mapped IPv6 form ::ffff:a.b.c.d.

@@ -80,6 +80,9 @@ struct DeviceAttr {
   bool atomic_supported;  // CMP_AND_SWP and FETCH_AND_ADD, atomic among uroce atomics
   uint64_t max_dm_size;   // device memory (Device::alloc_dm) the device holds in all
   bool odp;               // on-demand regions (kAccessOnDemand): where the process may use process_vm_readv
+  // Tag matching SRQs (RC): tagged buffers in one's list, list operations outstanding, and the
+  // longest rendezvous request header (TMH, RVH and the sender's own bytes).
+  uint32_t max_tm_tags, max_tm_ops, max_rndv_hdr;
 };
 
 struct PortAttr {
@@ -307,6 +310,12 @@ class SharedReceiveQueue {
   uint32_t max_sge() const;
   bool busy() const;  // true while a QP draws from it
   Status set_state(WqState state);  // a work queue's (EINVAL for an SRQ): frames reach it when Ready
+  // A tag matching SRQ's list operations (ibv_post_srq_ops), done at once: an ADD's handle
+  // comes back in its TmOp; each signaled one (and each that failed) completes to the SRQ's CQ.
+  // EINVAL for another SRQ or a bad operation, ENOMEM for an ADD to a full list (*bad: the
+  // first operation not done).
+  Status post_ops(std::span<TmOp> ops, size_t* bad = nullptr);
+  uint32_t max_tags() const;  // a tag matching SRQ's list size (0: another SRQ)
 
  private:
   friend class ProtectionDomain;
@@ -383,6 +392,11 @@ class ProtectionDomain {
   Result<std::unique_ptr<SharedReceiveQueue>> create_xrc_srq(XrcDomain& xrcd, CompletionQueue& cq, uint32_t max_wr,
                                                              uint32_t max_sge = 1, uint32_t limit = 0);
   bool busy() const;  // true while MRs, QPs or SRQs use it
+  // A tag matching SRQ (IBV_SRQT_TM) for RC QPs: SENDs to its QPs carry a TMH and land in the
+  // tagged buffer they match (SharedReceiveQueue::post_ops), else in its ordinary receives;
+  // its messages and list operations complete to `cq`. max_tags: its list's size.
+  Result<std::unique_ptr<SharedReceiveQueue>> create_tm_srq(CompletionQueue& cq, uint32_t max_wr, uint32_t max_sge,
+                                                            uint32_t max_tags, uint32_t max_ops = 0);
 
   // A work queue (ibv_create_wq): a receive queue completing to cq, for RSS QPs to spread
   // frames over; it takes frames once set_state(WqState::Ready) (IBV_WQS_RDY).

@@ -117,6 +117,9 @@ DeviceAttr Device::query_device() const {
   a.atomic_supported = true;
   a.max_dm_size = detail::kMaxDmBytes;
   a.odp = verbs::odp_available();
+  a.max_tm_tags = l.max_tm_tags;
+  a.max_tm_ops = l.max_tm_ops;
+  a.max_rndv_hdr = l.max_rndv_hdr;
   return a;
 }
 

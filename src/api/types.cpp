@@ -24,6 +24,8 @@ const char* to_string(WcStatus s) {
     case WcStatus::RetryExcErr: return "RETRY_EXC_ERR";
     case WcStatus::RnrRetryExcErr: return "RNR_RETRY_EXC_ERR";
     case WcStatus::GeneralErr: return "GENERAL_ERR";
+    case WcStatus::TmErr: return "TM_ERR";
+    case WcStatus::TmRndvIncomplete: return "TM_RNDV_INCOMPLETE";
   }
   return "?";
 }
@@ -41,6 +43,11 @@ const char* to_string(WcOpcode o) {
     case WcOpcode::AtomicWrite: return "ATOMIC_WRITE";
     case WcOpcode::Recv: return "RECV";
     case WcOpcode::RecvRdmaWithImm: return "RECV_RDMA_WITH_IMM";
+    case WcOpcode::TmAdd: return "TM_ADD";
+    case WcOpcode::TmDel: return "TM_DEL";
+    case WcOpcode::TmSync: return "TM_SYNC";
+    case WcOpcode::TmRecv: return "TM_RECV";
+    case WcOpcode::TmNoTag: return "TM_NO_TAG";
   }
   return "?";
 }

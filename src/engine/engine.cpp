@@ -252,6 +252,18 @@ void Engine::cq_armed() {
   if (app_polling_until_.exchange(0, std::memory_order_relaxed)) wake();
 }
 
+void Engine::signal_events() {
+  for (verbs::Cq* cq : pc_.cq_events()) {
+    uint64_t one = 1;
+    if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
+  }
+  pc_.cq_events().clear();
+  if (pc_.take_async_signal()) {
+    uint64_t one = 1;
+    (void)!write(async_fd_, &one, sizeof one);
+  }
+}
+
 void Engine::wake() {
   if (t_posting == this) return;  // after_post() follows
   // Pairs with the seq_cst store of sleeping_ and the doorbell re-check in run().
@@ -278,15 +290,7 @@ bool Engine::pass(uint64_t now, bool on_app_thread) {
   }
   // Wake waiting applications before sending: their next request is on the critical
   // path, our ACKs are not.
-  for (verbs::Cq* cq : pc_.cq_events()) {
-    uint64_t one = 1;
-    if (cq->event_fd >= 0) (void)!write(cq->event_fd, &one, sizeof one);
-  }
-  pc_.cq_events().clear();
-  if (pc_.take_async_signal()) {
-    uint64_t one = 1;
-    (void)!write(async_fd_, &one, sizeof one);
-  }
+  signal_events();
   // A polling application's thread that made completions returns them first: what it sends
   // in answer leaves with our ACKs in one send at its next post or poll, instead of the ACKs
   // alone (a system call) ahead of the completion it waits for. Its next poll comes within

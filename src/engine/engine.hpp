@@ -63,6 +63,9 @@ class Engine {
   // frames they made and hands arriving frames to the core. Control lock held; once.
   Status attach_raw(std::unique_ptr<link::RawPort> port);
   void detach_raw();  // closes it (control lock held); frames not yet sent are dropped
+  // Signals the completion channels of CQs with new completions, and the async fd if events
+  // wait: what a pass does, for completions a control operation made (control lock held).
+  void signal_events();
   bool has_raw() const { return raw_ != nullptr; }
 
   // Application side of run to completion. PostScope brackets a post: the doorbell it rings

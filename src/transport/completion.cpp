@@ -4,6 +4,7 @@
 
 #include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
+#include "transport/tag_matching.hpp"
 
 namespace uroce::transport {
 
@@ -27,7 +28,9 @@ void ProtocolCore::push_wc(Cq* cq, const Wc& wc) {
 
 void ProtocolCore::complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st) {
   if (is_rd_atomic(w.opcode) && w.assigned && qp.req.rd_atomic_out) --qp.req.rd_atomic_out;
-  bool report = qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success;
+  const bool rendezvous = w.flags & tm::kSendRendezvous;  // the device's own WQE: its SRQ hears of it
+  const WrOpcode op = w.opcode;
+  bool report = !rendezvous && (qp.sig_all() || (w.flags & kSendSignaled) || st != WcStatus::Success);
   Wc wc;
   if (report) {
     wc.wr_id = w.wr_id;
@@ -45,6 +48,10 @@ void ProtocolCore::complete_send(Qp& qp, verbs::SendWqe& w, WcStatus st) {
   // and must find the room it was promised.
   qp.sq.done.store(d + 1, std::memory_order_release);
   if (report) push_wc(qp.send_cq, wc);
+  if (rendezvous) {
+    Context cx(*this);
+    tm::rendezvous_done(cx, qp, op, st);
+  }
 }
 
 void ProtocolCore::qp_to_error(Qp& qp, bool fatal) {
@@ -75,7 +82,12 @@ void ProtocolCore::flush(Qp& qp) {
   if (qp.resp.have_recv) {
     wc.wr_id = qp.resp.recv_wr_id;
     qp.resp.have_recv = false;
-    push_wc(qp.recv_cq, wc);
+    if (qp.srq && qp.srq->tm) {  // a tagged buffer's: with its tag
+      Context cx(*this);
+      tm::complete(cx, qp, wc);
+    } else {
+      push_wc(qp.recv_cq, wc);
+    }
   }
   if (qp.srq) {
     // The SRQ's WQEs belong to its other QPs too: nothing more is flushed (IBA 11.6.3).
@@ -119,6 +131,7 @@ void ProtocolCore::reset_qp(Qp& qp) {
   size_t resources = qp.resp.resources.size();
   qp.resp = ResponderState{};
   qp.resp.resources.assign(resources, RdAtomicResource{});
+  qp.tm_rndv.clear();
   start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;

@@ -137,6 +137,9 @@ struct DeviceLimits {
   uint32_t max_mcast_grp = 64, max_mcast_qp_attach = 56, max_total_mcast_qp_attach = 64 * 56;
   uint32_t max_flows = 1024;  // flow rules (raw packet QPs)
   uint32_t max_rwq_table = 1 << 10;  // work queues in an RSS QP's indirection table
+  // Tag matching SRQs: tagged buffers in one's list, list operations outstanding (all complete
+  // at once here), and the rendezvous request header (TMH, RVH and the sender's own).
+  uint32_t max_tm_tags = 1024, max_tm_ops = 1 << 14, max_rndv_hdr = 64;
 };
 
 class ProtocolCore {
@@ -209,6 +212,12 @@ class ProtocolCore {
   Result<Qp*> create_xrc_tgt(uint32_t xrcd);
   verbs::Srq* xrc_srq(uint32_t srqn, uint32_t xrcd) const;
   Status destroy_srq(verbs::Srq* srq);
+  // Tag matching (tag_matching.cpp): an SRQ with a list of up to max_tags tagged buffers,
+  // completing to cq; its list operations, done at once (EINVAL for another SRQ or a bad
+  // operation, ENOMEM for an ADD to a full list; *bad: the first not done).
+  Result<verbs::Srq*> create_tm_srq(PdHandle pd, verbs::Cq* cq, uint32_t depth, uint32_t max_sge, uint32_t max_tags,
+                                    uint32_t max_ops);
+  Status post_srq_ops(verbs::Srq& srq, std::span<TmOp> ops, size_t* bad = nullptr);
   // Arms the limit event (limit > 0) or disarms it (0).
   Status modify_srq(verbs::Srq& srq, uint32_t limit);
   // Oldest async event, or an EAGAIN error when there is none.

@@ -117,6 +117,27 @@ struct RdAtomicResource {
   verbs::PdHandle pd;    // the PD it was executed in (an XRC target's changes per message)
 };
 
+// A SEND to a QP of a tag matching SRQ (tag_matching.cpp): what its TMH made of it.
+// Plain: no TMH to read (shorter than one, or an opcode not known): an ordinary receive.
+enum class TmKind : uint8_t { None, Plain, NoTag, Unexpected, Eager, Rndv };
+struct TmMessage {
+  TmKind kind = TmKind::None;
+  uint32_t app_ctx = 0;
+  uint64_t tag = 0;
+  uint64_t rvh_va = 0;  // Rndv: the sender's data
+  uint32_t rvh_rkey = 0;
+  uint32_t rvh_len = 0;
+};
+
+// A rendezvous this QP's requester carries out for its tag matching SRQ: the READ of the
+// sender's data into the tag's buffer, then the FIN. Completed in order, as posted.
+struct TmRendezvous {
+  uint64_t recv_wr_id = 0;
+  uint64_t tag = 0;
+  uint32_t app_ctx = 0;
+  uint32_t len = 0;
+};
+
 struct ResponderState {
   wire::Psn epsn;          // next expected request PSN
   wire::Msn msn;           // messages completed
@@ -145,6 +166,7 @@ struct ResponderState {
   uint32_t recv_len = 0;   // capacity of its SGEs
   uint32_t recv_offset = 0;
   std::vector<Sge> recv_sges;
+  TmMessage tm;
   // Current WRITE message.
   uint64_t write_va = 0;
   Rkey write_rkey;
@@ -200,6 +222,7 @@ struct Qp : verbs::Qp {
     RxHash hash;
   };
   std::unique_ptr<Rss> rss;
+  std::deque<TmRendezvous> tm_rndv;  // READs posted for rendezvous, oldest first
 };
 
 // The transport's QP behind a verbs QP (every QP the protocol core makes is one).

@@ -26,6 +26,7 @@
 #include "transport/recovery/recovery.hpp"
 #include "transport/responder_parts.hpp"
 #include "transport/sgl.hpp"
+#include "transport/tag_matching.hpp"
 #include "verbs/region_access.hpp"
 
 namespace uroce::transport {
@@ -168,7 +169,10 @@ void recv_completion(Context& cx, Qp& qp, WcStatus st, WcOpcode op, uint32_t len
   wc.invalidated_rkey = wc.with_inv ? p->ieth : 0;
   wc.solicited = p && p->bth.solicited;
   r.have_recv = false;
-  cx.push_wc(qp.recv_cq, wc);
+  if (qp.srq && qp.srq->tm)
+    tm::complete(cx, qp, wc);
+  else
+    cx.push_wc(qp.recv_cq, wc);
 }
 
 bool take_recv(Context& cx, Qp& qp) {
@@ -181,6 +185,7 @@ bool take_recv(Context& cx, Qp& qp) {
   r.recv_offset = 0;
   r.have_recv = true;
   ++r.recv_taken;
+  r.tm.kind = TmKind::None;  // a WRITE with immediate's, on a QP of a tag matching SRQ
   return true;
 }
 
@@ -196,14 +201,16 @@ Verdict rnr_nak(Context& cx, Qp& qp, Psn psn) {
 Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
   auto& r = qp.resp;
   uint32_t flags = p.info().flags;
+  const bool tagged = qp.srq && qp.srq->tm;
   if (flags & wire::kFirst) {
-    if (!take_recv(cx, qp)) {
+    if (!(tagged ? tm::take_recv(cx, qp, p) : take_recv(cx, qp))) {
       return rnr_nak(cx, qp, p.bth.psn);
     }
     r.recv_offset = 0;
     r.msg_first = p.bth.psn;
   }
-  uint32_t len = uint32_t(p.payload.size());
+  const std::span<const uint8_t> data = tagged ? tm::placed(qp, p) : p.payload;
+  uint32_t len = uint32_t(data.size());
   // SEND with invalidate (IBA 10.6.7.2.4) names a bound type 2 window of this QP, or is refused
   // before a byte is placed (class C, as rxe): the receive completes in error.
   if (p.has(wire::kIeth) && !cx.mrs().can_invalidate(Rkey(p.ieth), qp.pd(), qp.qpn().value())) {
@@ -219,7 +226,7 @@ Verdict do_send(Context& cx, Qp& qp, const wire::Packet& p) {
     return reject(cx, qp, p.bth.psn, NakCode::InvalidRequest);  // longer than the receive: class C
   }
   if (sgl_scatter(cx.mrs(), qp.pd(), r.recv_sges.data(), uint32_t(r.recv_sges.size()), r.recv_offset,
-                  p.payload.data(), len) != verbs::KeyCheck::Ok) {
+                  data.data(), len) != verbs::KeyCheck::Ok) {
     if (r.on_trial) return held_unfit(cx, qp);
     recv_completion(cx, qp, WcStatus::LocProtErr, WcOpcode::Recv, r.recv_offset, &p);
     return reject(cx, qp, p.bth.psn, NakCode::RemoteOperationalError);  // our WQE's fault: class A

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "transport/roles.hpp"
+#include "transport/tag_matching.hpp"
 #include "verbs/region_access.hpp"
 #include "wire/icrc.hpp"
 #include "wire/packet.hpp"
@@ -188,7 +189,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (type != QpType::RC && type != QpType::UC && type != QpType::UD && type != QpType::XrcSend &&
       type != QpType::RawPacket && !tgt)
     return make_error(EOPNOTSUPP, "create_qp: RC, UC, UD, raw packet and XRC queue pairs are supported");
-  if (cap.max_send_wr == 0 || cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
+  if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr)
     return make_error(EINVAL, "create_qp: max_send_wr/max_recv_wr must be 1.." + std::to_string(limits_.max_qp_wr));
   if (cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge)
     return make_error(EINVAL, "create_qp: at most " + std::to_string(limits_.max_sge) + " SGEs per WQE");
@@ -200,6 +201,7 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
   if (srq && srq->xrcd)  // its receives are for its domain's target QPs alone
     return make_error(EINVAL, "create_qp: an XRC SRQ serves XRC target QPs only");
   if (srq && srq->wq) return make_error(EINVAL, "create_qp: a work queue serves RSS QPs only");
+  if (srq && srq->tm && type != QpType::RC) return make_error(EINVAL, "create_qp: a tag matching SRQ serves RC QPs only");
   Qpn qpn = fixed.value_or(Qpn(0));
   // 0 and 1 are SMI/GSI; the rest of the first 16 is left free. On a shared host NIC, the
   // QPN's top bits are the process's steering slot.
@@ -209,6 +211,13 @@ Result<Qp*> ProtocolCore::make_qp(PdHandle pd, QpType type, Cq* scq, Cq* rcq, co
     qpn = Qpn(high | (uint32_t(qpn_rng_()) & local_mask));
   QpCap c = cap;
   if (srq) c.max_recv_wr = 1;  // receives come from the SRQ
+  if (srq && srq->tm) {
+    // Its rendezvous READs and FINs take send queue slots beside the program's, and its
+    // messages complete to the SRQ's CQ, as mlx5's do.
+    c.max_send_wr += tm::kRendezvousSlots;
+    c.max_inline_data = std::max<uint32_t>(c.max_inline_data, kTmhBytes);
+    rcq = srq->cq;
+  }
   auto qp = std::make_unique<Qp>(qpn, type, pd, scq, rcq, c);
   qp->srq = srq;
   qp->np = cc::DcqcnNp(cfg_.cnp_interval_ns);
@@ -363,7 +372,7 @@ Status ProtocolCore::destroy_srq(verbs::Srq* srq) {
   if (it == srq_users_.end()) return make_error(EINVAL, "destroy_srq: unknown shared receive queue");
   if (it->second) return make_error(EBUSY, "destroy_srq: queue pairs still use it");
   if (srq->xrcd) release_xrc_srq(*srq);
-  if (srq->wq) --cq_users_[srq->cq];
+  if (srq->wq || srq->tm) --cq_users_[srq->cq];
   --pds_[srq->pd()];
   srq_users_.erase(it);
   srqs_.erase(srq->handle());

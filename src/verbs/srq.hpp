@@ -5,7 +5,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include <memory>
+
 #include "verbs/ids.hpp"
+#include "verbs/tag_list.hpp"
 #include "verbs/wq.hpp"
 
 namespace uroce::verbs {
@@ -32,6 +35,9 @@ class Srq {
   // the hash of each frame. Frames reach it only while ready (IBV_WQS_RDY).
   bool wq = false;
   WqState wq_state = WqState::Reset;
+  // A tag matching SRQ (transport/tag_matching.cpp): its tagged buffers and phase. Its
+  // messages and list operations complete to `cq`.
+  std::unique_ptr<TagList> tm;
 
  private:
   uint32_t handle_;

@@ -166,7 +166,10 @@ TEST(QpState, ObjectLifetimeRules) {
   auto cq = *e.pc.create_cq(4);
   EXPECT_TRUE(e.pc.create_qp(pd, QpType::UD, cq, cq, {}, false).ok());
   EXPECT_EQ(e.pc.create_qp(pd, QpType(1), cq, cq, {}, false).error().code, EOPNOTSUPP);  // not RC/UC/UD
-  EXPECT_EQ(e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{0, 1, 1, 1, 0}, false).error().code, EINVAL);
+  EXPECT_EQ(e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{e.pc.limits().max_qp_wr + 1, 1, 1, 1, 0}, false).error().code, EINVAL);
+  auto recv_only = e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{0, 1, 0, 1, 0}, false);  // no send queue asked for, as rxe allows
+  ASSERT_TRUE(recv_only);
+  EXPECT_TRUE(e.pc.destroy_qp(*recv_only));
   EXPECT_EQ(e.pc.create_qp(pd, QpType::RC, cq, cq, QpCap{1, 1, 99, 1, 0}, false).error().code, EINVAL);
   EXPECT_EQ(e.pc.create_qp(verbs::PdHandle(pd.value() + 100), QpType::RC, cq, cq, {}, false).error().code, EINVAL);
 }

@@ -41,9 +41,10 @@ bool next_send_first(const Qp& qp, const wire::Packet& p, Psn& first) {
 // message, when where that starts is known (next_send_first), and in the receive WQE posted
 // next (without an SRQ, whose WQEs are taken in whatever order its QPs need them). Its
 // PlaceETH must say the same, and its bytes fit that WQE, in SGEs the program may write.
-// Everything else waits for its turn.
+// Everything else waits for its turn, a SEND to a tag matching SRQ's QP always.
 bool place_send(Context& cx, Qp& qp, const wire::Packet& p) {
   const auto& r = qp.resp;
+  if (qp.srq && qp.srq->tm) return false;  // its place follows from its TMH, read in sequence
   Psn first;
   uint32_t n = 0, cap = 0;
   const Sge* sges = nullptr;
