@@ -1,6 +1,7 @@
 // The drop-in converts rdma-core's C structs and enums to uroce's by value or by cast. Every
 // such conversion is only right while these hold; they are checked against Debian's
 // libibverbs-dev headers at build time.
+#include <infiniband/tm_types.h>
 #include <infiniband/verbs.h>
 
 #include <cstddef>
@@ -35,7 +36,19 @@ static_assert(same(WcStatus::Success, IBV_WC_SUCCESS) && same(WcStatus::LocLenEr
               same(WcStatus::LocAccessErr, IBV_WC_LOC_ACCESS_ERR) && same(WcStatus::RemInvReqErr, IBV_WC_REM_INV_REQ_ERR) &&
               same(WcStatus::RemAccessErr, IBV_WC_REM_ACCESS_ERR) && same(WcStatus::RemOpErr, IBV_WC_REM_OP_ERR) &&
               same(WcStatus::RetryExcErr, IBV_WC_RETRY_EXC_ERR) && same(WcStatus::RnrRetryExcErr, IBV_WC_RNR_RETRY_EXC_ERR) &&
-              same(WcStatus::GeneralErr, IBV_WC_GENERAL_ERR));
+              same(WcStatus::GeneralErr, IBV_WC_GENERAL_ERR) && same(WcStatus::TmErr, IBV_WC_TM_ERR) &&
+              same(WcStatus::TmRndvIncomplete, IBV_WC_TM_RNDV_INCOMPLETE));
+// Tag matching: completions, their flags (passed through), list operations and the TMH.
+static_assert(same(WcOpcode::TmAdd, IBV_WC_TM_ADD) && same(WcOpcode::TmDel, IBV_WC_TM_DEL) &&
+              same(WcOpcode::TmSync, IBV_WC_TM_SYNC) && same(WcOpcode::TmRecv, IBV_WC_TM_RECV) &&
+              same(WcOpcode::TmNoTag, IBV_WC_TM_NO_TAG));
+static_assert(same(kWcTmSyncReq, IBV_WC_TM_SYNC_REQ) && same(kWcTmMatch, IBV_WC_TM_MATCH) &&
+              same(kWcTmDataValid, IBV_WC_TM_DATA_VALID));
+static_assert(same(TmOpcode::Add, IBV_WR_TAG_ADD) && same(TmOpcode::Del, IBV_WR_TAG_DEL) &&
+              same(TmOpcode::Sync, IBV_WR_TAG_SYNC) && same(kTmOpSignaled, IBV_OPS_SIGNALED) &&
+              same(kTmOpSync, IBV_OPS_TM_SYNC));
+static_assert(same(TmhOp::NoTag, IBV_TMH_NO_TAG) && same(TmhOp::Rndv, IBV_TMH_RNDV) && same(TmhOp::Fin, IBV_TMH_FIN) &&
+              same(TmhOp::Eager, IBV_TMH_EAGER) && kTmhBytes == sizeof(ibv_tmh) && kRvhBytes == sizeof(ibv_rvh));
 static_assert(same(WcOpcode::Send, IBV_WC_SEND) && same(WcOpcode::RdmaWrite, IBV_WC_RDMA_WRITE) &&
               same(WcOpcode::RdmaRead, IBV_WC_RDMA_READ) && same(WcOpcode::CompSwap, IBV_WC_COMP_SWAP) &&
               same(WcOpcode::FetchAdd, IBV_WC_FETCH_ADD) && same(WcOpcode::Recv, IBV_WC_RECV) &&

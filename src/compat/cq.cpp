@@ -25,7 +25,8 @@ namespace uroce::compat {
 thread_local unsigned t_empty_polls = 0;
 
 unsigned wc_flags(const Wc& w) {
-  return (w.with_imm ? IBV_WC_WITH_IMM : 0) | (w.with_grh ? IBV_WC_GRH : 0) | (w.with_inv ? IBV_WC_WITH_INV : 0);
+  return (w.with_imm ? IBV_WC_WITH_IMM : 0) | (w.with_grh ? IBV_WC_GRH : 0) | (w.with_inv ? IBV_WC_WITH_INV : 0) |
+         w.tm_flags;  // IBV_WC_TM_* bits as they are
 }
 // ibv_wc's imm_data and invalidated_rkey share their place: big-endian immediate data, or the
 // rkey in host order.
@@ -131,7 +132,13 @@ uint64_t x_read_completion_wallclock_ns(ibv_cq_ex* cq) {
   return uint64_t(int64_t(ucq(cq)->cur.timestamp_ns) + offset);
 }
 
-// The standard fields and completion timestamps: no VLAN, flow tag or tag matching.
+// A tag matching SRQ's completion: its TMH's tag and application context.
+void x_read_tm_info(ibv_cq_ex* cq, ibv_wc_tm_info* info) {
+  info->tag = ucq(cq)->cur.tm_tag;
+  info->priv = ucq(cq)->cur.tm_priv;
+}
+
+// The standard fields, completion timestamps and tag matching: no VLAN or flow tag.
 ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   if (a->cqe == 0 || a->cqe > uint32_t(INT32_MAX) || a->comp_vector >= uint32_t(ctx->num_comp_vectors) ||
       (a->comp_mask & ~uint32_t(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD))) {
@@ -140,7 +147,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   }
   uint32_t flags = a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS ? a->flags : 0;
   constexpr uint64_t kOffered = uint64_t(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
-                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK | IBV_WC_EX_WITH_TM_INFO;
   // A CQ in a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) is an ordinary CQ: only the domain is checked.
   if ((a->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) && (!a->parent_domain || !from<UPd>(a->parent_domain)->base)) {
     errno = EINVAL;
@@ -169,6 +176,7 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
   x.read_dlid_path_bits = x_read_dlid_path_bits;
   x.read_completion_ts = x_read_completion_ts;
   x.read_completion_wallclock_ns = x_read_completion_wallclock_ns;
+  x.read_tm_info = x_read_tm_info;
   return &x;
 }
 

@@ -101,6 +101,15 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     attr->rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
     attr->max_wq_type_rq = 1 << 16;
   }
+  if (attr_size >= offsetof(ibv_device_attr_ex, tm_caps) + sizeof attr->tm_caps) {
+    // Tag matching SRQs for RC QPs (compat/tag_matching.cpp), one SGE per tagged buffer as mlx5.
+    const DeviceAttr d = uctx(ctx)->dev->query_device();
+    attr->tm_caps.flags = IBV_TM_CAP_RC;
+    attr->tm_caps.max_num_tags = d.max_tm_tags;
+    attr->tm_caps.max_ops = d.max_tm_ops;
+    attr->tm_caps.max_rndv_hdr_size = d.max_rndv_hdr;
+    attr->tm_caps.max_sge = 1;
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, max_dm_size) + sizeof attr->max_dm_size)
     attr->max_dm_size = uctx(ctx)->dev->query_device().max_dm_size;
   return 0;
@@ -194,6 +203,7 @@ ibv_context* context_on(std::shared_ptr<UDevice> shared, ibv_device* device, int
   c->vctx.close_xrcd = close_xrcd;
   c->vctx.create_srq_ex = create_srq_ex;
   c->vctx.get_srq_num = get_srq_num;
+  c->vctx.post_srq_ops = post_srq_ops;
   c->vctx.ibv_create_flow = create_flow;
   c->vctx.ibv_destroy_flow = destroy_flow;
   c->vctx.create_wq = create_wq;

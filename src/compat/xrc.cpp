@@ -73,12 +73,13 @@ int close_xrcd(ibv_xrcd* xrcd) {
 
 ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* a) {
   constexpr uint32_t kKnown = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
-                              IBV_SRQ_INIT_ATTR_CQ;
-  if (!a || (a->comp_mask & ~kKnown)) return fail<ibv_srq>(Error{EOPNOTSUPP, ""});  // tag matching
-  const bool xrc = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type == IBV_SRQT_XRC;
-  if ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC && !xrc)
-    return fail<ibv_srq>(Error{EOPNOTSUPP, ""});
+                              IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  if (!a || (a->comp_mask & ~kKnown)) return fail<ibv_srq>(Error{EOPNOTSUPP, ""});
+  const bool typed = a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE;
+  const bool xrc = typed && a->srq_type == IBV_SRQT_XRC, tm = typed && a->srq_type == IBV_SRQT_TM;
+  if (typed && a->srq_type != IBV_SRQT_BASIC && !xrc && !tm) return fail<ibv_srq>(Error{EOPNOTSUPP, ""});
   if (!(a->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !a->pd || a->pd->context != ctx) return fail<ibv_srq>(Error{EINVAL, ""});
+  if (tm) return create_tm_srq(ctx, a);  // compat/tag_matching.cpp
   if (!xrc) {
     ibv_srq_init_attr basic{a->srq_context, a->attr};
     ibv_srq* s = ibv_create_srq(a->pd, &basic);

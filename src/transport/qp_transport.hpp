@@ -133,8 +133,6 @@ struct TmMessage {
 // sender's data into the tag's buffer, then the FIN. Completed in order, as posted.
 struct TmRendezvous {
   uint64_t recv_wr_id = 0;
-  uint64_t tag = 0;
-  uint32_t app_ctx = 0;
   uint32_t len = 0;
 };
 

@@ -89,7 +89,7 @@ namespace {
 TmMessage read_tmh(std::span<const uint8_t> b) {
   TmMessage m;
   m.kind = TmKind::Plain;
-  if (b.size() < kTmhBytes || b[1] || b[2] || b[3]) return m;  // reserved bytes are zero
+  if (b.size() < kTmhBytes) return m;  // its reserved bytes are not looked at, as mlx5 does not
   m.app_ctx = wire::read_be32(&b[4]);
   m.tag = wire::read_be64(&b[8]);
   switch (TmhOp(b[0])) {
@@ -149,7 +149,7 @@ bool start_rendezvous(Context& cx, Qp& qp) {
     sq.publish();
   }
   ++cx.ctr().tm_rndv_reads;
-  qp.tm_rndv.push_back({r.recv_wr_id, m.tag, m.app_ctx, m.rvh_len});
+  qp.tm_rndv.push_back({r.recv_wr_id, m.rvh_len});
   cx.schedule(qp);
   return true;
 }
@@ -238,9 +238,7 @@ void rendezvous_done(Context& cx, Qp& qp, WrOpcode op, WcStatus st) {
   wc.byte_len = st == WcStatus::Success ? z.len : 0;
   wc.qp_num = qp.qpn().value();
   wc.src_qp = qp.attr().dest_qp_num;
-  wc.tm_flags = kWcTmDataValid;
-  wc.tm_tag = z.tag;
-  wc.tm_priv = z.app_ctx;
+  wc.tm_flags = kWcTmDataValid;  // no tag: wr_id names the buffer, as mlx5's second completion
   cx.push_wc(qp.recv_cq, wc);
 }
 

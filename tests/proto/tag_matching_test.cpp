@@ -160,6 +160,7 @@ TEST(TagMatching, EagerLandsInItsTaggedBufferWithoutItsHeader) {
     EXPECT_EQ(adds[i].tm_flags, 0);
   }
   const uint32_t len = t.message(0, TmhOp::Eager, 2, 0xabcd, 700, 2);
+  t.src[1] = t.src[3] = 'c';  // reserved bytes are not looked at (pyverbs leaves them so)
   t.send(0, len);
   Wc w = t.one(t.cqb);
   EXPECT_EQ(w.opcode, WcOpcode::TmRecv);
@@ -251,19 +252,17 @@ TEST(TagMatching, NoTagFinShortAndMalformedHeadersAreOrdinaryReceives) {
   struct Case {
     TmhOp op;
     uint32_t len;
-    bool bad_reserved;
     WcOpcode want;
   } cases[] = {
-      {TmhOp::NoTag, 200, false, WcOpcode::TmNoTag},
-      {TmhOp::Fin, 16, false, WcOpcode::TmNoTag},
-      {TmhOp::Eager, 8, false, WcOpcode::Recv},     // shorter than a TMH
-      {TmhOp::Eager, 100, true, WcOpcode::Recv},    // reserved bytes set: not a TMH
-      {TmhOp(9), 100, false, WcOpcode::Recv},       // an opcode nobody defined
+      {TmhOp::NoTag, 200, WcOpcode::TmNoTag},
+      {TmhOp::Fin, 16, WcOpcode::TmNoTag},
+      {TmhOp::Eager, 8, WcOpcode::Recv},      // shorter than a TMH
+      {TmhOp(9), 100, WcOpcode::Recv},        // an opcode nobody defined
+      {TmhOp::Rndv, 20, WcOpcode::Recv},      // a rendezvous request without its RVH
   };
   uint32_t at = 0;
   for (const Case& c : cases) {
     t.message(at, c.op, 3, 0, c.len, at);  // tag 3 is posted: none of these may take it
-    if (c.bad_reserved) t.src[at + 2] = 1;
     t.send(at, c.len);
     Wc w = t.one(t.cqb);
     EXPECT_EQ(w.opcode, c.want) << int(c.op);
@@ -315,7 +314,7 @@ TEST(TagMatching, RendezvousReadsTheSendersDataThenSendsFin) {
   EXPECT_EQ(bw[1].status, WcStatus::Success);
   EXPECT_EQ(bw[1].wr_id, 42u);
   EXPECT_EQ(bw[1].tm_flags, kWcTmDataValid);
-  EXPECT_EQ(bw[1].tm_tag, 0x1277u);
+  EXPECT_EQ(bw[1].tm_tag, 0u);  // as mlx5's: the wr_id names the buffer
   EXPECT_EQ(bw[1].byte_len, data_len);
   EXPECT_EQ(0, std::memcmp(t.dst.data(), t.src.data() + 8192, data_len));
   EXPECT_EQ(t.dst[data_len], 0);
@@ -522,7 +521,9 @@ TEST_P(TagMatchingLossy, EveryMessageLandsOnce) {
     ASSERT_EQ(w.status, WcStatus::Success);
     ASSERT_EQ(w.opcode, WcOpcode::TmRecv);
     ASSERT_LT(w.wr_id, kMsgs);
-    EXPECT_EQ(w.tm_tag, 1000 + w.wr_id);
+    if (w.tm_flags & kWcTmMatch) {
+      EXPECT_EQ(w.tm_tag, 1000 + w.wr_id);
+    }
     if (!(w.tm_flags & kWcTmDataValid)) continue;
     ++valid;
     const uint32_t i = kMsgs - 1 - uint32_t(w.wr_id);  // the message sent to this buffer
