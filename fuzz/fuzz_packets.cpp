@@ -2,8 +2,9 @@
 // pair with work outstanding on both sides. Input: records of [flags][len hi][len lo][bytes].
 // Flag bits ask the harness to aim the packet (bit 0: at the requester side instead of the
 // responder side; bit 1: set the destination QPN; bit 2: set the PSN near the expected one;
-// bit 3: fix the ICRC), and the top bit of len hi at the XRC pair instead of the RC one, so the
-// fuzzer reaches the transport logic instead of stopping at the first check.
+// bit 3: fix the ICRC), the top bit of len hi at the XRC pair instead of the RC one and the next
+// at the tag matching pair (B's QP on a tag matching SRQ with tags posted), so the fuzzer
+// reaches the transport logic instead of stopping at the first check.
 // Registered regions sit between canaries: any byte written outside them aborts the run.
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,8 @@ struct Side {
   transport::Qp* qp;
   transport::Qp* xqp;  // A: an XRC initiator; B: an XRC target of its domain, with an XRC SRQ
   verbs::Srq* xsrq = nullptr;
+  transport::Qp* tqp;  // the tag matching pair; B's draws from tsrq
+  verbs::Srq* tsrq = nullptr;
   // B: a raw packet QP taking every frame, and an RSS QP over two work queues taking IPv4 first.
   transport::Qp* raw = nullptr;
   transport::Qp* rss = nullptr;
@@ -42,7 +45,10 @@ struct Side {
     qp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{32, 32, 2, 2, 32}, true);
     if (ip == kIpA) {
       xqp = *pc.create_qp(pd, QpType::XrcSend, cq, cq, QpCap{32, 0, 2, 2, 32}, true);
+      tqp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{32, 32, 2, 2, 32}, true);
     } else {
+      tsrq = *pc.create_tm_srq(pd, cq, 32, 2, 8, 8);
+      tqp = *pc.create_qp(pd, QpType::RC, cq, cq, QpCap{4, 0, 1, 1, 0}, true, tsrq);
       const uint32_t x = *pc.create_xrcd();
       xsrq = *pc.create_xrc_srq(pd, x, cq, 32, 2);
       xqp = *pc.create_xrc_tgt(x);
@@ -112,6 +118,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   b.connect(b.qp, a.qp->qpn().value(), kIpA, 0x100, 0xfffff0);
   a.connect(a.xqp, b.xqp->qpn().value(), kIpB, 0x200, 0x300);
   b.connect(b.xqp, a.xqp->qpn().value(), kIpA, 0x300, 0x200);
+  a.connect(a.tqp, b.tqp->qpn().value(), kIpB, 0x400, 0x500);
+  b.connect(b.tqp, a.tqp->qpn().value(), kIpA, 0x500, 0x400);
   // Work outstanding on both sides: the requester has sent, the responder expects.
   Sge s{uint64_t(a.arena()), 3000, a.mr.lkey.value()};
   SendWr w[4] = {{1, WrOpcode::Send, 0, {&s, 1}},
@@ -136,6 +144,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   xw[1].compare_add = 0x0102030405060708ull;
   (void)a.pc.post_send(*a.xqp, xw);
   (void)b.pc.post_srq_recv(*b.xsrq, rw);
+  // The tag matching pair: tags with a small and a large buffer, ordinary receives, a receive
+  // for a FIN at A, and an EAGER SEND under way.
+  (void)b.pc.post_srq_recv(*b.tsrq, rw);
+  Sge tb[2] = {{uint64_t(b.arena() + 4000), 100, b.mr.lkey.value()}, {uint64_t(b.arena() + 6000), 2000, b.mr.lkey.value()}};
+  TmOp tags[2];
+  for (int i = 0; i < 2; ++i) {
+    tags[i].recv_wr_id = 30 + uint64_t(i);
+    tags[i].sg_list = {&tb[i], 1};
+    tags[i].tag = uint64_t(i + 1);
+    tags[i].mask = 0xff;
+  }
+  (void)b.pc.post_srq_ops(*b.tsrq, tags);
+  Sge fin{uint64_t(a.arena() + 10000), 64, a.mr.lkey.value()};
+  RecvWr frecv{12, {&fin, 1}};
+  (void)a.pc.post_recv(*a.tqp, {&frecv, 1});
+  a.arena()[0] = uint8_t(TmhOp::Eager);
+  a.arena()[15] = 2;  // tag 2
+  SendWr tw{8, WrOpcode::Send, 0, {&s, 1}};
+  (void)a.pc.post_send(*a.tqp, {&tw, 1});
   // Frames (every input chunk is one for B as well): receives that fit and ones that do not.
   Sge fr[2] = {{uint64_t(b.arena() + 12000), 1500, b.mr.lkey.value()}, {uint64_t(b.arena() + 14000), 100, b.mr.lkey.value()}};
   RecvWr frw[2] = {{20, {&fr[0], 1}}, {21, {&fr[1], 1}}};
@@ -152,8 +179,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> pkt;
   while (size >= 3) {
     uint8_t flags = data[0];
-    const bool xrc = data[1] & 0x80;
-    size_t len = size_t(data[1] & 0x7f) << 8 | data[2];
+    const bool xrc = data[1] & 0x80, tm = data[1] & 0x40;
+    size_t len = size_t(data[1] & 0x3f) << 8 | data[2];
     data += 3;
     size -= 3;
     if (len > size) len = size;
@@ -162,7 +189,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size -= len;
     Side& to = flags & 1 ? a : b;
     Side& from = flags & 1 ? b : a;
-    transport::Qp* q = xrc ? to.xqp : to.qp;
+    transport::Qp* q = xrc ? to.xqp : tm ? to.tqp : to.qp;
     if (pkt.size() >= 12) {
       if (flags & 2) wire::write_be24(pkt.data() + 5, q->qpn().value());
       if (flags & 4) {

@@ -536,3 +536,37 @@ TEST_P(TagMatchingLossy, EveryMessageLandsOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Recovery, TagMatchingLossy,
                          ::testing::Values(Reliability::Gbn, Reliability::Sr));
+
+// A stranger's tagged SEND (another address, the right QPN and PSN) takes no tag; the sender's
+// own, sent again as a duplicate after it was taken, completes nothing a second time.
+TEST(TagMatching, StrangersAndDuplicatesTakeNoTag) {
+  TmSetup t;
+  t.add(1, 0);
+  t.add(1, 1);
+  std::vector<Wc> adds;
+  ASSERT_TRUE(t.wait(t.cqb, 2, adds));
+  uint8_t msg[64] = {};
+  msg[0] = uint8_t(TmhOp::Eager);
+  msg[15] = 1;
+  wire::Packet p;
+  p.bth.opcode = wire::Opcode::RC_SEND_ONLY;
+  p.bth.dest_qp = t.qb->qpn().value();
+  p.bth.psn = t.qb->resp.epsn;
+  p.payload = msg;
+  wire::FlowAddr stranger = t.qa->flow;
+  stranger.src = Gid::from_ipv4(kIpA + 9);
+  stranger.dst = Gid::from_ipv4(kIpB);
+  inject_packet(*t.b, stranger, p, t.sim.now());
+  EXPECT_EQ(t.srq->tm->posted(), 2u);
+  EXPECT_EQ(t.b->counters().rx_tm_matched, 0u);
+  // The sender's own message takes the first tag; the same packet again is a duplicate.
+  wire::FlowAddr own = t.qa->flow;
+  inject_packet(*t.b, own, p, t.sim.now());
+  EXPECT_EQ(t.srq->tm->posted(), 1u);
+  EXPECT_EQ(t.one(t.cqb).wr_id, 0u);
+  inject_packet(*t.b, own, p, t.sim.now());
+  EXPECT_EQ(t.srq->tm->posted(), 1u);
+  EXPECT_GE(t.b->counters().rx_duplicate, 1u);
+  EXPECT_TRUE(t.settle());
+  EXPECT_EQ(t.cqb->pending(), 0u);
+}
