@@ -210,7 +210,8 @@ void complete(Context& cx, Qp& qp, Wc& wc) {
     case TmKind::Eager:
     case TmKind::Rndv:
       wc.opcode = WcOpcode::TmRecv;
-      wc.tm_flags = m.kind == TmKind::Eager ? kWcTmMatch | kWcTmDataValid : kWcTmMatch;
+      wc.tm_flags = kWcTmMatch;
+      if (m.kind == TmKind::Eager && wc.status == WcStatus::Success) wc.tm_flags |= kWcTmDataValid;  // arrived whole
       wc.tm_tag = m.tag;
       wc.tm_priv = m.app_ctx;
       break;

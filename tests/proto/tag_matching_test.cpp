@@ -402,6 +402,7 @@ TEST(TagMatching, EagerLongerThanItsBufferCompletesInError) {
   EXPECT_EQ(w.opcode, WcOpcode::TmRecv);
   EXPECT_EQ(w.status, WcStatus::LocLenErr);
   EXPECT_EQ(w.wr_id, 0u);
+  EXPECT_EQ(w.tm_flags, kWcTmMatch);  // matched, but its data is not valid
   EXPECT_EQ(t.one(t.cqa).status, WcStatus::RemInvReqErr);
 }
 
