@@ -243,6 +243,17 @@ enum QpAttrMask : uint32_t {
   kQpTimeout = 1u << 9, kQpRetryCnt = 1u << 10, kQpRnrRetry = 1u << 11, kQpRqPsn = 1u << 12,
   kQpMaxQpRdAtomic = 1u << 13, kQpAltPath = 1u << 14, kQpMinRnrTimer = 1u << 15, kQpSqPsn = 1u << 16,
   kQpMaxDestRdAtomic = 1u << 17, kQpPathMigState = 1u << 18, kQpCap = 1u << 19, kQpDestQpn = 1u << 20,
+  kQpRateLimit = 1u << 25,  // QpAttr::rate_limit_kbps, at RTR->RTS and RTS->RTS
+};
+
+// A QP's rate limit (ibv_qp_rate_limit_attr, packet pacing): its packets leave at no more than
+// `kbps` (0: no limit), counting each packet's RoCE bytes (BTH to ICRC; a raw frame whole);
+// after an idle time up to `max_burst_bytes` may leave back to back (0: one packet). Under
+// congestion control the lower of the two rates wins. typical_pkt_bytes is a hint, not used.
+struct RateLimit {
+  uint32_t kbps = 0;
+  uint32_t max_burst_bytes = 0;
+  uint16_t typical_pkt_bytes = 0;
 };
 
 struct QpAttr {
@@ -268,6 +279,7 @@ struct QpAttr {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;        // 7 = retry forever
   bool sq_sig_all = false;
+  uint32_t rate_limit_kbps = 0; // kQpRateLimit: RateLimit::kbps (no burst)
 };
 
 // What one side tells the other to connect an RC QP (exchanged out of band, see oob.hpp).

@@ -83,6 +83,7 @@ struct DeviceAttr {
   // Tag matching SRQs (RC): tagged buffers in one's list, list operations outstanding, and the
   // longest rendezvous request header (TMH, RVH and the sender's own bytes).
   uint32_t max_tm_tags, max_tm_ops, max_rndv_hdr;
+  uint32_t min_rate_kbps, max_rate_kbps;  // QueuePair::set_rate_limit's range
 };
 
 struct PortAttr {
@@ -341,6 +342,9 @@ class QueuePair {
   // This QP's congestion control instead of the device's (DeviceOptions::cc): RC (and UC for
   // none and DCQCN), in RESET or INIT. congestion_control(): what it uses.
   Status set_congestion_control(CongestionControl c);
+  // Packet pacing (ibv_modify_qp_rate_limit): its packets leave at no more than l.kbps, in any
+  // state (RESET clears it); EINVAL outside DeviceAttr's min/max_rate_kbps.
+  Status set_rate_limit(const RateLimit& l);
   CongestionControl congestion_control() const;
   // UD: receive what is sent to the multicast group `gid` (IPv4-mapped 224.0.0.0/4 over RoCE
   // v2), as ibv_attach_mcast; attaching twice is no error. Detach: EINVAL if not attached.

@@ -120,6 +120,8 @@ DeviceAttr Device::query_device() const {
   a.max_tm_tags = l.max_tm_tags;
   a.max_tm_ops = l.max_tm_ops;
   a.max_rndv_hdr = l.max_rndv_hdr;
+  a.min_rate_kbps = l.min_rate_kbps;
+  a.max_rate_kbps = l.max_rate_kbps;
   return a;
 }
 
@@ -421,6 +423,11 @@ Status QueuePair::set_reliability(Reliability r) {
 Status QueuePair::set_congestion_control(CongestionControl c) {
   auto g = stack_->lock();
   return stack_->pc->set_congestion_control(tq(qp_), c);
+}
+
+Status QueuePair::set_rate_limit(const RateLimit& l) {
+  auto g = stack_->lock();
+  return stack_->pc->set_rate_limit(tq(qp_), l);
 }
 
 CongestionControl QueuePair::congestion_control() const {

@@ -67,6 +67,7 @@ static_assert(same(Mtu::Mtu256, IBV_MTU_256) && same(Mtu::Mtu512, IBV_MTU_512) &
               same(Mtu::Mtu2048, IBV_MTU_2048) && same(Mtu::Mtu4096, IBV_MTU_4096));
 
 // Bit masks passed through unchanged: access flags, send flags, modify_qp attribute masks.
+static_assert(unsigned(kQpRateLimit) == IBV_QP_RATE_LIMIT && unsigned(kQpDestQpn) == IBV_QP_DEST_QPN);
 static_assert(same(kAccessLocalWrite, IBV_ACCESS_LOCAL_WRITE) && same(kAccessRemoteWrite, IBV_ACCESS_REMOTE_WRITE) &&
               same(kAccessRemoteRead, IBV_ACCESS_REMOTE_READ) && same(kAccessRemoteAtomic, IBV_ACCESS_REMOTE_ATOMIC));
 static_assert(same(kSendFence, IBV_SEND_FENCE) && same(kSendSignaled, IBV_SEND_SIGNALED) &&

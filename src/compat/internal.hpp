@@ -81,6 +81,7 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 // Tag matching (tag_matching.cpp): a TM SRQ (create_srq_ex's, once PD and type are checked).
 ibv_srq* create_tm_srq(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int post_srq_ops(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad);
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);  // qp.cpp
 ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 int post_queue_recv(SharedReceiveQueue* q, ibv_recv_wr* wr, ibv_recv_wr** bad);  // an SRQ's or a WQ's
 // Raw packet QPs (raw.cpp): flow steering, work queues, indirection tables and RSS QPs.

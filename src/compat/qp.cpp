@@ -169,6 +169,7 @@ QpAttr to_attr(const ibv_qp_attr* a, int mask) {
   o.timeout = a->timeout;
   o.retry_cnt = a->retry_cnt;
   o.rnr_retry = a->rnr_retry;
+  o.rate_limit_kbps = a->rate_limit;
   return o;
 }
 
@@ -228,6 +229,14 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr, uint64_t send_ops) 
   return &ibv;
 }
 
+
+// Packet pacing, as mlx5 takes it: a burst or typical size only beside a rate, no comp_mask.
+int modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr) {
+  if (!qp || !attr || attr->comp_mask || ((attr->max_burst_sz || attr->typical_pkt_sz) && !attr->rate_limit))
+    return EINVAL;
+  Status s = from<UQp>(qp)->qp->set_rate_limit(RateLimit{attr->rate_limit, attr->max_burst_sz, attr->typical_pkt_sz});
+  return s ? 0 : s.error().code;
+}
 
 }  // namespace uroce::compat
 

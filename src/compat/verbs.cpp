@@ -101,6 +101,14 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
     attr->rss_caps.rx_hash_function = IBV_RX_HASH_FUNC_TOEPLITZ;
     attr->max_wq_type_rq = 1 << 16;
   }
+  if (attr_size >= offsetof(ibv_device_attr_ex, packet_pacing_caps) + sizeof attr->packet_pacing_caps) {
+    // Packet pacing on every QP that sends (ibv_modify_qp_rate_limit, IBV_QP_RATE_LIMIT).
+    const DeviceAttr d = uctx(ctx)->dev->query_device();
+    attr->packet_pacing_caps.qp_rate_limit_min = d.min_rate_kbps;
+    attr->packet_pacing_caps.qp_rate_limit_max = d.max_rate_kbps;
+    attr->packet_pacing_caps.supported_qpts = 1u << IBV_QPT_RC | 1u << IBV_QPT_UC | 1u << IBV_QPT_UD |
+                                              1u << IBV_QPT_RAW_PACKET | 1u << IBV_QPT_XRC_SEND;
+  }
   if (attr_size >= offsetof(ibv_device_attr_ex, tm_caps) + sizeof attr->tm_caps) {
     // Tag matching SRQs for RC QPs (compat/tag_matching.cpp), one SGE per tagged buffer as mlx5.
     const DeviceAttr d = uctx(ctx)->dev->query_device();
@@ -204,6 +212,7 @@ ibv_context* context_on(std::shared_ptr<UDevice> shared, ibv_device* device, int
   c->vctx.create_srq_ex = create_srq_ex;
   c->vctx.get_srq_num = get_srq_num;
   c->vctx.post_srq_ops = post_srq_ops;
+  c->vctx.modify_qp_rate_limit = modify_qp_rate_limit;
   c->vctx.ibv_create_flow = create_flow;
   c->vctx.ibv_destroy_flow = destroy_flow;
   c->vctx.create_wq = create_wq;

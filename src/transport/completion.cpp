@@ -114,7 +114,7 @@ void ProtocolCore::start_qp_options(Qp& qp) {
   const bool rc = reliable_connected(qp.type()), uc = qp.type() == QpType::UC;
   qp.rate = rc || uc ? cc::make_rate_control(qp.cc_choice.value_or(cfg_.cc), rc, cfg_.dcqcn, cfg_.timely, cfg_.swift)
                      : nullptr;
-  qp.req.paced = qp.rate != nullptr;
+  qp.req.paced = qp.rate != nullptr || qp.limit_bps > 0;
 }
 
 void ProtocolCore::reset_qp(Qp& qp) {
@@ -132,6 +132,8 @@ void ProtocolCore::reset_qp(Qp& qp) {
   qp.resp = ResponderState{};
   qp.resp.resources.assign(resources, RdAtomicResource{});
   qp.tm_rndv.clear();
+  qp.limit_bps = 0;  // attributes start over in RESET, its rate limit among them
+  qp.limit_burst = 0;
   start_qp_options(qp);  // a QP back in RESET starts its congestion control and reliability afresh too
   qp.flush_pending = false;
   qp.timer_queued = 0;

@@ -3,6 +3,9 @@
 // BECN set, 16 reserved bytes, as RoCE NICs send it), at most one per QP per interval. The
 // sender's reaction point (a QP's RateControl, when the device has one) takes the CNPs that
 // reach it, and its pacer spaces the QP's packets at the rate it allows.
+#include <algorithm>
+#include <limits>
+
 #include "transport/context.hpp"
 #include "transport/roles.hpp"
 
@@ -43,9 +46,17 @@ bool pace(Context& cx, Qp& qp, uint64_t now) {
   return false;
 }
 
+// The lower of congestion control's rate and the program's limit; only the limit's bucket
+// lets a burst through.
 void paced_send(Qp& qp, uint32_t bytes, uint64_t now) {
-  qp.rate->on_sent(bytes, now);
-  qp.pacer.book(bytes, qp.rate->rate_bps(), now);
+  double rate = qp.limit_bps > 0 ? qp.limit_bps : std::numeric_limits<double>::infinity();
+  if (qp.rate) {
+    qp.rate->on_sent(bytes, now);
+    rate = std::min(rate, qp.rate->rate_bps());
+  }
+  const bool limited = qp.limit_bps > 0 && rate >= qp.limit_bps;
+  const uint64_t burst_ns = limited ? uint64_t(double(qp.limit_burst) * 8e9 / rate) : 0;
+  qp.pacer.book(bytes, rate, now, burst_ns);
 }
 
 }  // namespace uroce::transport

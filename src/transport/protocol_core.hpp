@@ -140,6 +140,8 @@ struct DeviceLimits {
   // Tag matching SRQs: tagged buffers in one's list, list operations outstanding (all complete
   // at once here), and the rendezvous request header (TMH, RVH and the sender's own).
   uint32_t max_tm_tags = 1024, max_tm_ops = 1 << 14, max_rndv_hdr = 64;
+  // Rate limits (packet pacing): 1 kb/s to 100 Gb/s, bursts up to 16 MiB.
+  uint32_t min_rate_kbps = 1, max_rate_kbps = 100'000'000, max_rate_burst = 1 << 24;
 };
 
 class ProtocolCore {
@@ -232,6 +234,10 @@ class ProtocolCore {
   Status set_reliability(Qp& qp, Reliability r);
   // This QP's congestion control, instead of the device's (RC; DCQCN also UC; in RESET or INIT).
   Status set_congestion_control(Qp& qp, cc::Algo a);
+  // The QP's rate limit (packet pacing, RateLimit; kbps 0 lifts it), in any state; RESET
+  // clears it. EINVAL for a rate outside min_rate_kbps..max_rate_kbps, too deep a burst, or a
+  // QP that sends nothing.
+  Status set_rate_limit(Qp& qp, const RateLimit& l);
   Status destroy_qp(Qp* qp);
   Qp* qp(Qpn qpn);
   // Multicast (IBA 10.5): a UD QP attached to a group receives every packet sent to it. Attach
@@ -336,6 +342,7 @@ class ProtocolCore {
   // The QP's configured options, fresh: its sender congestion control (CoreConfig::cc: a rate
   // control and an idle pacer for RC/UC QPs under DCQCN, nothing otherwise) and its
   // reliability (CoreConfig::reliability, RC only), with nothing held or acknowledged selectively.
+  Status check_rate_limit(const Qp& qp, const RateLimit& l) const;
   void start_qp_options(Qp& qp);
   // Checks a request against the QP; on success, its total length.
   Result<uint32_t> check_send_wr(const Qp& qp, const SendWr& wr) const;

@@ -34,7 +34,8 @@ struct RequesterState {
   wire::Psn high;          // one past the highest PSN ever sent (to tell retransmissions apart)
   uint32_t rd_atomic_out = 0;  // outstanding READ/atomic WQEs (max_rd_atomic)
   uint32_t recv_seq = 0;   // receive WQEs the WQEs assigned so far consume at the responder
-  bool paced = false;      // Qp::rate is set: packets wait for the pacer (a flag in a hot line)
+  bool paced = false;      // a rate control or limit: packets wait for the pacer (a flag in a hot line)
+  uint64_t ack_asked_at = 0;  // when a request last asked for an ACK (paced QPs)
   bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
   // The peer takes it too (agreed for this QP, or shown by its first answer): SENDs carry a PlaceETH and
   // a READ asks again for only the responses it lacks. A device-wide choice alone may face any
@@ -206,6 +207,9 @@ struct Qp : verbs::Qp {
   // The sender's congestion control and pacer (RC/UC, when the device has one; else null).
   std::unique_ptr<cc::RateControl> rate;
   cc::Pacer pacer;
+  // The rate limit the program set (ProtocolCore::set_rate_limit): bits per second (0: none).
+  double limit_bps = 0;
+  uint32_t limit_burst = 0;  // bytes that may leave back to back after an idle time
   QpCounters stats;
   std::optional<bool> sr_choice;  // selective repeat chosen for this QP; unset: the device's default
   std::optional<cc::Algo> cc_choice;  // congestion control chosen for this QP; unset: the device's

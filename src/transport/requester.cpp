@@ -22,6 +22,8 @@ using wire::Psn;
 
 namespace {
 
+constexpr uint32_t kUdOverhead = wire::kBthLen + wire::kDethLen + wire::kIcrcLen;
+
 uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
   if (traits(w.opcode).atomic || traits(w.opcode).empty_reply) return 1;
   return packets_for(w.length, mtu);
@@ -191,7 +193,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
   auto& sq = qp.sq;
   auto& req = qp.req;
   uint32_t window = recovery::window(cx, qp);
-  if (req.paced) window = std::min(window, qp.rate->window_pkts());
+  if (req.paced && qp.rate) window = std::min(window, qp.rate->window_pkts());
   const bool uc = qp.type() == QpType::UC;
   uint32_t prod = sq.prod.load(std::memory_order_acquire);
 
@@ -201,9 +203,13 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     if (w.failed) return false;
     if (qp.type() == QpType::UD || qp.type() == QpType::RawPacket) {
       if (st != QpState::Rts) return false;
+      if (req.paced && !pace(cx, qp, now)) return false;
+      // What the pacer counts: a datagram's RoCE bytes (BTH, DETH, payload, ICRC), a frame whole.
+      const uint32_t bytes = w.length + (qp.type() == QpType::UD ? kUdOverhead : 0);
       const bool sent = qp.type() == QpType::UD ? requester_send_datagram(cx, qp, w, req.next)
                                                 : requester_send_frame(cx, qp, w, req.next);
       if (!sent) return true;
+      if (req.paced) paced_send(qp, bytes, now);
       --budget;
       continue;
     }
@@ -261,7 +267,13 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
       return false;
     }
     uint32_t inflight = Psn::distance(qp.comp.una, psn) + 1;
-    p.bth.ack_req = !uc && (last || inflight % cx.config().ack_req_every == 0 || inflight + 1 >= window);
+    // A paced QP spreads a message over time (a low rate limit, seconds): it asks for an ACK at
+    // least every quarter of its timeout, so the ACKs for what arrived keep its transport timer
+    // from firing for packets that have not left yet.
+    const uint64_t timeout = transport_timeout_ns(qp.attr().timeout);
+    const bool overdue = req.paced && timeout && now - req.ack_asked_at >= timeout / 4;
+    p.bth.ack_req = !uc && (last || inflight % cx.config().ack_req_every == 0 || inflight + 1 >= window || overdue);
+    if (p.bth.ack_req) req.ack_asked_at = now;
     send_packet(cx, tx, p);
     if (req.paced) paced_send(qp, tx->len, now);
     --budget;

@@ -287,10 +287,32 @@ Status ProtocolCore::set_congestion_control(Qp& qp, cc::Algo a) {
   return {};
 }
 
+Status ProtocolCore::check_rate_limit(const Qp& qp, const RateLimit& l) const {
+  if (qp.type() == QpType::XrcRecv || qp.rss) return make_error(EINVAL, "rate limit: a QP that sends nothing");
+  if (l.kbps && (l.kbps < limits_.min_rate_kbps || l.kbps > limits_.max_rate_kbps))
+    return make_error(EINVAL, "rate limit: " + std::to_string(l.kbps) + " kbps is outside " +
+                                  std::to_string(limits_.min_rate_kbps) + ".." + std::to_string(limits_.max_rate_kbps));
+  if (l.max_burst_bytes > limits_.max_rate_burst)
+    return make_error(EINVAL, "rate limit: max_burst_sz above " + std::to_string(limits_.max_rate_burst) + " bytes");
+  return {};
+}
+
+Status ProtocolCore::set_rate_limit(Qp& qp, const RateLimit& l) {
+  UROCE_ASSERT_HELD(*this);
+  if (Status s = check_rate_limit(qp, l); !s) return s;
+  qp.limit_bps = double(l.kbps) * 1000;
+  qp.limit_burst = l.max_burst_bytes;
+  qp.req.paced = qp.rate != nullptr || qp.limit_bps > 0;
+  if (qp.state() == QpState::Rts) schedule(qp);  // a lower limit's timer, or none now
+  return {};
+}
+
 Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   UROCE_ASSERT_HELD(*this);
   // An RSS QP stays in RESET, sending and taking no receive of its own (as mlx5's).
   if (qp.rss) return make_error(EOPNOTSUPP, "modify_qp: an RSS QP has no state of its own (its work queues have)");
+  if (mask & kQpRateLimit)
+    if (Status s = check_rate_limit(qp, RateLimit{attr.rate_limit_kbps}); !s) return s;
   // As rxe: a path MTU above the port's active MTU is refused, not clamped.
   if ((mask & kQpPathMtu) && mtu_bytes(attr.path_mtu) > mtu_bytes(cfg_.port_mtu))
     return make_error(EINVAL, "modify_qp: path_mtu " + std::to_string(mtu_bytes(attr.path_mtu)) +
@@ -321,6 +343,7 @@ Status ProtocolCore::modify_qp(Qp& qp, const QpAttr& attr, uint32_t mask) {
   }
   if (mask & kQpMaxDestRdAtomic)
     qp.resp.resources.assign(attr.max_dest_rd_atomic ? attr.max_dest_rd_atomic : 1, RdAtomicResource{});
+  if (mask & kQpRateLimit) (void)set_rate_limit(qp, RateLimit{attr.rate_limit_kbps});  // checked above
   QpState after = qp.state();
   if (after == QpState::Reset && before != QpState::Reset) reset_qp(qp);
   if (after == QpState::Err && before != QpState::Err) qp_to_error(qp, /*fatal=*/false);

@@ -24,7 +24,8 @@ struct Rule {
 
 constexpr uint32_t kPathOpt = kQpAltPath | kQpPathMigState;
 
-// Required and optional attributes per transition (IBA 11.2.1.4, as libibverbs documents).
+// Required and optional attributes per transition (IBA 11.2.1.4, as libibverbs documents; the
+// rate limit where the kernel takes it, RTR->RTS and RTS->RTS).
 constexpr Rule kRcRules[] = {
     {QpState::Reset, QpState::Init, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
     {QpState::Init, QpState::Init, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags},
@@ -32,8 +33,8 @@ constexpr Rule kRcRules[] = {
      kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
      kQpAltPath | kQpAccessFlags | kQpPkeyIndex},
     {QpState::Rtr, QpState::Rts, kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic,
-     kQpCurState | kQpAccessFlags | kQpMinRnrTimer | kPathOpt},
-    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kQpMinRnrTimer | kPathOpt},
+     kQpCurState | kQpAccessFlags | kQpMinRnrTimer | kPathOpt | kQpRateLimit},
+    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kQpMinRnrTimer | kPathOpt | kQpRateLimit},
     {QpState::Rts, QpState::Sqd, 0, kQpEnSqdAsyncNotify},
     {QpState::Sqd, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kQpMinRnrTimer | kPathOpt},
     {QpState::Sqd, QpState::Sqd, 0,
@@ -67,8 +68,8 @@ constexpr Rule kUcRules[] = {
     {QpState::Init, QpState::Init, 0, kQpPkeyIndex | kQpPort | kQpAccessFlags},
     {QpState::Init, QpState::Rtr, kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn,
      kQpAltPath | kQpAccessFlags | kQpPkeyIndex},
-    {QpState::Rtr, QpState::Rts, kQpSqPsn, kQpCurState | kQpAccessFlags | kPathOpt},
-    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kPathOpt},
+    {QpState::Rtr, QpState::Rts, kQpSqPsn, kQpCurState | kQpAccessFlags | kPathOpt | kQpRateLimit},
+    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kPathOpt | kQpRateLimit},
     {QpState::Rts, QpState::Sqd, 0, kQpEnSqdAsyncNotify},
     {QpState::Sqd, QpState::Rts, 0, kQpCurState | kQpAccessFlags | kPathOpt},
     {QpState::Sqe, QpState::Rts, 0, kQpCurState | kQpAccessFlags},
@@ -77,8 +78,8 @@ constexpr Rule kUdRules[] = {
     {QpState::Reset, QpState::Init, kQpPkeyIndex | kQpPort | kQpQkey, 0},
     {QpState::Init, QpState::Init, 0, kQpPkeyIndex | kQpPort | kQpQkey},
     {QpState::Init, QpState::Rtr, 0, kQpPkeyIndex | kQpQkey},
-    {QpState::Rtr, QpState::Rts, kQpSqPsn, kQpCurState | kQpQkey},
-    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpQkey},
+    {QpState::Rtr, QpState::Rts, kQpSqPsn, kQpCurState | kQpQkey | kQpRateLimit},
+    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpQkey | kQpRateLimit},
     {QpState::Rts, QpState::Sqd, 0, kQpEnSqdAsyncNotify},
     {QpState::Sqd, QpState::Rts, 0, kQpCurState | kQpQkey},
     {QpState::Sqe, QpState::Rts, 0, kQpCurState | kQpQkey},
@@ -89,8 +90,8 @@ constexpr Rule kRawRules[] = {
     {QpState::Reset, QpState::Init, kQpPort, 0},
     {QpState::Init, QpState::Init, 0, kQpPort},
     {QpState::Init, QpState::Rtr, 0, 0},
-    {QpState::Rtr, QpState::Rts, 0, kQpCurState},
-    {QpState::Rts, QpState::Rts, 0, kQpCurState},
+    {QpState::Rtr, QpState::Rts, 0, kQpCurState | kQpRateLimit},
+    {QpState::Rts, QpState::Rts, 0, kQpCurState | kQpRateLimit},
     {QpState::Sqe, QpState::Rts, 0, kQpCurState},
 };
 
