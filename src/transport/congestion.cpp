@@ -41,13 +41,18 @@ void congestion_on_cnp(Context& cx, Qp& qp, uint64_t now) {
 bool pace(Context& cx, Qp& qp, uint64_t now) {
   const uint64_t slack = cx.config().pace_slack_ns;
   if (qp.pacer.free_at() <= now + slack) return true;
+  qp.req.pace_waited = true;
   qp.timers.set(QpTimer::Pace, qp.pacer.free_at() - slack);
   cx.arm_timer(qp, qp.timers.get(QpTimer::Pace));
   return false;
 }
 
 // The lower of congestion control's rate and the program's limit; only the limit's bucket
-// lets a burst through.
+// lets a burst through. A QP whose packets have been waiting for the pacer sends on the
+// pacer's time, not the clock's: a timer that wakes it late (the engine's sleep, timer slack,
+// scheduling: tens of microseconds, a tenth of the gap at 10 Mb/s; milliseconds on a busy
+// host) costs it no rate, up to 1 ms or 16 packets' time behind, whichever is longer. Idle time
+// (an empty send queue) still earns nothing beyond the burst.
 void paced_send(Qp& qp, uint32_t bytes, uint64_t now) {
   double rate = qp.limit_bps > 0 ? qp.limit_bps : std::numeric_limits<double>::infinity();
   if (qp.rate) {
@@ -55,8 +60,9 @@ void paced_send(Qp& qp, uint32_t bytes, uint64_t now) {
     rate = std::min(rate, qp.rate->rate_bps());
   }
   const bool limited = qp.limit_bps > 0 && rate >= qp.limit_bps;
-  const uint64_t burst_ns = limited ? uint64_t(double(qp.limit_burst) * 8e9 / rate) : 0;
-  qp.pacer.book(bytes, rate, now, burst_ns);
+  uint64_t credit_ns = limited ? uint64_t(double(qp.limit_burst) * 8e9 / rate) : 0;
+  if (qp.req.pace_waited) credit_ns = std::max({credit_ns, uint64_t(1'000'000), uint64_t(16 * double(bytes) * 8e9 / rate)});
+  qp.pacer.book(bytes, rate, now, credit_ns);
 }
 
 }  // namespace uroce::transport

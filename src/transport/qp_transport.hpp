@@ -36,6 +36,7 @@ struct RequesterState {
   uint32_t recv_seq = 0;   // receive WQEs the WQEs assigned so far consume at the responder
   bool paced = false;      // a rate control or limit: packets wait for the pacer (a flag in a hot line)
   uint64_t ack_asked_at = 0;  // when a request last asked for an ACK (paced QPs)
+  bool pace_waited = false;   // a packet waited for the pacer since the send queue was last empty
   bool sr = false;         // selective repeat: announced on every request; resends skip what the peer holds
   // The peer takes it too (agreed for this QP, or shown by its first answer): SENDs carry a PlaceETH and
   // a READ asks again for only the responses it lacks. A device-wide choice alone may face any

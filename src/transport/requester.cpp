@@ -307,6 +307,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     }
     if (!qp.timers.armed(QpTimer::Retransmit)) start_retransmit_timer(cx, qp, now);
   }
+  req.pace_waited = false;  // everything posted has left: what comes next finds the pacer idle
   return false;
 }
 

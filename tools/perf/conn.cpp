@@ -107,6 +107,8 @@ void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   co.reliability = o.reliability;  // both ends are this tool: agreed per QP
   if (o.mtu) co.path_mtu = tool::mtu_from_bytes(o.mtu);  // else the port's active MTU
   for (uint32_t q = 0; q < o.qps; ++q) must(c.qps[q]->connect(c.peer[q], mine[q].psn, co), "connect");
+  if (o.rate_kbps)  // the side that drives the test sends; a limit on the server's QPs means nothing
+    for (auto& q : c.qps) must(q->set_rate_limit(RateLimit{o.rate_kbps}), "set_rate_limit");
 }
 
 void post_recv(Conn& c, uint32_t q, uint32_t s, uint32_t size) {

@@ -38,6 +38,7 @@ struct Opts {
   uint32_t window = 0;  // bandwidth mode: requests in flight per QP (0: the most allowed, below)
   double loss = 0;      // each side's device loses this share of the packets it receives
   Reliability reliability = Reliability::Gbn;  // both sides' devices
+  uint32_t rate_kbps = 0;  // the client's QPs' rate limit (QueuePair::set_rate_limit); 0: none
 };
 
 const char* op_name(Op o);
