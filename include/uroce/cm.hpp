@@ -96,6 +96,7 @@ struct CmEvent {
   uint32_t remote_qpn = 0;
   uint32_t sq_psn = 0;          // the first PSN our send queue must use: the one the peer expects
   Mtu mtu = Mtu::Mtu1024;
+  uint8_t traffic_class = 0;    // ConnectRequest: the REQ's path's, which the passive side's QP takes
   uint8_t responder_resources = 0, initiator_depth = 0, retry_count = 0, rnr_retry_count = 0;
   bool srq = false;
   uint16_t reject_reason = 0;   // Rejected

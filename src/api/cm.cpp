@@ -201,6 +201,7 @@ CmEvent ConnectionManager::Impl::convert(const cm::Event& e) {
       c.remote_qpn = r.local_qpn;
       c.sq_psn = r.starting_psn;
       c.mtu = Mtu(std::clamp<uint8_t>(r.path_mtu, 1, 5));
+      c.traffic_class = r.traffic_class;
       c.responder_resources = r.responder_resources;
       c.initiator_depth = r.initiator_depth;
       c.retry_count = r.retry_count;

@@ -11,6 +11,7 @@
 #include "link/iface.hpp"
 #include "link/udp_link.hpp"
 #include "wire/icrc.hpp"
+#include "wire/ip_udp.hpp"
 #include "wire/opcode.hpp"
 
 namespace uroce::link {
@@ -43,8 +44,10 @@ socklen_t fill_dst(sockaddr_storage& to, const wire::FlowAddr& f, uint32_t ifind
   return sizeof a;
 }
 
-// The control messages of one send: the IPv6 source, and the segment size of a run.
-size_t fill_ctrl(char* buf, size_t room, const wire::FlowAddr& f, uint32_t ifindex, uint16_t gso_size) {
+// The control messages of one send: the IPv6 source, the segment size of a run, and a DSCP
+// other than the socket's 0 (IP_TOS / IPV6_TCLASS; ECN stays ECT(0), the socket's).
+size_t fill_ctrl(char* buf, size_t room, const wire::FlowAddr& f, uint32_t ifindex, uint16_t gso_size,
+                 uint8_t tclass) {
   msghdr m{};
   m.msg_control = buf;
   m.msg_controllen = room;
@@ -68,6 +71,14 @@ size_t fill_ctrl(char* buf, size_t room, const wire::FlowAddr& f, uint32_t ifind
     cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
     std::memcpy(CMSG_DATA(cm), &gso_size, sizeof gso_size);
     used += CMSG_SPACE(sizeof(uint16_t));
+    cm = CMSG_NXTHDR(&m, cm);
+  }
+  if (const int tos = (tclass & ~wire::kEcnMask) | wire::kEcnEct0; tos != wire::kEcnEct0) {
+    cm->cmsg_level = f.v4() ? IPPROTO_IP : IPPROTO_IPV6;
+    cm->cmsg_type = f.v4() ? IP_TOS : IPV6_TCLASS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &tos, sizeof tos);
+    used += CMSG_SPACE(sizeof(int));
   }
   return used;
 }
@@ -100,7 +111,9 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
     }
     if (pcap_) {
       p->materialize();
-      pcap_->write(p->flow, {p->data, p->len}, now, {});
+      wire::Ipv4Fields ip;
+      ip.tos = uint8_t((p->tclass & ~wire::kEcnMask) | wire::kEcnEct0);
+      pcap_->write(p->flow, {p->data, p->len}, now, ip);
     }
   }
   xdp_->flush();
@@ -109,7 +122,7 @@ void UdpLink::send(std::span<wire::PacketBuf* const> q, uint64_t now) {
 
 void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
   constexpr unsigned kMsgs = kBatch;
-  constexpr size_t kCtrl = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t));
+  constexpr size_t kCtrl = CMSG_SPACE(sizeof(in6_pktinfo)) + CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int));
   mmsghdr msgs[kMsgs];
   iovec iov[kMsgs * kMaxGsoSegs * 3];  // a packet whose payload is by reference takes three
   sockaddr_storage dst[kMsgs];
@@ -133,7 +146,7 @@ void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
         while (i + segs < q.size() && segs < kMaxGsoSegs && (segs + 1) * p->len <= kMaxGsoBytes) {
           const wire::PacketBuf* nx = q[i + segs];
           if (!same_sender(nx->flow, p->flow) || nx->flow.dst != p->flow.dst || nx->flow.src != p->flow.src ||
-              nx->flow.dst_port != p->flow.dst_port || nx->len > p->len)
+              nx->flow.dst_port != p->flow.dst_port || nx->tclass != p->tclass || nx->len > p->len)
             break;
           ++segs;
           if (nx->len < p->len) break;
@@ -143,6 +156,7 @@ void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
       for (unsigned k = 0; k < segs; ++k) {
         wire::PacketBuf* s = q[i + k];
         wire::Ipv4Fields ip;
+        ip.tos = uint8_t((s->tclass & ~wire::kEcnMask) | wire::kEcnEct0);  // as it leaves (the capture's)
         if (k > 0 && v4) {
           ip.id = uint16_t(k);
           const uint32_t ib_len = s->len - wire::kIcrcLen;
@@ -162,7 +176,7 @@ void UdpLink::send_sockets(std::span<wire::PacketBuf* const> q, uint64_t now) {
       msgs[n].msg_hdr.msg_iovlen = nio - first_io;
       msgs[n].msg_hdr.msg_name = &dst[n];
       msgs[n].msg_hdr.msg_namelen = fill_dst(dst[n], p->flow, ifindex_);
-      if (const size_t used = fill_ctrl(ctrl[n], kCtrl, p->flow, ifindex_, segs > 1 ? uint16_t(p->len) : 0)) {
+      if (const size_t used = fill_ctrl(ctrl[n], kCtrl, p->flow, ifindex_, segs > 1 ? uint16_t(p->len) : 0, p->tclass)) {
         msgs[n].msg_hdr.msg_control = ctrl[n];
         msgs[n].msg_hdr.msg_controllen = used;
       }

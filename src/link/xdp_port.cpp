@@ -393,7 +393,7 @@ bool XdpPort::queue(const wire::PacketBuf& p, uint64_t now) {
   std::memcpy(b + 6, mac_.data(), 6);
   wire::write_be16(b + 12, v4 ? kEthIpv4 : kEthIpv6);
   wire::Ipv4Fields ip;  // ID 0 and DF, as the ICRC was made for; ECT(0) as the UDP sockets send
-  ip.tos = wire::kEcnEct0;
+  ip.tos = uint8_t((p.tclass & ~wire::kEcnMask) | wire::kEcnEct0);  // the QP's DSCP
   uint8_t* iph = b + wire::kEthLen;
   const size_t h = wire::kEthLen + wire::write_ip_udp(iph, p.flow, p.len, ip);
   p.copy_to(b + h);

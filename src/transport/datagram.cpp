@@ -18,6 +18,7 @@ bool requester_send_datagram(Context& cx, Qp& qp, verbs::SendWqe& w, uint32_t id
   const verbs::SendWqeExt& x = qp.sq.ext(idx);
   tx->flow.src = cx.config().gids[x.ud_sgid_index];
   tx->flow.dst = x.ud_dgid;
+  tx->tclass = x.ud_tclass;
   wire::Packet p;
   p.bth.opcode = w.opcode == WrOpcode::SendWithImm ? Opcode::UD_SEND_ONLY_IMM : Opcode::UD_SEND_ONLY;
   p.bth.dest_qp = x.ud_qpn;

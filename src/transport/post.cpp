@@ -128,6 +128,7 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
       if (wr.ah) {
         verbs::SendWqeExt& x = sq.ext(idx);
         x.ud_dgid = wr.ah->dgid;
+        x.ud_tclass = wr.ah->traffic_class;
         x.ud_sgid_index = wr.ah->sgid_index;
         x.ud_qpn = wr.remote_qpn;
         x.ud_qkey = wr.remote_qkey;

@@ -178,6 +178,7 @@ PacketBuf* start_packet(Context& cx, const Qp& qp) {
   if (tx) {
     tx->flow = qp.flow;
     tx->src_qpn = qp.qpn().value();
+    tx->tclass = qp.attr().traffic_class;
   }
   return tx;
 }

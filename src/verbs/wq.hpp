@@ -50,6 +50,7 @@ struct SendWqeExt {
   uint32_t ud_qpn;
   uint32_t ud_qkey;
   uint8_t ud_sgid_index;
+  uint8_t ud_tclass;    // UD: the address handle's traffic class (its DSCP goes on the wire)
   uint32_t xrc_srqn;    // XRC: the remote XRC SRQ its requests name
 };
 

@@ -30,6 +30,9 @@ struct PacketBuf {
   FlowAddr flow;
   uint32_t len = 0;
   uint32_t src_qpn = 0;  // the QP that sends it (its counters)
+  // Its IP traffic class: the DSCP of the QP's path (the GRH traffic class its address vector,
+  // or a UD send's address handle, gave) in the top six bits. The link keeps the ECN bits.
+  uint8_t tclass = 0;
   // The ICRC field holds 0: the packet was built for a link that carries packets intact (same-host
   // memory). A link that sends it anywhere else computes the ICRC first (wire/icrc.hpp).
   bool icrc_skipped = false;

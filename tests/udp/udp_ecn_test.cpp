@@ -111,3 +111,52 @@ TEST(UdpLinkEcn, WhatItSendsCarriesEct0) {
   EXPECT_EQ(tos, wire::kEcnEct0);
   close(fd);
 }
+
+// Each packet's traffic class (its QP's DSCP) goes into its IP header, ECN kept at ECT(0),
+// even within what would otherwise be one GSO run (same flow, same size).
+TEST(UdpLinkEcn, EachPacketsDscpGoesOnTheWire) {
+  auto l = link::UdpLink::open(Gid{}, "", link::UdpLink::Rx::Udp);
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  uint32_t peer = 0;
+  int fd = -1;
+  for (uint32_t host = 2; host < 250 && fd < 0; ++host) {
+    peer = (127u << 24) | (0xed << 16) | ((uint32_t(getpid()) & 0xff) << 8) | host;
+    fd = udp_socket(peer, wire::kRoceV2Port);
+  }
+  ASSERT_GE(fd, 0);
+  int one = 1;
+  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one), 0);
+  // 0, EF (46), EF again, AF31 (26), and EF with ECN bits the QP may not set.
+  const uint8_t tclass[] = {0x00, 0xb8, 0xb8, 0x68, 0xbb};
+  const uint8_t want[] = {0x02, 0xba, 0xba, 0x6a, 0xba};
+  constexpr size_t kN = sizeof tclass;
+  wire::PacketBuf p[kN];
+  wire::PacketBuf* ps[kN];
+  for (size_t i = 0; i < kN; ++i) {
+    p[i].flow = wire::FlowAddr::ipv4((*l)->local_ip(), peer, 49152);
+    p[i].len = 64;
+    p[i].tclass = tclass[i];
+    std::memset(p[i].data, int(0x30 + i), p[i].len);
+    ps[i] = &p[i];
+  }
+  (*l)->send(ps, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (size_t i = 0; i < kN; ++i) {
+    uint8_t buf[256];
+    alignas(cmsghdr) char ctrl[64];
+    iovec iov{buf, sizeof buf};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctrl;
+    m.msg_controllen = sizeof ctrl;
+    ASSERT_EQ(recvmsg(fd, &m, 0), 64) << "datagram " << i;
+    int tos = -1;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+      if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) tos = *CMSG_DATA(cm);
+    EXPECT_EQ(buf[0], 0x30 + i) << "in order";
+    EXPECT_EQ(tos, want[i]) << "datagram " << i;
+  }
+  close(fd);
+}

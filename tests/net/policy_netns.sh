@@ -1,33 +1,40 @@
 #!/bin/sh
-# Per-QP rate limits between two hosts: two network namespaces joined by a veth pair at MTU
-# 1500, uroce-perf streaming 16 KiB RDMA WRITEs (byte-checked) from a QP limited to 10 Mb/s,
+# The NIC's policy between two hosts: two network namespaces joined by a veth pair at MTU 1500.
+# DSCP: perftest's ib_write_bw with a GRH traffic class (--tclass) and over rdma_cm with a
+# TOS (-R -T, which the passive side takes from the REQ, as the kernel's CM gives it),
+# captured on the wire: the test QPs' packets both ways carry the DSCP.
+# Rate limits: uroce-perf streaming 16 KiB RDMA WRITEs (byte-checked) from a QP limited to 10 Mb/s,
 # 100 Mb/s and 1 Gb/s, for about a second each. Its goodput (payload bytes; the limit counts
 # the RoCE headers too, 1.5 % at MTU 1024) may never pass the limit, and at 10 and 100 Mb/s,
 # far below what the link carries, must reach 90 % of it (98.4 % is all payload); at 1 Gb/s the ratio is reported
 # (`make bench` measures it).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
-# usage: rate_netns.sh BUILD_BIN_DIR
+# usage: policy_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
-skip() { echo "## RATE NAMESPACE TEST NOT RUN: $*"; exit 77; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../common/listen.sh"
+skip() { echo "## POLICY NAMESPACE TEST NOT RUN: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root for ip netns"
 command -v ip >/dev/null || skip "no ip (iproute2)"
 
 tag=$$
 net="10.78.$((tag % 200 + 20))"
 A="uroce-rate-a-$tag" B="uroce-rate-b-$tag"
-tmp=$(mktemp -d /tmp/uroce-rate.XXXXXX)
+tmp=$(mktemp -d /tmp/uroce-policy.XXXXXX)
 cleanup() {
   ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
   ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
   ip netns del "$A" 2>/dev/null
   ip netns del "$B" 2>/dev/null
-  rm -rf "$tmp"
+  [ -n "$KEEP" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
 trap cleanup EXIT INT TERM
 ip netns add "$A" && ip netns add "$B" || skip "cannot create network namespaces"
 ip link add "ura$tag" type veth peer name "urb$tag" || skip "cannot create a veth pair"
 ip link set "ura$tag" netns "$A"
 ip link set "urb$tag" netns "$B"
+# IPv4 alone: GID 0 is each side's IPv4 address, whenever IPv6's link-local one would come.
+for n in "$A" "$B"; do ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
 ip -n "$A" addr add "$net.1/24" dev "ura$tag"
 ip -n "$B" addr add "$net.2/24" dev "urb$tag"
 for n in "$A" "$B"; do ip -n "$n" link set lo up; done
@@ -55,6 +62,44 @@ run() {
   [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true'
 }
 
+# dscp NAME DSCP PERFTEST_ARGS...: ib_write_bw between the hosts, captured on B's side of the
+# veth; the test QPs' packets both ways must carry DSCP, and every packet ECT(0).
+dscp() {
+  name=$1 want=$2
+  shift 2
+  port=$((port + 1))
+  ip netns exec "$B" tcpdump -i "urb$tag" -U -w "$tmp/$name.pcap" udp port 4791 > /dev/null 2>&1 &
+  dump=$!
+  sleep 0.5
+  inB timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $port -s 4096 -n 200 "$@" > "$tmp/$name.srv" 2>&1 &
+  srv=$!
+  inB sh -c ". '$HERE/../common/listen.sh'; listen_wait $port" || true
+  inA timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $port -s 4096 -n 200 "$@" "$net.2" > "$tmp/$name.cli" 2>&1
+  c=$?
+  wait $srv
+  s=$?
+  sleep 0.3
+  kill -INT $dump 2>/dev/null
+  wait $dump 2>/dev/null
+  marks=$(tshark -r "$tmp/$name.pcap" -T fields -e ip.src -e ip.dsfield.dscp -e ip.dsfield.ecn 2>/dev/null | sort | uniq -c)
+  from_a=$(echo "$marks" | awk -v a="$net.1" -v d="$want" '$2 == a && $3 == d {n += $1} END {print n + 0}')
+  from_b=$(echo "$marks" | awk -v b="$net.2" -v d="$want" '$2 == b && $3 == d {n += $1} END {print n + 0}')
+  not_ect=$(echo "$marks" | awk '$4 != 2 {n += $1} END {print n + 0}')
+  # 200 WRITEs from A (a packet each at least), their ACKs from B; perftest's own rdma_cm handshake
+  # connection (no TOS asked) and the CM's MADs keep DSCP 0.
+  if [ $c = 0 ] && [ $s = 0 ] && [ "$from_a" -ge 200 ] && [ "$from_b" -gt 0 ] && [ "$not_ect" = 0 ]; then
+    ok "DSCP $want by $name: $from_a packets from A, $from_b from B marked, every packet ECT(0)"
+  else
+    bad "DSCP $want by $name (client $c, server $s): $marks $(tail -3 "$tmp/$name.cli")"
+  fi
+}
+if command -v tcpdump > /dev/null && command -v tshark > /dev/null && command -v ib_write_bw > /dev/null; then
+  dscp tclass 46 -x 0 --tclass=184
+  dscp rdma_cm 26 -R -T 104
+else
+  echo "## DSCP CASES NOT RUN: tcpdump, tshark or perftest missing"
+fi
+
 for kbps in 10000 100000 1000000; do
   iters=$((kbps * 1000 / 8 / 16384))  # about a second of payload at the limit
   [ $iters -lt 64 ] && iters=64
@@ -73,5 +118,5 @@ for kbps in 10000 100000 1000000; do
   fi
 done
 
-echo "rate netns: $passed passed, $failed failed"
+echo "policy netns: $passed passed, $failed failed"
 [ $failed = 0 ]
