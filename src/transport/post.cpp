@@ -7,6 +7,7 @@
 #include <string>
 
 #include "transport/roles.hpp"
+#include "transport/tag_matching.hpp"
 
 namespace uroce::transport {
 
@@ -90,14 +91,16 @@ Status ProtocolCore::post_send(Qp& qp, std::span<const SendWr> wrs, size_t* bad)
                                   "; the send queue takes work in RTS (or ERR, where it is flushed)");
   }
   auto& sq = qp.sq;
+  // A QP of a tag matching SRQ keeps slots for its rendezvous READs and FINs.
+  const uint32_t kept = qp.srq && qp.srq->tm ? tm::kRendezvousSlots : 0;
   Status result;
   {
     std::lock_guard g(sq.producer_lock);
     for (size_t i = 0; i < wrs.size(); ++i) {
       const SendWr& wr = wrs[i];
       Result<uint32_t> total = check_send_wr(qp, wr);
-      if (total && sq.free_slots() == 0)
-        total = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity()) + " WQEs)");
+      if (total && sq.free_slots() <= kept && (!kept || sq.free_slots_now() <= kept))
+        total = make_error(ENOMEM, "post_send: send queue full (" + std::to_string(sq.capacity() - kept) + " WQEs)");
       if (!total) {
         if (bad) *bad = i;
         result = total.error();

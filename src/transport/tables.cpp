@@ -303,6 +303,8 @@ Status ProtocolCore::set_rate_limit(Qp& qp, const RateLimit& l) {
   qp.limit_bps = double(l.kbps) * 1000;
   qp.limit_burst = l.max_burst_bytes;
   qp.req.paced = qp.rate != nullptr || qp.limit_bps > 0;
+  // The new rate from now: nothing stays booked at the old one (1 kb/s books a packet 8 s ahead).
+  qp.pacer = cc::Pacer{};
   if (qp.state() == QpState::Rts) schedule(qp);  // a lower limit's timer, or none now
   return {};
 }

@@ -129,7 +129,7 @@ bool start_rendezvous(Context& cx, Qp& qp) {
   auto& sq = qp.sq;
   {
     std::lock_guard g(sq.producer_lock);
-    if (sq.free_slots() < 2) return false;
+    if (sq.free_slots_now() < 2) return false;
     if (m.rvh_len) {
       verbs::SendWqe& rd = rendezvous_wqe(qp, WrOpcode::RdmaRead, 0, m.rvh_len);
       rd.remote_addr = m.rvh_va;
@@ -149,9 +149,23 @@ bool start_rendezvous(Context& cx, Qp& qp) {
     sq.publish();
   }
   ++cx.ctr().tm_rndv_reads;
-  qp.tm_rndv.push_back({r.recv_wr_id, m.rvh_len});
+  if (m.rvh_len) qp.tm_rndv.push_back({r.recv_wr_id, m.rvh_len});  // completed in READ order
   cx.schedule(qp);
   return true;
+}
+
+// A rendezvous's second completion: its data is in the buffer (or its READ failed).
+void data_arrived(Context& cx, Qp& qp, uint64_t recv_wr_id, uint32_t len, WcStatus st) {
+  Wc wc;
+  wc.wr_id = recv_wr_id;
+  wc.status = st;
+  wc.opcode = WcOpcode::TmRecv;
+  wc.byte_len = st == WcStatus::Success ? len : 0;
+  wc.qp_num = qp.qpn().value();
+  wc.src_qp = qp.attr().dest_qp_num;
+  // No tag: wr_id names the buffer, as mlx5's second completion.
+  wc.tm_flags = st == WcStatus::Success ? kWcTmDataValid : 0;
+  cx.push_wc(qp.recv_cq, wc);
 }
 
 }  // namespace
@@ -224,23 +238,16 @@ void complete(Context& cx, Qp& qp, Wc& wc) {
     ++cx.ctr().tm_rndv_incomplete;
   }
   const uint32_t len = m.rvh_len;
+  const uint64_t wr_id = wc.wr_id;
   cx.push_wc(qp.recv_cq, wc);
-  if (started && !len) rendezvous_done(cx, qp, WrOpcode::RdmaRead, WcStatus::Success);  // nothing to read
+  if (started && !len) data_arrived(cx, qp, wr_id, 0, WcStatus::Success);  // nothing to read
 }
 
 void rendezvous_done(Context& cx, Qp& qp, WrOpcode op, WcStatus st) {
   if (op != WrOpcode::RdmaRead || qp.tm_rndv.empty()) return;  // a FIN: nothing to tell
   const TmRendezvous z = qp.tm_rndv.front();
   qp.tm_rndv.pop_front();
-  Wc wc;
-  wc.wr_id = z.recv_wr_id;
-  wc.status = st;
-  wc.opcode = WcOpcode::TmRecv;
-  wc.byte_len = st == WcStatus::Success ? z.len : 0;
-  wc.qp_num = qp.qpn().value();
-  wc.src_qp = qp.attr().dest_qp_num;
-  wc.tm_flags = kWcTmDataValid;  // no tag: wr_id names the buffer, as mlx5's second completion
-  cx.push_wc(qp.recv_cq, wc);
+  data_arrived(cx, qp, z.recv_wr_id, z.len, st);
 }
 
 }  // namespace tm

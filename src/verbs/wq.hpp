@@ -89,6 +89,12 @@ class WorkQueue {
     if (prod_local - done_seen_ == capacity()) done_seen_ = done.load(std::memory_order_acquire);
     return capacity() - (prod_local - done_seen_);
   }
+  // The same from the engine's `done` as it is now (one line pulled over): where a stale copy
+  // must not refuse (a reserve of slots, the device's own WQEs).
+  uint32_t free_slots_now() {
+    done_seen_ = done.load(std::memory_order_acquire);
+    return capacity() - (prod_local - done_seen_);
+  }
   void publish() { prod.store(prod_local, std::memory_order_release); }
   // Back to empty (QP to RESET; under producer_lock, engine lock held).
   void reset() {

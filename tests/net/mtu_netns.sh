@@ -20,32 +20,9 @@ skip() { echo "## MTU NAMESPACE TEST NOT RUN: $*"; exit 77; }
 command -v ip >/dev/null || skip "no ip (iproute2)"
 
 tag=$$
-net="10.77.$((tag % 200 + 20))"
-A="uroce-mtu-a-$tag" B="uroce-mtu-b-$tag"
-tmp=$(mktemp -d /tmp/uroce-mtu.XXXXXX)
-cleanup() {
-  ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
-  ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
-  ip netns del "$A" 2>/dev/null
-  ip netns del "$B" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-ip netns add "$A" && ip netns add "$B" || skip "cannot create network namespaces"
-ip link add "uma$tag" type veth peer name "umb$tag" || skip "cannot create a veth pair"
-ip link set "uma$tag" netns "$A"
-ip link set "umb$tag" netns "$B"
-# The link-local addresses are GIDs: usable at once, without duplicate address detection.
-ip netns exec "$A" sysctl -qw "net.ipv6.conf.uma$tag.accept_dad=0"
-ip netns exec "$B" sysctl -qw "net.ipv6.conf.umb$tag.accept_dad=0"
-ip -n "$A" addr add "$net.1/24" dev "uma$tag"
-ip -n "$B" addr add "$net.2/24" dev "umb$tag"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "uma$tag" up
-ip -n "$B" link set "umb$tag" up
+. "$HERE/../common/two_hosts.sh"
 # No uroce setting: each side's first device is its veth's.
-inA() { ip netns exec "$A" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
-inB() { ip netns exec "$B" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
+two_hosts mtu "10.77.$((tag % 200 + 20))" "uma$tag" "umb$tag" ll
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $*"; }

@@ -18,30 +18,8 @@ skip() { echo "## POLICY NAMESPACE TEST NOT RUN: $*"; exit 77; }
 command -v ip >/dev/null || skip "no ip (iproute2)"
 
 tag=$$
-net="10.78.$((tag % 200 + 20))"
-A="uroce-rate-a-$tag" B="uroce-rate-b-$tag"
-tmp=$(mktemp -d /tmp/uroce-policy.XXXXXX)
-cleanup() {
-  ip netns pids "$A" 2>/dev/null | xargs -r kill 2>/dev/null
-  ip netns pids "$B" 2>/dev/null | xargs -r kill 2>/dev/null
-  ip netns del "$A" 2>/dev/null
-  ip netns del "$B" 2>/dev/null
-  [ -n "$KEEP" ] && echo "kept $tmp" || rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-ip netns add "$A" && ip netns add "$B" || skip "cannot create network namespaces"
-ip link add "ura$tag" type veth peer name "urb$tag" || skip "cannot create a veth pair"
-ip link set "ura$tag" netns "$A"
-ip link set "urb$tag" netns "$B"
-# IPv4 alone: GID 0 is each side's IPv4 address, whenever IPv6's link-local one would come.
-for n in "$A" "$B"; do ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1; done
-ip -n "$A" addr add "$net.1/24" dev "ura$tag"
-ip -n "$B" addr add "$net.2/24" dev "urb$tag"
-for n in "$A" "$B"; do ip -n "$n" link set lo up; done
-ip -n "$A" link set "ura$tag" up
-ip -n "$B" link set "urb$tag" up
-inA() { ip netns exec "$A" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
-inB() { ip netns exec "$B" env -u UROCE_DEVICES -u UROCE_ADDR "$@"; }
+. "$HERE/../common/two_hosts.sh"
+two_hosts policy "10.78.$((tag % 200 + 20))" "ura$tag" "urb$tag" off
 
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $*"; }

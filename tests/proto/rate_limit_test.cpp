@@ -116,6 +116,20 @@ TEST(RateLimit, AFullBucketLetsItsBurstLeaveAtOnce) {
   EXPECT_GE(p.t.a.qp->pacer.free_at() - started, booked_ns(1e9) - uint64_t(burst) * 8);
 }
 
+// A new limit counts from now: what the old one booked does not hold the QP back.
+TEST(RateLimit, ANewLimitTakesEffectAtOnce) {
+  Paced p;
+  ASSERT_TRUE(p.t.a.pc->set_rate_limit(*p.t.a.qp, RateLimit{1}));  // 1 kb/s: 16 KiB books 133 s
+  ASSERT_TRUE(p.t.send(p.t.a, p.wr));
+  p.t.sim.run_until([] { return false; }, 10'000'000);  // the first packet leaves
+  ASSERT_GT(p.t.a.qp->pacer.free_at(), p.t.sim.now() + 1'000'000'000);
+  const uint64_t started = p.t.sim.now();
+  ASSERT_TRUE(p.t.a.pc->set_rate_limit(*p.t.a.qp, RateLimit{10'000'000}));
+  EXPECT_EQ(p.t.one_wc(p.t.a.scq).status, WcStatus::Success);
+  EXPECT_LT(p.t.sim.now() - started, 1'000'000u);  // well under a millisecond at 10 Gb/s
+  EXPECT_EQ(p.dst, p.src);
+}
+
 TEST(RateLimit, DatagramsArePacedToo) {
   sim::Sim sim(3, {});
   transport::CoreConfig cfg;

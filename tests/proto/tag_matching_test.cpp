@@ -9,6 +9,7 @@
 #include "../common/core_pair.hpp"
 #include "../common/seed.hpp"
 #include "transport/bringup.hpp"
+#include "transport/tag_matching.hpp"
 #include "wire/bytes.hpp"
 
 using namespace uroce;
@@ -277,6 +278,8 @@ TEST(TagMatching, NoTagFinShortAndMalformedHeadersAreOrdinaryReceives) {
   EXPECT_EQ(t.b->counters().rx_tm_no_tmh, 3u);
 }
 
+uint32_t tm_slots() { return transport::tm::kRendezvousSlots; }
+
 // The RNDV request as pyverbs sends it: TMH and RVH naming the sender's registered data.
 uint32_t rndv_request(TmSetup& t, uint32_t at, uint64_t tag, uint32_t app_ctx, uint64_t va, uint32_t rkey, uint32_t len) {
   const uint32_t n = t.message(at, TmhOp::Rndv, tag, app_ctx, 64, 900 + at);
@@ -351,6 +354,78 @@ TEST(TagMatching, RendezvousOfNothingSendsFinAtOnce) {
   EXPECT_EQ(t.fin[0], uint8_t(TmhOp::Fin));
 }
 
+// A rendezvous of nothing behind one whose READ is still under way: each buffer's second
+// completion is its own, and the first buffer's comes only once its data is there.
+TEST(TagMatching, AnEmptyRendezvousDoesNotCompleteAnotherOnesRead) {
+  TmSetup t;
+  Sge big = t.slot(0, 8 * kBuf);
+  TmOp op;
+  op.recv_wr_id = 70;
+  op.sg_list = {&big, 1};
+  op.tag = 7;
+  op.mask = ~0ull;
+  op.flags = 0;
+  ASSERT_TRUE(t.b->post_srq_ops(*t.srq, {&op, 1}));
+  t.add(8, 9, ~0ull, 0);  // wr_id 9
+  t.post_fin_recv(1);
+  t.post_fin_recv(2);
+  const uint32_t len = 7000;
+  fill_pattern(t.src.data() + 16384, len, 77);
+  t.send(0, rndv_request(t, 0, 7, 0, uint64_t(t.src.data() + 16384), t.msa.rkey.value(), len));
+  t.send(256, rndv_request(t, 256, 8, 0, 0, 0, 0));
+  std::vector<Wc> got;
+  bool early = false;
+  ASSERT_TRUE(t.sim.run_until([&] {
+    Wc w[8];
+    for (int k; (k = t.cqb->poll(w)) > 0;)
+      for (int i = 0; i < k; ++i) {
+        if (w[i].wr_id == 70 && (w[i].tm_flags & kWcTmDataValid))
+          early |= std::memcmp(t.dst.data(), t.src.data() + 16384, len) != 0;  // must be there already
+        got.push_back(w[i]);
+      }
+    return got.size() >= 4;
+  }, 2'000'000'000));
+  EXPECT_FALSE(early) << "buffer 70 completed before its READ ended";
+  int valid70 = 0, valid9 = 0;
+  for (const Wc& w : got) {
+    EXPECT_EQ(w.status, WcStatus::Success);
+    if (!(w.tm_flags & kWcTmDataValid)) continue;
+    if (w.wr_id == 70) {
+      ++valid70;
+      EXPECT_EQ(w.byte_len, len);
+    } else if (w.wr_id == 9) {
+      ++valid9;
+      EXPECT_EQ(w.byte_len, 0u);
+    }
+  }
+  EXPECT_EQ(valid70, 1);
+  EXPECT_EQ(valid9, 1);
+  EXPECT_EQ(0, std::memcmp(t.dst.data(), t.src.data() + 16384, len));
+  EXPECT_TRUE(t.qb->tm_rndv.empty());
+}
+
+// The send queue slots kept for rendezvous are the device's: a program fills the rest, and a
+// rendezvous still finds room.
+TEST(TagMatching, RendezvousSlotsStayFreeOfTheProgramsSends) {
+  TmSetup t;
+  const uint32_t room = t.qb->sq.capacity() - tm_slots();
+  std::vector<uint8_t> m(8, 1);
+  auto mm = *t.b->reg_mr(t.pb, m.data(), m.size(), kAccessLocalWrite);
+  Sge s{uint64_t(m.data()), 8, mm.lkey.value()};
+  SendWr w{5, WrOpcode::Send, 0, {&s, 1}};
+  uint32_t posted = 0;
+  while (posted <= room && t.b->post_send(*t.qb, {&w, 1})) ++posted;
+  EXPECT_EQ(posted, room);
+  EXPECT_EQ(t.b->post_send(*t.qb, {&w, 1}).error().code, ENOMEM);
+  t.add(4, 0);
+  EXPECT_EQ(t.one(t.cqb).opcode, WcOpcode::TmAdd);
+  t.post_fin_recv(1);
+  t.send(0, rndv_request(t, 0, 4, 0, uint64_t(t.src.data() + 8192), t.msa.rkey.value(), 100));
+  Wc first = t.one(t.cqb);
+  EXPECT_EQ(first.status, WcStatus::Success);  // started, not RNDV_INCOMPLETE
+  EXPECT_EQ(first.tm_flags, kWcTmMatch);
+}
+
 TEST(TagMatching, RendezvousLargerThanTheBufferIsLeftToSoftware) {
   TmSetup t;
   t.add(4, 0);  // a 1024-byte buffer
@@ -384,6 +459,7 @@ TEST(TagMatching, RendezvousWithAForgedRkeyFailsWithoutTouchingTheBuffer) {
   ASSERT_TRUE(t.wait(t.cqb, 2, bw));
   EXPECT_EQ(bw[0].tm_flags, kWcTmMatch);
   EXPECT_EQ(bw[1].status, WcStatus::RemAccessErr);  // the sender NAKed the READ
+  EXPECT_EQ(bw[1].tm_flags, 0);                     // and no data is valid
   EXPECT_EQ(bw[1].wr_id, 0u + bw[0].wr_id);
   EXPECT_EQ(bw[1].byte_len, 0u);
   // Only the RVH the request carried was placed; nothing of the sender's memory.

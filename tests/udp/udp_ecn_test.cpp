@@ -41,6 +41,40 @@ int udp_socket(uint32_t ip, uint16_t port) {
   return fd;
 }
 
+// A listener at RoCEv2's port on a loopback address of its own (127.<net>.<pid>.x) that
+// reports the TOS of what arrives; -1 if none could be bound.
+int tos_listener(uint8_t net, uint32_t& peer) {
+  int fd = -1;
+  for (uint32_t host = 2; host < 250 && fd < 0; ++host) {
+    peer = (127u << 24) | (uint32_t(net) << 16) | ((uint32_t(getpid()) & 0xff) << 8) | host;
+    fd = udp_socket(peer, wire::kRoceV2Port);
+  }
+  int one = 1;
+  timeval tv{5, 0};
+  if (fd >= 0 && (setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0 ||
+                  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The next datagram into buf, and its TOS (-1 if it came without one).
+ssize_t recv_tos(int fd, uint8_t* buf, size_t room, int& tos) {
+  alignas(cmsghdr) char ctrl[64];
+  iovec iov{buf, room};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctrl;
+  m.msg_controllen = sizeof ctrl;
+  const ssize_t n = recvmsg(fd, &m, 0);
+  tos = -1;
+  for (cmsghdr* cm = n >= 0 ? CMSG_FIRSTHDR(&m) : nullptr; cm; cm = CMSG_NXTHDR(&m, cm))
+    if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) tos = *CMSG_DATA(cm);
+  return n;
+}
+
 }  // namespace
 
 TEST(UdpLinkEcn, ReceivedEcnBitsReachTheCore) {
@@ -80,14 +114,8 @@ TEST(UdpLinkEcn, WhatItSendsCarriesEct0) {
   ASSERT_TRUE(l.ok()) << l.error().message;
   // A listener on another loopback address, at RoCEv2's port, that reads the TOS of arrivals.
   uint32_t peer = 0;
-  int fd = -1;
-  for (uint32_t host = 2; host < 250 && fd < 0; ++host) {
-    peer = (127u << 24) | (0xec << 16) | ((uint32_t(getpid()) & 0xff) << 8) | host;
-    fd = udp_socket(peer, wire::kRoceV2Port);
-  }
+  int fd = tos_listener(0xec, peer);
   ASSERT_GE(fd, 0);
-  int one = 1;
-  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one), 0);
   wire::PacketBuf p;
   p.flow = wire::FlowAddr::ipv4((*l)->local_ip(), peer, 49152);
   p.len = 64;
@@ -95,19 +123,8 @@ TEST(UdpLinkEcn, WhatItSendsCarriesEct0) {
   wire::PacketBuf* ps[] = {&p};
   (*l)->send(ps, 0);
   uint8_t buf[256];
-  alignas(cmsghdr) char ctrl[64];
-  iovec iov{buf, sizeof buf};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctrl;
-  m.msg_controllen = sizeof ctrl;
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ASSERT_EQ(recvmsg(fd, &m, 0), 64);
   int tos = -1;
-  for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
-    if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) tos = *CMSG_DATA(cm);
+  ASSERT_EQ(recv_tos(fd, buf, sizeof buf, tos), 64);
   EXPECT_EQ(tos, wire::kEcnEct0);
   close(fd);
 }
@@ -118,14 +135,8 @@ TEST(UdpLinkEcn, EachPacketsDscpGoesOnTheWire) {
   auto l = link::UdpLink::open(Gid{}, "", link::UdpLink::Rx::Udp);
   ASSERT_TRUE(l.ok()) << l.error().message;
   uint32_t peer = 0;
-  int fd = -1;
-  for (uint32_t host = 2; host < 250 && fd < 0; ++host) {
-    peer = (127u << 24) | (0xed << 16) | ((uint32_t(getpid()) & 0xff) << 8) | host;
-    fd = udp_socket(peer, wire::kRoceV2Port);
-  }
+  int fd = tos_listener(0xed, peer);
   ASSERT_GE(fd, 0);
-  int one = 1;
-  ASSERT_EQ(setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one), 0);
   // 0, EF (46), EF again, AF31 (26), and EF with ECN bits the QP may not set.
   const uint8_t tclass[] = {0x00, 0xb8, 0xb8, 0x68, 0xbb};
   const uint8_t want[] = {0x02, 0xba, 0xba, 0x6a, 0xba};
@@ -140,21 +151,10 @@ TEST(UdpLinkEcn, EachPacketsDscpGoesOnTheWire) {
     ps[i] = &p[i];
   }
   (*l)->send(ps, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   for (size_t i = 0; i < kN; ++i) {
     uint8_t buf[256];
-    alignas(cmsghdr) char ctrl[64];
-    iovec iov{buf, sizeof buf};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctrl;
-    m.msg_controllen = sizeof ctrl;
-    ASSERT_EQ(recvmsg(fd, &m, 0), 64) << "datagram " << i;
     int tos = -1;
-    for (cmsghdr* cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
-      if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) tos = *CMSG_DATA(cm);
+    ASSERT_EQ(recv_tos(fd, buf, sizeof buf, tos), 64) << "datagram " << i;
     EXPECT_EQ(buf[0], 0x30 + i) << "in order";
     EXPECT_EQ(tos, want[i]) << "datagram " << i;
   }

@@ -77,7 +77,9 @@ void on_request(CmDevice& d, const CmEvent& e) {
   c->offer = e;
   c->port = l->port;
   c->qkey = l->qkey;
-  c->tos = e.traffic_class;  // the REQ's path's, as the kernel's CM gives the passive side
+  // Connected: the REQ's path's, as the kernel's CM gives the passive side; a SIDR request
+  // has no path, and the listener's stays.
+  c->tos = ud ? l->tos : e.traffic_class;
   c->sync = l->sync;
   c->id.channel = l->id.channel;
   if (c->sync) c->id.channel = &new_channel(true)->ch;
