@@ -307,6 +307,12 @@ int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   return 0;
 }
 
+// The GID table as RoCE NICs and rxe have it: longer than the addresses it holds, the entries
+// past them empty (a zero GID from ibv_query_gid, ENODATA from ibv_query_gid_ex, left out of
+// ibv_query_gid_table), so a program finds a free index where it looks for one.
+constexpr uint32_t kGidTableLen = 16;
+static uint32_t gids_held(ibv_context* ctx) { return uctx(ctx)->dev->query_port().gid_tbl_len; }
+
 int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* out) {
   if (port != 1) return EINVAL;
   PortAttr p = uctx(ctx)->dev->query_port();
@@ -315,7 +321,7 @@ int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr*
   a->state = p.active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   a->max_mtu = ibv_mtu(p.max_mtu);
   a->active_mtu = ibv_mtu(p.active_mtu);
-  a->gid_tbl_len = int(p.gid_tbl_len);
+  a->gid_tbl_len = int(std::max(kGidTableLen, p.gid_tbl_len));
   a->port_cap_flags = 0;
   a->max_msg_sz = 1u << 31;
   a->bad_pkey_cntr = a->qkey_viol_cntr = 0;
@@ -332,7 +338,11 @@ int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr*
 }
 
 int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
-  if (port != 1) return EINVAL;
+  if (port != 1 || index < 0) return EINVAL;
+  if (uint32_t(index) >= gids_held(ctx) && uint32_t(index) < kGidTableLen) {  // an empty entry
+    std::memset(gid->raw, 0, sizeof gid->raw);
+    return 0;
+  }
   auto g = uctx(ctx)->dev->query_gid(index);
   if (!g) return g.error().code;
   std::memcpy(gid->raw, g->raw.data(), 16);
@@ -340,8 +350,9 @@ int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
 }
 
 int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
-  if (port != 1 || index >= uctx(ctx)->dev->query_port().gid_tbl_len) return EINVAL;
-  *type = 1;  // RoCE v2
+  const uint32_t held = gids_held(ctx);
+  if (port != 1 || index >= std::max(kGidTableLen, held)) return EINVAL;
+  *type = index < held ? 1 : 0;  // RoCE v2; an empty entry reads as v1, as libibverbs answers for one
   return 0;
 }
 
@@ -388,6 +399,7 @@ int ibv_dealloc_pd(ibv_pd* pd) {
 int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry, uint32_t flags,
                       size_t size) {
   if (flags || size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (port == 1 && index >= gids_held(ctx) && index < kGidTableLen) return ENODATA;  // empty
   ibv_gid gid;
   if (int rc = ibv_query_gid(ctx, uint8_t(port), int(index), &gid)) return rc;
   *entry = ibv_gid_entry{};
@@ -440,7 +452,7 @@ int ibv_rate_to_mbps(ibv_rate rate) { return rate_lookup(&RateRow::rate, rate, &
 ibv_rate mbps_to_ibv_rate(int mbps) { return rate_lookup(&RateRow::mbps, mbps, &RateRow::rate, IBV_RATE_MAX); }
 
 ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries, size_t max, uint32_t flags, size_t size) {
-  uint32_t n = uctx(ctx)->dev->query_port().gid_tbl_len;
+  uint32_t n = gids_held(ctx);  // the entries that hold a GID
   if (max < n) return -EINVAL;
   for (uint32_t i = 0; i < n; ++i)
     if (int rc = _ibv_query_gid_ex(ctx, 1, i, reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * size),

@@ -419,6 +419,21 @@ int main(void) {
   CHECK(ibv_query_port(ctx, 1, &port) == 0 && port.state == IBV_PORT_ACTIVE &&
             port.link_layer == IBV_LINK_LAYER_ETHERNET, "query_port: active, Ethernet");
   CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0 && gid.raw[10] == 0xff && gid.raw[11] == 0xff, "GID 0 is IPv4-mapped");
+  {
+    /* The GID table is longer than the GIDs it holds, as a NIC's: the entries past them are
+     * empty (a zero GID, ENODATA from ibv_query_gid_ex) and ibv_query_gid_table skips them. */
+    struct ibv_gid_entry tbl[64];
+    ssize_t held = ibv_query_gid_table(ctx, tbl, 64, 0);
+    CHECK(held >= 1 && port.gid_tbl_len > held, "gid table longer than the GIDs it holds");
+    union ibv_gid empty;
+    memset(&empty, 0x5a, sizeof empty);
+    struct ibv_gid_entry e;
+    CHECK(ibv_query_gid(ctx, 1, port.gid_tbl_len - 1, &empty) == 0 && empty.global.subnet_prefix == 0 &&
+              empty.global.interface_id == 0,
+          "an empty entry reads as a zero GID");
+    CHECK(ibv_query_gid_ex(ctx, 1, (uint32_t)port.gid_tbl_len - 1, &e, 0) == ENODATA, "ibv_query_gid_ex of it: ENODATA");
+    CHECK(ibv_query_gid(ctx, 1, port.gid_tbl_len, &empty) != 0, "past the table: an error");
+  }
   struct ibv_device_attr_ex dx;
   CHECK(ibv_query_device_ex(ctx, NULL, &dx) == 0 && dx.orig_attr.max_qp > 0, "query_device_ex falls back");
   pd = ibv_alloc_pd(ctx);
