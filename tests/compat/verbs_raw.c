@@ -137,7 +137,7 @@ static void rss(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_qp *tx, s
     if (!wqs[i]) return;
     struct ibv_wq_attr ra = {.attr_mask = IBV_WQ_ATTR_STATE, .wq_state = IBV_WQS_RDY};
     CHECK(ibv_modify_wq(wqs[i], &ra) == 0 && wqs[i]->state == IBV_WQS_RDY, "work queue %d ready", i);
-    for (uint64_t k = 0; k < 8; k++) {
+    for (uint64_t k = 0; k < 16; k++) {  /* room for all 16 frames: the hash may put them anywhere */
       struct ibv_sge sg = {(uintptr_t)buf + SLOT * (30 + (uint64_t)i * 4 + k % 4), SLOT, mr->lkey};
       struct ibv_recv_wr w = {.wr_id = (uint64_t)i, .sg_list = &sg, .num_sge = 1}, *bad;
       CHECK(ibv_post_wq_recv(wqs[i], &w, &bad) == 0, "post to work queue %d", i);
