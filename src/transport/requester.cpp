@@ -24,6 +24,12 @@ namespace {
 
 constexpr uint32_t kUdOverhead = wire::kBthLen + wire::kDethLen + wire::kIcrcLen;
 
+// A paced QP's request asks for an ACK if a quarter of its timeout passed since one last did.
+bool ack_overdue(const Qp& qp, uint64_t now) {
+  const uint64_t timeout = transport_timeout_ns(qp.attr().timeout);
+  return timeout && now - qp.req.ack_asked_at >= timeout / 4;
+}
+
 uint32_t wqe_packets(const SendWqe& w, uint32_t mtu) {
   if (traits(w.opcode).atomic || traits(w.opcode).empty_reply) return 1;
   return packets_for(w.length, mtu);
@@ -271,8 +277,7 @@ bool requester_run(Context& cx, Qp& qp, uint64_t now, uint32_t& budget) {
     // A paced QP spreads a message over time (a low rate limit, seconds): it asks for an ACK at
     // least every quarter of its timeout, so the ACKs for what arrived keep its transport timer
     // from firing for packets that have not left yet.
-    const uint64_t timeout = transport_timeout_ns(qp.attr().timeout);
-    const bool overdue = req.paced && timeout && now - req.ack_asked_at >= timeout / 4;
+    const bool overdue = req.paced && ack_overdue(qp, now);
     p.bth.ack_req = !uc && (last || inflight % cx.config().ack_req_every == 0 || inflight + 1 >= window || overdue);
     if (p.bth.ack_req) req.ack_asked_at = now;
     send_packet(cx, tx, p);

@@ -35,9 +35,9 @@ Result<verbs::Srq*> ProtocolCore::create_tm_srq(PdHandle pd, verbs::Cq* cq, uint
 
 Status ProtocolCore::post_srq_ops(verbs::Srq& srq, std::span<TmOp> ops, size_t* bad) {
   UROCE_ASSERT_HELD(*this);
-  auto refuse = [&](size_t i, const char* why) {
+  auto refuse = [&](size_t i, const std::string& why, int code = EINVAL) {
     if (bad) *bad = i;
-    return make_error(EINVAL, std::string("post_srq_ops: ") + why);
+    return make_error(code, "post_srq_ops: " + why);
   };
   if (!srq.tm) return refuse(0, "not a tag matching SRQ");
   verbs::TagList& tags = *srq.tm;
@@ -46,10 +46,8 @@ Status ProtocolCore::post_srq_ops(verbs::Srq& srq, std::span<TmOp> ops, size_t* 
     if (op.flags & ~uint32_t(kTmOpSignaled | kTmOpSync)) return refuse(i, "unknown flags");
     if (op.opcode == TmOpcode::Add) {
       if (op.sg_list.size() > 1) return refuse(i, "a tagged buffer takes at most one SGE");
-      if (tags.posted() == tags.capacity()) {
-        if (bad) *bad = i;
-        return make_error(ENOMEM, "post_srq_ops: the tag list is full (" + std::to_string(tags.capacity()) + " tags)");
-      }
+      if (tags.posted() == tags.capacity())
+        return refuse(i, "the tag list is full (" + std::to_string(tags.capacity()) + " tags)", ENOMEM);
     } else if (op.opcode == TmOpcode::Del) {
       if (op.handle >= tags.capacity()) return refuse(i, "DEL of a handle no ADD returned");
     } else if (op.opcode != TmOpcode::Sync) {

@@ -3,8 +3,14 @@
 # up in each, a temporary directory $tmp, all removed at exit (kept with KEEP=1), and inA/inB
 # to run a command on a host without uroce settings. IPV6 "ll": link-local GIDs usable at once
 # (no duplicate address detection); "off": IPv4 alone, so GID 0 is the IPv4 address.
-# Calls the caller's skip() if the host cannot make them.
+# Calls the caller's skip() if the host cannot make them (root and iproute2 are needed).
+# Also the scripts' counted checks: ok and bad, totals in $passed and $failed.
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok - $*"; }
+bad() { failed=$((failed + 1)); echo "NOT OK - $*"; }
 two_hosts() {
+  [ "$(id -u)" = 0 ] || skip "needs root for ip netns"
+  command -v ip >/dev/null || skip "no ip (iproute2)"
   A="uroce-$1-a-$$" B="uroce-$1-b-$$" net=$2 VA=$3 VB=$4
   tmp=$(mktemp -d "/tmp/uroce-$1.XXXXXX")
   trap two_hosts_cleanup EXIT INT TERM

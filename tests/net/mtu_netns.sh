@@ -16,17 +16,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../common/mckey.sh"
 PY=/usr/bin/python3
 skip() { echo "## MTU NAMESPACE TEST NOT RUN: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root for ip netns"
-command -v ip >/dev/null || skip "no ip (iproute2)"
 
 tag=$$
 . "$HERE/../common/two_hosts.sh"
 # No uroce setting: each side's first device is its veth's.
 two_hosts mtu "10.77.$((tag % 200 + 20))" "uma$tag" "umb$tag" ll
 
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok - $*"; }
-bad() { failed=$((failed + 1)); echo "NOT OK - $*"; }
 port=$((20000 + tag % 20000))
 
 # Largest IPv4 total length in a capture, and how many RoCE payloads had exactly N bytes.

@@ -51,14 +51,16 @@ struct TmSetup {
     mdb = *b->reg_mr(pb, dst.data(), dst.size(), kAccessLocalWrite);
   }
   Sge slot(uint32_t i, uint32_t len = kBuf) { return Sge{uint64_t(dst.data() + i * kBuf), len, mdb.lkey.value()}; }
-  // ADD of a tag whose buffer is slot i; returns its handle.
-  uint32_t add(uint64_t tag, uint32_t i, uint64_t mask = ~0ull, uint32_t flags = kTmOpSignaled) {
-    Sge s = slot(i);
+  // ADD of a tag whose buffer starts at slot i (len bytes); returns its handle. Its message
+  // completes with recv_wr_id (default: i), the ADD itself with 1000 + i.
+  uint32_t add(uint64_t tag, uint32_t i, uint64_t mask = ~0ull, uint32_t flags = kTmOpSignaled, uint32_t len = kBuf,
+               std::optional<uint64_t> recv_wr_id = {}) {
+    Sge s = slot(i, len);
     TmOp op;
     op.wr_id = 1000 + i;
     op.opcode = TmOpcode::Add;
     op.flags = flags;
-    op.recv_wr_id = i;
+    op.recv_wr_id = recv_wr_id.value_or(i);
     op.sg_list = {&s, 1};
     op.tag = tag;
     op.mask = mask;
@@ -182,15 +184,7 @@ TEST(TagMatching, EagerLandsInItsTaggedBufferWithoutItsHeader) {
 
 TEST(TagMatching, MultiPacketEagerAcrossMtus) {
   TmSetup t;
-  t.dst.assign(256 * kBuf, 0);
-  Sge s{uint64_t(t.dst.data()), 8 * kBuf, t.mdb.lkey.value()};
-  TmOp op;
-  op.recv_wr_id = 9;
-  op.sg_list = {&s, 1};
-  op.tag = 0x55;
-  op.mask = ~0ull;
-  op.flags = 0;  // unsignaled: no completion
-  ASSERT_TRUE(t.b->post_srq_ops(*t.srq, {&op, 1}));
+  t.add(0x55, 0, ~0ull, 0, 8 * kBuf, 9);  // unsignaled: no completion
   const uint32_t len = t.message(0, TmhOp::Eager, 0x55, 1, 5000, 3);
   t.send(0, len);
   Wc w = t.one(t.cqb);
@@ -292,13 +286,7 @@ uint32_t rndv_request(TmSetup& t, uint32_t at, uint64_t tag, uint32_t app_ctx, u
 
 TEST(TagMatching, RendezvousReadsTheSendersDataThenSendsFin) {
   TmSetup t;
-  Sge s = t.slot(0, 4 * kBuf);
-  TmOp op;
-  op.recv_wr_id = 42;
-  op.sg_list = {&s, 1};
-  op.tag = 0x77;
-  op.mask = 0xff;
-  ASSERT_TRUE(t.b->post_srq_ops(*t.srq, {&op, 1}));
+  t.add(0x77, 0, 0xff, kTmOpSignaled, 4 * kBuf, 42);
   EXPECT_EQ(t.one(t.cqb).opcode, WcOpcode::TmAdd);
   const uint32_t data_len = 3500;  // four READ response packets at MTU 1024
   fill_pattern(t.src.data() + 8192, data_len, 5);
@@ -358,14 +346,7 @@ TEST(TagMatching, RendezvousOfNothingSendsFinAtOnce) {
 // completion is its own, and the first buffer's comes only once its data is there.
 TEST(TagMatching, AnEmptyRendezvousDoesNotCompleteAnotherOnesRead) {
   TmSetup t;
-  Sge big = t.slot(0, 8 * kBuf);
-  TmOp op;
-  op.recv_wr_id = 70;
-  op.sg_list = {&big, 1};
-  op.tag = 7;
-  op.mask = ~0ull;
-  op.flags = 0;
-  ASSERT_TRUE(t.b->post_srq_ops(*t.srq, {&op, 1}));
+  t.add(7, 0, ~0ull, 0, 8 * kBuf, 70);
   t.add(8, 9, ~0ull, 0);  // wr_id 9
   t.post_fin_recv(1);
   t.post_fin_recv(2);
