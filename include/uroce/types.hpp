@@ -316,12 +316,34 @@ inline constexpr std::string_view kReliabilityNames = "gbn or sr";
 inline constexpr std::string_view kCongestionControlNames = "none, dcqcn, timely or swift";
 inline constexpr std::string_view kDcqcnSetNames = "dcqcn_paper or mellanox";
 
+// The port's traffic classes, as IEEE 802.1Qaz (`dcb ets`, `mlnx_qos`) sets them on a RoCE
+// NIC. A packet's DSCP (the top six bits of its QP's traffic class) picks one of 8 priorities.
+// The transmit scheduler serves strict priorities first, highest first, then shares what is
+// left among the ETS priorities by weight (an idle one's share goes to the others). ACKs, NAKs
+// and CNPs leave ahead of all of them. By default every priority is ETS with weight 1.
+struct PortQos {
+  static constexpr int kPriorities = 8;
+  std::array<uint8_t, 64> dscp_prio;      // DSCP -> priority; default DSCP >> 3, as a NIC trusting DSCP
+  std::array<bool, kPriorities> strict{};  // strict priority; else ETS
+  std::array<uint8_t, kPriorities> weight;  // ETS weights, 1..100
+  // The port's transmit rate in kb/s (0: as fast as the link takes packets). Below it the
+  // scheduler, not the link, decides whose packet goes next.
+  uint64_t port_kbps = 0;
+  PortQos() {
+    for (int d = 0; d < 64; ++d) dscp_prio[size_t(d)] = uint8_t(d >> 3);
+    weight.fill(1);
+  }
+  uint8_t priority_of(uint8_t traffic_class) const { return dscp_prio[traffic_class >> 2]; }
+};
+
 struct ConnectOptions {
   std::optional<Mtu> path_mtu;  // unset: the port's active MTU
   std::optional<uint8_t> sgid_index;  // unset: our first GID of the remote's IP version
   uint32_t access = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16, max_dest_rd_atomic = 16;
+  // The GRH traffic class: its DSCP goes on the wire and picks the port's priority (PortQos).
+  uint8_t traffic_class = 0;
   // RC: how this QP recovers losses (see DeviceOptions::reliability); unset: the device's.
   std::optional<Reliability> reliability;
   // This QP's congestion control (see DeviceOptions::cc); unset: the device's.

@@ -27,6 +27,12 @@ struct DmHold;
 }  // namespace detail
 namespace verbs { class Qp; class Srq; }
 
+// Port traffic classes from text, words as `dcb`/`tc` spell them, separated by spaces or commas:
+// "strict P..." (priorities 0..7 served first), "ets P:W..." (weights 1..100), "dscp D:P..."
+// (DSCP 0..63 to priority), "rate N[kbit|mbit|gbit]" (the port's transmit rate; no unit: kbit).
+// Example: "strict 5 ets 0:3 1:1 dscp 46:5 8:1 rate 1gbit". EINVAL says what is wrong.
+Result<PortQos> parse_qos(std::string_view text);
+
 struct DeviceOptions {
   // IPv4 or IPv6 address to bind, on the device's interface. Empty: $UROCE_ADDR if it is on
   // that interface, else the interface's first address (loopback: the first free 127.0.0.x).
@@ -60,6 +66,9 @@ struct DeviceOptions {
   // How RC QPs recover lost packets (Reliability). Unset: $UROCE_RELIABILITY ("gbn", "sr"),
   // else go-back-N.
   std::optional<Reliability> reliability;
+  // The port's traffic classes and transmit scheduler (PortQos). Unset: $UROCE_QOS
+  // (parse_qos's words), else every priority ETS with equal weight, no port rate.
+  std::optional<PortQos> qos;
   // For studies of lossy fabrics: each packet arriving at the device is dropped with this
   // probability (seeded by rx_loss_seed; counter rx_injected_loss). Also $UROCE_RX_LOSS. 0: none.
   double rx_loss = 0;

@@ -20,6 +20,7 @@ Status connect_rc(ProtocolCore& pc, Qp& qp, const Endpoint& remote, uint32_t loc
   a.dest_qp_num = remote.qpn;
   a.rq_psn = remote.psn;
   a.dgid = remote.gid;
+  a.traffic_class = o.traffic_class;
   a.sgid_index = o.sgid_index.value_or(pc.sgid_index_for(remote.gid));
   a.max_dest_rd_atomic = o.max_dest_rd_atomic;
   a.min_rnr_timer = o.min_rnr_timer;

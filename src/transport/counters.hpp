@@ -18,7 +18,9 @@ namespace uroce::transport {
   X(rx_sr_read_placed) X(sr_read_reasks) X(rx_sr_conflicts) X(rx_sr_unfit) X(rx_bad_invalidate) \
   X(rx_mcast) X(rx_mcast_unjoined) X(rx_placement_replays) X(rx_bad_xrc_srq) \
   X(tx_raw_frames) X(tx_raw_dropped) X(rx_raw_frames) X(rx_raw_no_recv) X(rx_raw_not_ready) \
-  X(rx_tm_matched) X(rx_tm_unexpected) X(rx_tm_no_tmh) X(tm_rndv_reads) X(tm_rndv_incomplete)
+  X(rx_tm_matched) X(rx_tm_unexpected) X(rx_tm_no_tmh) X(tm_rndv_reads) X(tm_rndv_incomplete) \
+  X(tx_prio0_bytes) X(tx_prio1_bytes) X(tx_prio2_bytes) X(tx_prio3_bytes) X(tx_prio4_bytes)         \
+  X(tx_prio5_bytes) X(tx_prio6_bytes) X(tx_prio7_bytes)
 
 struct Counters {
 #define UROCE_COUNTER_FIELD(name) uint64_t name = 0;

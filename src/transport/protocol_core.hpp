@@ -35,6 +35,7 @@
 #include "transport/guard.hpp"
 #include "transport/qp_transport.hpp"
 #include "transport/reliability.hpp"
+#include "transport/tx_scheduler.hpp"
 #include "transport/verdict.hpp"
 #include "uroce/result.hpp"
 #include "verbs/cq.hpp"
@@ -117,6 +118,9 @@ struct CoreConfig {
   // A paced QP sends while its pacer is at most this far ahead of now: the packets of one
   // pass share its time, and a strict pacer would let a QP send one packet per pass.
   uint64_t pace_slack_ns = 10'000;
+  // The port's traffic classes: which priority a QP's packets take, how the transmit scheduler
+  // serves the priorities, the port's rate (tx_scheduler.hpp).
+  PortQos qos;
   // How RC QPs recover losses (reliability.hpp). Under selective repeat, a QP that has heard
   // nothing for sr_probe_ns (or, once measured, three round trips, at least sr_probe_min_ns)
   // probes: a loss at the tail of a burst has nothing behind it to be reported by, and waiting
@@ -143,6 +147,8 @@ struct DeviceLimits {
   // Rate limits (packet pacing): 1 kb/s to 100 Gb/s, bursts up to 16 MiB.
   uint32_t min_rate_kbps = 1, max_rate_kbps = 100'000'000, max_rate_burst = 1 << 24;
 };
+
+class Context;
 
 class ProtocolCore {
  public:
@@ -302,7 +308,8 @@ class ProtocolCore {
   void gather_datagrams(Qp& qp, uint64_t now);
   // Earliest timer deadline, or UINT64_MAX.
   uint64_t next_deadline();
-  bool has_work() const { return !run_list_.empty() || !ack_list_.empty(); }
+  // Work for a pass now (QPs waiting only for the port rate are not: next_deadline has its time).
+  bool has_work() const { return (!sched_.empty() && !sched_.port_closed(now_)) || !ack_list_.empty(); }
   // Packets to send, in order; the link sends them, then release_tx() takes the buffers back.
   std::span<PacketBuf* const> tx_queue() const { return tx_; }
   void release_tx() {
@@ -337,6 +344,7 @@ class ProtocolCore {
   void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);
+  bool flush_acks(Context& cx);  // the coalesced ACKs due; true if any were
   void flush(Qp& qp);
   void reset_qp(Qp& qp);
   // The QP's configured options, fresh: its sender congestion control (CoreConfig::cc: a rate
@@ -390,8 +398,7 @@ class ProtocolCore {
   std::atomic<uint32_t> doorbell_count_{0};
   std::vector<Qpn> doorbells_swap_;
 
-  std::vector<Qp*> run_list_;
-  std::vector<Qp*> run_list_swap_;
+  TxScheduler sched_;  // the run list: QPs with something to send, by priority
   std::vector<Qp*> ack_list_;
   using TimerEntry = std::pair<uint64_t, Qpn>;  // (deadline, qpn); stale entries skipped
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> timers_;

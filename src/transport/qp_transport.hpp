@@ -199,6 +199,7 @@ struct Qp : verbs::Qp {
   // system call, so a post runs the device at once (set by the API at RTR).
   std::atomic<bool> same_host{false};
   bool active = false;          // on the engine's run list
+  uint8_t prio = 0;             // the run list's priority it is on (TxScheduler)
   bool flush_pending = false;   // entered ERR: flush both queues
   uint64_t timer_queued = 0;    // deadline of this QP's entry in the timer heap, 0 if none
   TimerTable timers;

@@ -30,7 +30,8 @@ void ProtocolCore::drain_doorbells() {
 void ProtocolCore::schedule(Qp& qp) {
   if (!qp.active) {
     qp.active = true;
-    run_list_.push_back(&qp);
+    qp.prio = sched_.priority_of(qp.attr().traffic_class);
+    sched_.push(qp);
   }
 }
 
@@ -72,13 +73,23 @@ void ProtocolCore::run_timers(uint64_t now) {
 
 uint64_t ProtocolCore::next_deadline() {
   UROCE_ASSERT_HELD(*this);
+  // QPs held back by the port's rate go when it opens.
+  const uint64_t port = !sched_.empty() && sched_.port_closed(now_) ? sched_.port_opens_at() : UINT64_MAX;
   while (!timers_.empty()) {
     auto [when, qpn] = timers_.top();
     Qp* q = qp(qpn);
-    if (q && q->timer_queued == when) return when;
+    if (q && q->timer_queued == when) return std::min(when, port);
     timers_.pop();
   }
-  return UINT64_MAX;
+  return port;
+}
+
+bool ProtocolCore::flush_acks(Context& cx) {
+  if (ack_list_.empty()) return false;
+  for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(cx, *ack_list_[i]);
+  // responder_flush_ack keeps a QP listed while its ACK must wait behind responses.
+  std::erase_if(ack_list_, [](Qp* q) { return !q->resp.in_ack_list; });
+  return true;
 }
 
 void ProtocolCore::gather_datagrams(Qp& qp, uint64_t now) {
@@ -100,42 +111,38 @@ bool ProtocolCore::progress(uint64_t now) {
     did = true;
   }
   run_timers(now);
-  if (!run_list_.empty()) {
+  // ACKs, NAKs and CNPs (made as packets arrived) go before any data.
+  const bool acks = flush_acks(cx);
+  if (!sched_.empty() && !sched_.port_closed(now)) {
     did = true;
-    run_list_swap_.clear();
-    run_list_swap_.swap(run_list_);  // both keep their capacity: no allocation per pass
-    for (Qp* q : run_list_swap_) q->active = false;
     const size_t tx_at_start = tx_.size();
-    for (size_t i = 0; i < run_list_swap_.size(); ++i) {
-      Qp* q = run_list_swap_[i];
-      if (tx_.size() - tx_at_start >= cfg_.budget_per_pass) {
-        // The QPs not reached go first next time, before those that ran and have more (each
-        // once: one the pass scheduled again is listed already).
-        size_t keep = i;
-        for (size_t j = i; j < run_list_swap_.size(); ++j)
-          if (!run_list_swap_[j]->active) {
-            run_list_swap_[j]->active = true;
-            run_list_swap_[keep++] = run_list_swap_[j];
-          }
-        run_list_.insert(run_list_.begin(), run_list_swap_.begin() + ptrdiff_t(i), run_list_swap_.begin() + ptrdiff_t(keep));
-        break;
+    // The QPs not reached go first next time, before those that ran and have more.
+    auto go_on = [&] { return tx_.size() - tx_at_start < cfg_.budget_per_pass; };
+    auto visit = [&](Qp& q, uint64_t max_bytes) -> uint64_t {
+      q.active = false;
+      if (q.flush_pending) {
+        flush(q);
+        return 0;
       }
-      if (q->flush_pending) {
-        flush(*q);
-        continue;
-      }
-      uint32_t budget = wire::packets_at_mtu(cfg_.budget_per_qp, q->mtu());
-      bool more = responder_run(cx, *q, budget);
-      more |= requester_run(cx, *q, now, budget);
-      if (more) schedule(*q);
-    }
+      const size_t at = tx_.size();
+      uint32_t budget = wire::packets_at_mtu(cfg_.budget_per_qp, q.mtu());
+      if (max_bytes != UINT64_MAX)  // the port's rate: at least one packet, the rest booked after
+        budget = uint32_t(std::clamp<uint64_t>(max_bytes / (q.mtu() + 64), 1, budget));
+      bool more = responder_run(cx, q, budget);
+      more |= requester_run(cx, q, now, budget);
+      if (more) schedule(q);
+      uint64_t bytes = 0;
+      for (size_t i = at; i < tx_.size(); ++i) bytes += tx_[i]->len;
+      return bytes;
+    };
+    sched_.pass(now, visit, go_on);
+#define UROCE_PRIO_BYTES(p) ctr_.tx_prio##p##_bytes = sched_.sent_bytes(p);
+    UROCE_PRIO_BYTES(0) UROCE_PRIO_BYTES(1) UROCE_PRIO_BYTES(2) UROCE_PRIO_BYTES(3)
+    UROCE_PRIO_BYTES(4) UROCE_PRIO_BYTES(5) UROCE_PRIO_BYTES(6) UROCE_PRIO_BYTES(7)
+#undef UROCE_PRIO_BYTES
   }
-  if (!ack_list_.empty()) {
-    did = true;
-    for (size_t i = 0; i < ack_list_.size(); ++i) responder_flush_ack(cx, *ack_list_[i]);
-    // responder_flush_ack keeps a QP listed while its ACK must wait behind responses.
-    std::erase_if(ack_list_, [](Qp* q) { return !q->resp.in_ack_list; });
-  }
+  // What waited behind this pass's responses.
+  did |= acks | flush_acks(cx);
   return did || !tx_.empty();
 }
 

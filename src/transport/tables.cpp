@@ -34,6 +34,7 @@ ProtocolCore::ProtocolCore(CoreConfig cfg)
       qpn_rng_(seed_or_random(cfg_.seed) ^ 0x9e3779b97f4a7c15ull),
       pool_(cfg_.tx_pool) {
   if (!cfg_.src_port_for) cfg_.src_port_for = wire::entropy_port;
+  sched_.configure(cfg_.qos, cfg_.budget_per_qp * 4096);
   raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
 
@@ -358,7 +359,7 @@ Status ProtocolCore::destroy_qp(Qp* qp) {
   auto it = qp ? qps_.find(qp->qpn()) : qps_.end();
   if (it == qps_.end() || it->second.get() != qp) return make_error(EINVAL, "destroy_qp: unknown queue pair");
   if (flows_of(*qp)) return make_error(EBUSY, "destroy_qp: flow rules steer to it (destroy them first)");
-  std::erase(run_list_, qp);
+  if (qp->active) sched_.erase(qp);
   std::erase(ack_list_, qp);
   for (McastGroup& g : mcast_) std::erase(g.qps, qp);  // its users detach first (the link's groups)
   std::erase_if(mcast_, [](const McastGroup& g) { return g.qps.empty(); });
