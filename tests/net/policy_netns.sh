@@ -8,6 +8,7 @@
 # the RoCE headers too, 1.5 % at MTU 1024) may never pass the limit, and at 10 and 100 Mb/s,
 # far below what the link carries, must reach 90 % of it (98.4 % is all payload); at 1 Gb/s the ratio is reported
 # (`make bench` measures it).
+# Scheduler: ETS weights 3:1 and 1:1 behind a port rate, byte-checked goodputs (policy_share).
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: policy_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -87,6 +88,32 @@ for kbps in 10000 100000 1000000; do
     fi
   else
     bad "limit $kbps kb/s: uroce-perf failed: $out $(cat "$tmp/srv.log")"
+  fi
+done
+
+# The port's scheduler: two QPs in priorities 0 and 1 of ETS weights 3:1 behind a port rate of
+# 500 Mb/s (far below what the veth carries, so the scheduler decides) for two seconds: their
+# byte-checked goodputs within 5 % of 3:1, and the port's rate within 90-100 %.
+sched() {
+  port=$((port + 1))
+  inA timeout 60 "$BIN/policy_share" --server --port $port > "$tmp/share.srv" 2>&1 &
+  srv=$!
+  out=$(inB env UROCE_QOS="$1" timeout 60 "$BIN/policy_share" --connect "$net.1" --port $port --tclass 0,32 \
+        --seconds 2 2>&1 | tail -1)
+  wait $srv
+  echo "$out" | /usr/bin/python3 -c "
+import json, sys
+d = json.loads(sys.stdin.read())
+r, g = d['bytes'][0] / d['bytes'][1], sum(d['bytes']) * 8 / d['seconds'] / 500e6
+print('ratio %.3f port %.3f' % (r, g))
+sys.exit(0 if d['verified'] and abs(r / $2 - 1) <= 0.05 and 0.9 <= g <= 1.0 else 1)" 2>&1
+}
+for w in "3 1" "1 1"; do
+  set -- $w
+  if res=$(sched "ets 0:$1 1:$2 rate 500mbit" "$1 / $2"); then
+    ok "ETS $1:$2 at 500 Mb/s: $res"
+  else
+    bad "ETS $1:$2 at 500 Mb/s: $res $(tail -2 "$tmp/share.srv")"
   fi
 done
 
