@@ -7,7 +7,10 @@ the receiver:
 - latency under bulk: 64 B SEND ping-pong in a strict priority while a bulk QP fills the port
   at 1 Gb/s, p99 against the same ping-pong alone; the same without any setting (no port rate:
   the bulk goes as fast as the CPU lets it); and, for what a user has without uroce, sockperf's
-  UDP ping-pong p99 while one iperf3 TCP stream runs, against sockperf alone.
+  UDP ping-pong p99 while one iperf3 TCP stream runs, against sockperf alone;
+- between processes of one host: uroce-perf's 64 B SEND ping-pong p99 while another process
+  of the host streams, against alone, with both processes on the host's one port at 1 Gb/s
+  ("rate 1gbit": the host NIC's fair share between processes) and with no setting.
 Rounds are interleaved (uroce, then the kernel's, per round); each figure is the median of the
 rounds. Writes a table (--out) and a plot of one ETS run's goodput over time (.png beside it).
 
@@ -16,10 +19,11 @@ usage: bench/policy.py BUILD_DIR [--pairs N] [--out FILE]
 import json, os, re, shutil, statistics, subprocess, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netns_hosts import Hosts, bench_args  # noqa: E402
+from netns_hosts import Hosts, bench_args, uroce_perf  # noqa: E402
 
 build, pairs, out = bench_args(__doc__, 3)
 tool = os.path.join(os.path.abspath(build), 'bin', 'policy_share')
+perf = uroce_perf(build)
 hosts = Hosts('uroce-pol', '10.83')
 PING_TC, BULK_TC = str(46 << 2), '0'  # DSCP 46 (priority 5 by default), DSCP 0 (priority 0)
 
@@ -48,6 +52,30 @@ def share(qos):
 def latency(qos):
     r = policy(['--test', 'latency', '--tclass', f'{PING_TC},{BULK_TC}', '--pings', '5000'], qos)[-1]
     return r['idle_p99_us'], r['bulk_p99_us'], r['bulk_gbps']
+
+
+def ping_p99(qos, with_bulk):
+    """uroce-perf 64 B SEND ping-pong's p99 (us) from host 2, alone or while another process
+    there streams (policy_share), both with $UROCE_QOS=qos."""
+    bulk = None
+    if with_bulk:
+        q = hosts.next_port()
+        bsrv = subprocess.Popen(hosts.on(1) + ['timeout', '120', tool, '--server', '--port', str(q)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        hosts.listening(1, q)
+        bulk = subprocess.Popen(hosts.on(2, 'UROCE_QOS=' + qos) + ['timeout', '120', tool, '--connect', hosts.addr(1),
+                                '--port', str(q), '--seconds', '8'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        time.sleep(1)  # the stream is under way (its own start; nothing to wait on)
+    r = hosts.perf_pair(perf, hosts.next_port(), ['--op', 'send', '--mode', 'lat', '--size', '64', '--iters', '20000',
+                                                  '--json'], env=('UROCE_QOS=' + qos,))
+    if bulk:
+        out = bulk.communicate()[0]
+        bsrv.wait()
+        rows = [json.loads(l) for l in out.splitlines() if l.startswith('{')]
+        if not rows or not rows[-1].get('verified'):
+            raise SystemExit(f'policy_share bulk failed: {out[-400:]}')
+    return r['lat_p99_us']
 
 
 def sockperf_p99(with_iperf):
@@ -101,7 +129,8 @@ try:
     hosts.setup()
     hosts.set_mtu(1500)
     res = {k: [] for k in ('ets31', 'ets31_gbps', 'ets11', 'ets31_cpu', 'lat_idle', 'lat_bulk', 'lat_gbps',
-                           'lat0_idle', 'lat0_bulk', 'lat0_gbps', 'k_idle', 'k_bulk')}
+                           'lat0_idle', 'lat0_bulk', 'lat0_gbps', 'k_idle', 'k_bulk', 'x_idle', 'x_bulk',
+                           'x0_idle', 'x0_bulk')}
     series = None
     for _ in range(pairs):
         r, g, s = share('ets 0:3 1:1 rate 1gbit')
@@ -120,6 +149,10 @@ try:
         res['lat0_gbps'].append(g)
         res['k_idle'].append(sockperf_p99(False))
         res['k_bulk'].append(sockperf_p99(True))
+        res['x_idle'].append(ping_p99('rate 1gbit', False))
+        res['x_bulk'].append(ping_p99('rate 1gbit', True))
+        res['x0_idle'].append(ping_p99('', False))
+        res['x0_bulk'].append(ping_p99('', True))
     rng = lambda k: f"{med(res[k]):.3f} ({min(res[k]):.2f}-{max(res[k]):.2f})"
     ratio = lambda a, b: [x / y for x, y in zip(res[a], res[b])]
     lines = [
@@ -135,6 +168,11 @@ try:
         lines.append(f"| 64 B ping-pong p99 under bulk / alone, {name} | {med(rs):.2f} ({min(rs):.2f}-{max(rs):.2f}); "
                      f"{med(res[b]):.1f} -> {med(res[a]):.1f} us, bulk {med(res[g]):.2f} Gb/s | "
                      f"{'<= 2' if 'strict' in name else ''} |")
+    for name, a, b in (('one port at 1 Gb/s for the host', 'x_bulk', 'x_idle'), ('no setting', 'x0_bulk', 'x0_idle')):
+        rs = ratio(a, b)
+        lines.append(f"| 64 B ping-pong p99 while another process of the host streams / alone, {name} | "
+                     f"{med(rs):.2f} ({min(rs):.2f}-{max(rs):.2f}); {med(res[b]):.1f} -> {med(res[a]):.1f} us | "
+                     f"{'<= 2' if 'port' in name else ''} |")
     rs = ratio('k_bulk', 'k_idle')
     lines.append(f"| kernel: sockperf UDP ping-pong p99 under one iperf3 stream / alone | {med(rs):.2f} "
                  f"({min(rs):.2f}-{max(rs):.2f}); {med(res['k_idle']):.1f} -> {med(res['k_bulk']):.1f} us | |")

@@ -327,8 +327,12 @@ struct PortQos {
   std::array<bool, kPriorities> strict{};  // strict priority; else ETS
   std::array<uint8_t, kPriorities> weight;  // ETS weights, 1..100
   // The port's transmit rate in kb/s (0: as fast as the link takes packets). Below it the
-  // scheduler, not the link, decides whose packet goes next.
+  // scheduler, not the link, decides whose packet goes next. On a device the host NIC shares,
+  // every process with a rate books the one port: together they keep to it.
   uint64_t port_kbps = 0;
+  // This process's weight against the others on a shared port (1..100): while several wait for
+  // the port, each gets bytes in proportion to its share.
+  uint8_t share = 1;
   PortQos() {
     for (int d = 0; d < 64; ++d) dscp_prio[size_t(d)] = uint8_t(d >> 3);
     weight.fill(1);

@@ -29,7 +29,8 @@ namespace verbs { class Qp; class Srq; }
 
 // Port traffic classes from text, words as `dcb`/`tc` spell them, separated by spaces or commas:
 // "strict P..." (priorities 0..7 served first), "ets P:W..." (weights 1..100), "dscp D:P..."
-// (DSCP 0..63 to priority), "rate N[kbit|mbit|gbit]" (the port's transmit rate; no unit: kbit).
+// (DSCP 0..63 to priority), "rate N[kbit|mbit|gbit]" (the port's transmit rate; no unit: kbit),
+// "share N" (this process's weight on a shared port, 1..100).
 // Example: "strict 5 ets 0:3 1:1 dscp 46:5 8:1 rate 1gbit". EINVAL says what is wrong.
 Result<PortQos> parse_qos(std::string_view text);
 

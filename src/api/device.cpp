@@ -56,6 +56,13 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
   cfg.link_gathers = true;  // both links send payloads from where they lie
   cfg.qpn_high = slot;
   cfg.qpn_high_bits = slot ? link::steering::kSlotBits : 0;
+  if (link::HostNicLease* lease = stack->link->lease()) {  // the host NIC's one port
+    auto* port = static_cast<transport::SharedPort*>(lease->port_page());
+    if (port && port->magic == transport::SharedPort::kMagic && port->procs == transport::SharedPort::kProcs) {
+      cfg.shared_port = port;
+      cfg.shared_port_slot = slot;
+    }
+  }
   // Same-host rings: between the processes sharing a host NIC too, named by address and slot.
   if (d.same_host_shm) {
     stack->shm = std::make_unique<link::SameHostLink>(*stack->link, stack->link->pcap(), slot);

@@ -57,21 +57,25 @@ bool rate_kbps(std::string_view s, uint64_t& kbps) {
 
 Result<PortQos> parse_qos(std::string_view text) {
   PortQos q;
-  enum class Key { None, Strict, Ets, Dscp, Rate } key = Key::None;
-  bool rate_given = false;
+  enum class Key { None, Strict, Ets, Dscp, Rate, Share } key = Key::None;
+  bool rate_given = false, share_given = false;
   std::string_view empty;  // a word that still waits for its first value
   for (std::string_view w : words(text)) {
-    if (w == "strict" || w == "ets" || w == "dscp" || w == "rate") {
+    if (w == "strict" || w == "ets" || w == "dscp" || w == "rate" || w == "share") {
       if (!empty.empty()) return bad(std::string(empty) + " needs a value");
       empty = w;
-      key = w == "strict" ? Key::Strict : w == "ets" ? Key::Ets : w == "dscp" ? Key::Dscp : Key::Rate;
+      key = w == "strict" ? Key::Strict
+            : w == "ets"  ? Key::Ets
+            : w == "dscp" ? Key::Dscp
+            : w == "rate" ? Key::Rate
+                          : Key::Share;
     } else {
       empty = {};
       uint64_t a = 0, b = 0;
       const std::string ws(w);
       switch (key) {
         case Key::None:
-          return bad("'" + ws + "' is not strict, ets, dscp or rate");
+          return bad("'" + ws + "' is not strict, ets, dscp, rate or share");
         case Key::Strict:
           if (!number(w, 0, 7, a)) return bad("strict takes priorities 0..7, not '" + ws + "'");
           q.strict[a] = true;
@@ -90,6 +94,12 @@ Result<PortQos> parse_qos(std::string_view text) {
           if (!rate_kbps(w, q.port_kbps))
             return bad("rate is 1mbit..1000gbit (kbit, mbit or gbit; no unit: kbit), not '" + ws + "'");
           rate_given = true;
+          break;
+        case Key::Share:
+          if (share_given) return bad("share takes one value");
+          if (!number(w, 1, 100, a)) return bad("share is a weight 1..100, not '" + ws + "'");
+          q.share = uint8_t(a);
+          share_given = true;
           break;
       }
     }

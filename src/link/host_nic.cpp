@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -126,7 +127,9 @@ Result<std::unique_ptr<HostNicLease>> HostNicLease::attach_once(const Gid& addr)
     for (int f : fds) close(f);
     return s.error();
   }
-  if (r.ngids == 0 || r.ngids > kMaxGids || fds.size() != (r.forwarded ? 1 : r.ngids + 1)) {
+  const size_t page = r.port_page ? 1 : 0;
+  if (r.ngids == 0 || r.ngids > kMaxGids || fds.size() != (r.forwarded ? 1 : r.ngids + 1 + page) ||
+      (r.forwarded && page) || r.port_page > (1u << 20)) {
     for (int f : fds) close(f);
     return make_error(EPROTO, "host NIC: a malformed answer to attach");
   }
@@ -137,7 +140,15 @@ Result<std::unique_ptr<HostNicLease>> HostNicLease::attach_once(const Gid& addr)
     l->gids_.push_back(g);
   }
   l->fwd_fd_ = fds[0];
-  l->rx_fds_.assign(fds.begin() + 1, fds.end());
+  if (page) {
+    void* m = mmap(nullptr, r.port_page, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+    close(fds[1]);
+    if (m != MAP_FAILED) {
+      l->port_page_ = m;
+      l->port_bytes_ = r.port_page;
+    }
+  }
+  l->rx_fds_.assign(fds.begin() + 1 + ptrdiff_t(page), fds.end());
   return l;
 }
 
@@ -145,6 +156,7 @@ HostNicLease::~HostNicLease() {
   if (ctl_fd_ >= 0) close(ctl_fd_);
   if (fwd_fd_ >= 0) close(fwd_fd_);
   for (int f : rx_fds_) close(f);
+  if (port_page_) munmap(port_page_, port_bytes_);
 }
 
 Status HostNicLease::call(uint32_t op, uint64_t arg, const Gid& addr, void* reply, std::vector<int>* fds) {
@@ -159,7 +171,7 @@ Status HostNicLease::call(uint32_t op, uint64_t arg, const Gid& addr, void* repl
   if (poll(&p, 1, 5000) != 1) return make_error(ETIMEDOUT, "the host NIC daemon (uroced) did not answer within 5 s");
   Reply& r = *static_cast<Reply*>(reply);
   iovec iov{&r, sizeof r};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int) * (kMaxGids + 1))];
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int) * (kMaxGids + 2))];
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;

@@ -33,6 +33,10 @@ class HostNicLease {
   // taken once.
   std::vector<int> take_rx_fds() { return std::move(rx_fds_); }
   int take_forward_fd() { return std::exchange(fwd_fd_, -1); }
+  // The device's port page, mapped shared (transport/shared_port.hpp: every process with a
+  // port rate books the one port), or null: a process of another user than the daemon's
+  // keeps a port of its own.
+  void* port_page() const { return port_page_; }
   // The device passes REQs and SIDR_REQs for service_id to this process; EADDRINUSE if
   // another process listens on it.
   Status listen(uint64_t service_id);
@@ -51,6 +55,8 @@ class HostNicLease {
   uint32_t slot_ = 0;
   std::vector<Gid> gids_;
   std::vector<int> rx_fds_;
+  void* port_page_ = nullptr;
+  size_t port_bytes_ = 0;
 };
 
 // The daemon's program: next to the library or program this code is in, or in ../bin of it.

@@ -12,9 +12,10 @@ inline constexpr int kMaxGids = 8;
 
 enum class Op : uint32_t {
   Attach = 1,  // addr: the device's address; answered with a slot and, as SCM_RIGHTS, the
-               // forwarding channel then one receive socket per GID (in GID order), or, for
-               // a process of another user than the daemon's, the channel alone: the daemon
-               // passes it every packet of its slot
+               // forwarding channel, the device's port page (Reply::port_page), then one
+               // receive socket per GID (in GID order), or, for a process of another user
+               // than the daemon's, the channel alone: the daemon passes it every packet of
+               // its slot
   Listen,      // arg: a CM service ID the process takes on the device (REQs and SIDR_REQs)
   Unlisten,    // arg: a service ID it let go
   Reply,
@@ -35,6 +36,7 @@ struct Reply {
   uint32_t slot = 0;
   uint32_t ngids = 0;
   uint32_t forwarded = 0;  // 1: no receive sockets, every packet comes on the channel
+  uint32_t port_page = 0;  // bytes of the port page (transport/shared_port.hpp) whose memfd follows the channel; 0: none
   uint8_t gids[kMaxGids][16] = {};
   char text[200] = {};
 };

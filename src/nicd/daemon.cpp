@@ -5,6 +5,7 @@
 #include <netinet/udp.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -67,10 +68,12 @@ Daemon::~Daemon() {
     close(c->ctl);
     if (c->fwd >= 0) close(c->fwd);
   }
-  for (auto& d : devices_)
+  for (auto& d : devices_) {
     for (auto& row : d->socks)
       for (int fd : row)
         if (fd >= 0) close(fd);
+    if (d->port_fd >= 0) close(d->port_fd);
+  }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (listen_fd_ >= 0) close(listen_fd_);
 }
@@ -132,6 +135,7 @@ void Daemon::reply(Client& c, int err, const std::string& text, uint32_t slot, c
   std::snprintf(r.text, sizeof r.text, "%s", text.c_str());
   if (dev) {
     r.forwarded = c.forwarded;
+    r.port_page = !c.forwarded && dev->port ? uint32_t(sizeof(transport::SharedPort)) : 0;
     r.ngids = uint32_t(dev->gids.size());
     for (size_t i = 0; i < dev->gids.size(); ++i) std::memcpy(r.gids[i], dev->gids[i].raw.data(), 16);
   }
@@ -182,6 +186,11 @@ void Daemon::on_request(Client& c) {
       epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pair[0], &ev);
       std::vector<int> fds = {pair[1]};
       on_datagrams(d, SIZE_MAX, slot);  // what a former owner's peers left there is not the new one's
+      if (!forwarded && d.port) {  // a fair start on the port: the former owner's history is not its
+        d.port->proc[slot].vbytes.store(0);
+        d.port->proc[slot].waiting_until.store(0);
+        fds.push_back(d.port_fd);
+      }
       if (forwarded) {
         int off = 0;  // one datagram per read: a former owner may have turned coalescing on
         for (auto& row : d.socks) setsockopt(row[slot], SOL_UDP, UDP_GRO, &off, sizeof off);
@@ -277,8 +286,24 @@ Result<Daemon::Device*> Daemon::device_for(const Gid& asked) {
   d->addr = addr;
   d->index = devices_.size();
   if (Status st = open_sockets(*d, itf, gids); !st) return st.error();
+  make_port(*d);
   devices_.push_back(std::move(d));
   return devices_.back().get();
+}
+
+// The device's port page; without one (no memfd) each process keeps a port of its own.
+void Daemon::make_port(Device& d) {
+  const int fd = memfd_create("uroce-port", MFD_CLOEXEC);
+  if (fd < 0) return;
+  void* m = MAP_FAILED;
+  if (ftruncate(fd, sizeof(transport::SharedPort)) == 0)
+    m = mmap(nullptr, sizeof(transport::SharedPort), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    close(fd);
+    return;
+  }
+  d.port_fd = fd;
+  d.port = new (m) transport::SharedPort;
 }
 
 void Daemon::close_sockets(Device& d) {

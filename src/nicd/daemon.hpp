@@ -19,6 +19,7 @@
 
 #include "link/iface.hpp"
 #include "link/steering.hpp"
+#include "transport/shared_port.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
 
@@ -49,6 +50,9 @@ class Daemon {
     std::vector<std::array<int, link::steering::kSlots>> socks;  // [GID index][slot]
     std::array<Client*, link::steering::kSlots> owner{};
     std::map<uint64_t, Client*> listeners;                    // service ID -> process
+    // The port every process of the daemon's user (or root) books (transport/shared_port.hpp).
+    int port_fd = -1;
+    transport::SharedPort* port = nullptr;
   };
   struct Client {
     int ctl = -1;
@@ -81,6 +85,7 @@ class Daemon {
   Result<Device*> device_for(const Gid& addr);
   Status open_sockets(Device& d, const link::Interface& itf, const std::vector<Gid>& gids);
   void close_sockets(Device& d);
+  static void make_port(Device& d);
   void watch_slot(Device& d, uint32_t slot, bool on);
   static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);

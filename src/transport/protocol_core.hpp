@@ -121,6 +121,10 @@ struct CoreConfig {
   // The port's traffic classes: which priority a QP's packets take, how the transmit scheduler
   // serves the priorities, the port's rate (tx_scheduler.hpp).
   PortQos qos;
+  // A host NIC's port, shared by every process on the device, and this process's place in it
+  // (shared_port.hpp); unset: the port is this core's alone.
+  SharedPort* shared_port = nullptr;
+  uint32_t shared_port_slot = 0;
   // How RC QPs recover losses (reliability.hpp). Under selective repeat, a QP that has heard
   // nothing for sr_probe_ns (or, once measured, three round trips, at least sr_probe_min_ns)
   // probes: a loss at the tail of a burst has nothing behind it to be reported by, and waiting

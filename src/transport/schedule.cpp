@@ -74,7 +74,7 @@ void ProtocolCore::run_timers(uint64_t now) {
 uint64_t ProtocolCore::next_deadline() {
   UROCE_ASSERT_HELD(*this);
   // QPs held back by the port's rate go when it opens.
-  const uint64_t port = !sched_.empty() && sched_.port_closed(now_) ? sched_.port_opens_at() : UINT64_MAX;
+  const uint64_t port = !sched_.empty() && sched_.port_closed(now_) ? sched_.port_opens_at(now_) : UINT64_MAX;
   while (!timers_.empty()) {
     auto [when, qpn] = timers_.top();
     Qp* q = qp(qpn);
@@ -113,8 +113,8 @@ bool ProtocolCore::progress(uint64_t now) {
   run_timers(now);
   // ACKs, NAKs and CNPs (made as packets arrived) go before any data.
   const bool acks = flush_acks(cx);
-  if (!sched_.empty() && !sched_.port_closed(now)) {
-    did = true;
+  if (!sched_.empty()) {
+    did |= !sched_.port_closed(now);
     const size_t tx_at_start = tx_.size();
     // The QPs not reached go first next time, before those that ran and have more.
     auto go_on = [&] { return tx_.size() - tx_at_start < cfg_.budget_per_pass; };

@@ -35,6 +35,7 @@ ProtocolCore::ProtocolCore(CoreConfig cfg)
       pool_(cfg_.tx_pool) {
   if (!cfg_.src_port_for) cfg_.src_port_for = wire::entropy_port;
   sched_.configure(cfg_.qos, cfg_.budget_per_qp * 4096);
+  sched_.share_port(cfg_.shared_port, cfg_.shared_port_slot);
   raise({AsyncEventType::PortActive});  // the port is up as soon as the device exists
 }
 

@@ -31,9 +31,69 @@ void TxScheduler::erase(Qp* q) {
   }
 }
 
+void TxScheduler::share_port(SharedPort* sp, uint32_t slot) {
+  shared_ = sp && slot < SharedPort::kProcs ? sp : nullptr;
+  slot_ = slot;
+}
+
+namespace {
+// A shared clock a second ahead is another process's nonsense: the port is free now.
+uint64_t sane(uint64_t at, uint64_t now) { return at > now + 1'000'000'000 ? now : at; }
+}  // namespace
+
+uint64_t TxScheduler::port_free_at(uint64_t now) const {
+  return shared_ ? sane(shared_->free_at.load(std::memory_order_relaxed), now) : port_.free_at();
+}
+
+void TxScheduler::book_port(uint64_t bytes, uint64_t now) {
+  const uint64_t ns = uint64_t(double(bytes) * 8e9 / port_bps_ + 0.5);
+  if (!shared_) {
+    port_.book(uint32_t(std::min<uint64_t>(bytes, UINT32_MAX)), port_bps_, now, kPortBurstNs);
+    return;
+  }
+  const uint64_t floor = now > kPortBurstNs ? now - kPortBurstNs : 0;
+  uint64_t at = shared_->free_at.load(std::memory_order_relaxed);
+  while (!shared_->free_at.compare_exchange_weak(at, std::max(sane(at, now), floor) + ns, std::memory_order_relaxed)) {
+  }
+  shared_->proc[slot_].vbytes.fetch_add(bytes * 100 / qos_.share, std::memory_order_relaxed);
+}
+
+void TxScheduler::mark_waiting(uint64_t now) {
+  if (!shared_ || port_bps_ == 0) return;
+  const uint64_t was = shared_->proc[slot_].waiting_until.exchange(now + kProcWaitingNs, std::memory_order_relaxed);
+  if (was <= now) came_back_ = true;  // it had not been waiting: it starts level with the others
+}
+
+bool TxScheduler::my_turn(uint64_t now) {
+  if (!shared_ || port_bps_ == 0 || now < free_until_) return true;
+  SharedPort::Proc& me = shared_->proc[slot_];
+  uint64_t behind = UINT64_MAX;  // the furthest-behind other process waiting for the port
+  for (uint32_t i = 0; i < SharedPort::kProcs; ++i) {
+    const uint64_t until = shared_->proc[i].waiting_until.load(std::memory_order_relaxed);
+    if (i != slot_ && until > now && until <= now + 2 * kProcWaitingNs)
+      behind = std::min(behind, shared_->proc[i].vbytes.load(std::memory_order_relaxed));
+  }
+  uint64_t mine = me.vbytes.load(std::memory_order_relaxed);
+  if (behind != UINT64_MAX && mine < behind && came_back_)  // no credit for the time it was idle
+    me.vbytes.store(mine = behind, std::memory_order_relaxed);
+  came_back_ = false;
+  if (behind == UINT64_MAX || mine <= behind + kProcWindowBytes * 100) {
+    held_since_ = 0;
+    return true;
+  }
+  if (held_since_ == 0) held_since_ = now;
+  if (now - held_since_ >= kProcMaxHoldNs) {  // it never catches up: as long again without it
+    held_since_ = 0;
+    free_until_ = now + kProcMaxHoldNs;
+    return true;
+  }
+  held_until_ = now + kProcHoldNs;
+  return false;
+}
+
 uint64_t TxScheduler::port_room(uint64_t now) const {
   if (port_bps_ == 0) return UINT64_MAX;
-  const uint64_t from = std::max(port_.free_at(), now > kPortBurstNs ? now - kPortBurstNs : 0);
+  const uint64_t from = std::max(port_free_at(now), now > kPortBurstNs ? now - kPortBurstNs : 0);
   const uint64_t until = now + kPortSlackNs;
   return from >= until ? 0 : uint64_t(double(until - from) * port_bps_ / 8e9);
 }

@@ -5,13 +5,15 @@
 // is served in a pass only while within one visit of the priority furthest behind. A QP sends
 // at most once per pass (its per-pass budget), so a priority of weight 1 beside one of weight
 // 3 sits out two passes in three. An optional port rate books every data packet's bytes, so
-// that below it the scheduler, not the link, picks whose packet leaves.
+// that below it the scheduler, not the link, picks whose packet leaves; the port of a device
+// several processes share is one clock for all of them (shared_port.hpp).
 #pragma once
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "cc/pacer.hpp"
+#include "transport/shared_port.hpp"
 #include "uroce/types.hpp"
 
 namespace uroce::transport {
@@ -29,7 +31,18 @@ class TxScheduler {
   // link's lets that queue drain.
   static constexpr uint64_t kPortBurstNs = 100'000;
 
+  // Between processes on a shared port: how far ahead of the one furthest behind a process
+  // may book, in bytes of weight 1; how long one that is further waits before it looks again;
+  // how long its mark that it waits lasts unrenewed; and how long at most it lets one that
+  // never sends (a process that stopped, or lies) hold it back.
+  static constexpr uint64_t kProcWindowBytes = 64 * 1024;
+  static constexpr uint64_t kProcHoldNs = 50'000;
+  static constexpr uint64_t kProcWaitingNs = 1'000'000;
+  static constexpr uint64_t kProcMaxHoldNs = 2'000'000;
+
   void configure(const PortQos& q, uint32_t visit_bytes);
+  // Books the port on `sp` (a host NIC's, as process `slot`) instead of a clock of its own.
+  void share_port(SharedPort* sp, uint32_t slot);
   const PortQos& qos() const { return qos_; }
   uint8_t priority_of(uint8_t traffic_class) const { return qos_.priority_of(traffic_class); }
 
@@ -37,12 +50,18 @@ class TxScheduler {
   void erase(Qp* q);  // a QP that goes away
   bool empty() const { return listed_ == 0; }
   // True while QPs wait for the port rate only: no pass would send anything before port_opens_at.
-  bool port_closed(uint64_t now) const { return port_bps_ > 0 && port_.free_at() > now + kPortSlackNs; }
-  uint64_t port_opens_at() const { return port_.free_at() - kPortSlackNs; }
+  bool port_closed(uint64_t now) const {
+    return port_bps_ > 0 && (port_free_at(now) > now + kPortSlackNs || held_until_ > now);
+  }
+  uint64_t port_opens_at(uint64_t now) const {
+    const uint64_t at = port_free_at(now);
+    return std::max(at > kPortSlackNs ? at - kPortSlackNs : 0, held_until_);
+  }
 
   // One pass. visit(qp, max_bytes) runs a QP (taken off its list) with at most about max_bytes
   // of data and returns the bytes it sent; go_on() false ends the pass. QPs not reached keep
-  // their place, ahead of those that ran.
+  // their place, ahead of those that ran. Called while QPs are listed, the port open or not:
+  // on a shared port the others learn that this process waits.
   template <class Visit, class GoOn>
   void pass(uint64_t now, Visit&& visit, GoOn&& go_on);
 
@@ -59,6 +78,10 @@ class TxScheduler {
   template <class Visit, class GoOn, class More>
   void serve(int p, uint64_t now, size_t end, Visit& visit, GoOn& go_on, More more);
   uint64_t port_room(uint64_t now) const;
+  uint64_t port_free_at(uint64_t now) const;
+  void book_port(uint64_t bytes, uint64_t now);
+  void mark_waiting(uint64_t now);  // on a shared port: this process has packets for it
+  bool my_turn(uint64_t now);       // on a shared port: not too far ahead of the other processes
   void compact(List& l);
 
   PortQos qos_;
@@ -67,6 +90,10 @@ class TxScheduler {
   double window_ = 0;  // ETS: how far past the furthest-behind priority another may be served
   double port_bps_ = 0;
   cc::Pacer port_;
+  SharedPort* shared_ = nullptr;
+  uint32_t slot_ = 0;
+  uint64_t held_until_ = 0, held_since_ = 0, free_until_ = 0;
+  bool came_back_ = false;
   std::array<uint64_t, kPriorities> sent_{};
 };
 
@@ -83,13 +110,15 @@ void TxScheduler::serve(int p, uint64_t now, size_t end, Visit& visit, GoOn& go_
     const uint64_t bytes = visit(*q, port_room(now));
     sent_[size_t(p)] += bytes;
     if (!qos_.strict[size_t(p)]) l.vtime += double(bytes) / qos_.weight[size_t(p)];
-    if (port_bps_ > 0 && bytes) port_.book(uint32_t(bytes), port_bps_, now, kPortBurstNs);
+    if (port_bps_ > 0 && bytes) book_port(bytes, now);
   }
 }
 
 template <class Visit, class GoOn>
 void TxScheduler::pass(uint64_t now, Visit&& visit, GoOn&& go_on) {
-  if (empty() || port_closed(now)) return;
+  if (empty()) return;
+  mark_waiting(now);
+  if (port_closed(now) || !my_turn(now)) return;
   std::array<size_t, kPriorities> end;
   for (int p = 0; p < kPriorities; ++p) end[size_t(p)] = lists_[size_t(p)].qps.size();
   for (int p = kPriorities - 1; p >= 0; --p)
@@ -118,6 +147,7 @@ void TxScheduler::pass(uint64_t now, Visit&& visit, GoOn&& go_on) {
     serve(order[size_t(i)], now, end[size_t(order[size_t(i)])], visit, go_on, [&] { return l.vtime < window_; });
   }
   for (List& l : lists_) compact(l);
+  if (shared_ && empty()) shared_->proc[slot_].waiting_until.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace uroce::transport

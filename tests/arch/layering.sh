@@ -1,6 +1,6 @@
 #!/bin/bash
 # Every directory under src/ includes only itself, the public headers and the layers below it:
-# wire <- verbs <- transport <- cm/link/engine/sim <- api <- compat. cc (congestion control) sees
+# wire <- verbs <- transport <- cm/link/engine/sim <- api/nicd <- compat. cc (congestion control) sees
 # nothing but itself; the transport and what is above it use it, the verbs objects do not (a
 # QP's transport state is transport::Qp's). link/ sees no transport and no simulator, and the
 # drop-in sees only the public API.
@@ -15,7 +15,7 @@ declare -A allowed=(
   [link]="link wire uroce"
   [engine]="engine link transport cc verbs wire uroce"
   [sim]="sim engine link transport cc verbs wire uroce"
-  [nicd]="nicd cm link wire uroce"
+  [nicd]="nicd cm link transport wire uroce"
   [api]="api cm engine link transport cc verbs wire uroce"
   [compat]="compat uroce"
 )

@@ -8,7 +8,8 @@
 # the RoCE headers too, 1.5 % at MTU 1024) may never pass the limit, and at 10 and 100 Mb/s,
 # far below what the link carries, must reach 90 % of it (98.4 % is all payload); at 1 Gb/s the ratio is reported
 # (`make bench` measures it).
-# Scheduler: ETS weights 3:1 and 1:1 behind a port rate, byte-checked goodputs (policy_share).
+# Scheduler: ETS weights 3:1 and 1:1 behind a port rate, byte-checked goodputs (policy_share);
+# two processes of one host on its shared port, by their shares.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: policy_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -114,6 +115,38 @@ for w in "3 1" "1 1"; do
     ok "ETS $1:$2 at 500 Mb/s: $res"
   else
     bad "ETS $1:$2 at 500 Mb/s: $res $(tail -2 "$tmp/share.srv")"
+  fi
+done
+
+# Two processes on host B share its port: each with "rate 500mbit" (shares 1:1, then 3:1),
+# both streaming at once for two seconds; together they keep to 500 Mb/s, split by share.
+procs() {
+  p1=$((port + 1)) p2=$((port + 2))
+  port=$((port + 2))
+  inA timeout 60 "$BIN/policy_share" --server --port $p1 > "$tmp/p1.srv" 2>&1 &
+  s1=$!
+  inA timeout 60 "$BIN/policy_share" --server --port $p2 > "$tmp/p2.srv" 2>&1 &
+  s2=$!
+  inB env UROCE_QOS="rate 500mbit share $1" timeout 60 "$BIN/policy_share" --connect "$net.1" --port $p1 \
+    --seconds 2 > "$tmp/p1.out" 2>&1 &
+  c1=$!
+  inB env UROCE_QOS="rate 500mbit share $2" timeout 60 "$BIN/policy_share" --connect "$net.1" --port $p2 \
+    --seconds 2 > "$tmp/p2.out" 2>&1
+  wait $c1 $s1 $s2
+  /usr/bin/python3 -c "
+import json, sys
+a, b = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3])
+r, g = a['bytes'][0] / b['bytes'][0], (a['bytes'][0] + b['bytes'][0]) * 8 / max(a['seconds'], b['seconds']) / 500e6
+print('ratio %.3f port %.3f' % (r, g))
+sys.exit(0 if a['verified'] and b['verified'] and abs(r / ($1 / $2) - 1) <= 0.1 and 0.85 <= g <= 1.0 else 1)" \
+    "$tmp/p1.out" "$tmp/p2.out" 2>&1
+}
+for w in "1 1" "3 1"; do
+  set -- $w
+  if res=$(procs $1 $2); then
+    ok "two processes of shares $1:$2 on one 500 Mb/s port: $res"
+  else
+    bad "two processes of shares $1:$2 on one 500 Mb/s port: $res $(tail -2 "$tmp/p1.out" "$tmp/p2.out")"
   fi
 done
 

@@ -19,44 +19,65 @@ namespace {
 constexpr uint32_t kMsg = 64 * 1024;  // each WRITE
 constexpr uint32_t kDepth = 8;        // WRITEs in flight per streaming QP
 
-// QPs from A to B, each with its traffic class, each streaming WRITEs while asked to.
+// QPs from A to B, each with its traffic class, each streaming WRITEs while asked to. With
+// several processes (each a core of its own, on a shared port), QP i is process i's.
 struct Streams {
-  Streams(const PortQos& qos, std::vector<uint8_t> tclasses, uint64_t seed = 5, sim::FaultConfig wire = {})
+  Streams(const PortQos& qos, std::vector<uint8_t> tclasses, uint64_t seed = 5, sim::FaultConfig wire = {},
+          std::vector<PortQos> processes = {}, transport::SharedPort* shared = nullptr)
       : sim(seed, wire) {
-    transport::CoreConfig ca;
-    ca.qos = qos;
-    a = &sim.add_core(kIpA, ca);
+    if (processes.empty()) processes = {qos};
+    for (size_t p = 0; p < processes.size(); ++p) {
+      transport::CoreConfig ca;
+      ca.qos = processes[p];
+      ca.shared_port = shared;
+      ca.shared_port_slot = uint32_t(p + 1);
+      Sender x;
+      x.pc = &sim.add_core(kIpA + uint32_t(p) * 0x100, ca);
+      x.pd = *x.pc->alloc_pd();
+      x.scq = *x.pc->create_cq(4096);
+      x.rcq = *x.pc->create_cq(16);
+      senders.push_back(x);
+    }
+    a = senders[0].pc;
+    scq = senders[0].scq;
     b = &sim.add_core(kIpB);
-    pda = *a->alloc_pd();
     pdb = *b->alloc_pd();
-    scq = *a->create_cq(4096);
-    verbs::Cq* rcq_a = *a->create_cq(16);
     verbs::Cq* cq_b = *b->create_cq(16);
     src.assign(kMsg, 0x3c);
     dst.assign(tclasses.size() * kMsg, 0);
-    lkey = a->reg_mr(pda, src.data(), src.size(), kAccessLocalWrite)->lkey.value();
+    for (Sender& x : senders) x.lkey = x.pc->reg_mr(x.pd, src.data(), src.size(), kAccessLocalWrite)->lkey.value();
     rkey = b->reg_mr(pdb, dst.data(), dst.size(), kAccessLocalWrite | kAccessRemoteWrite)->rkey.value();
-    for (uint8_t tc : tclasses) {
-      transport::Qp* qa = *a->create_qp(pda, QpType::RC, scq, rcq_a, QpCap{64, 4, 1, 1, 0}, false);
+    for (size_t i = 0; i < tclasses.size(); ++i) {
+      Sender& x = senders[senders.size() == 1 ? 0 : i];
+      transport::Qp* qa = *x.pc->create_qp(x.pd, QpType::RC, x.scq, x.rcq, QpCap{64, 4, 1, 1, 0}, false);
       transport::Qp* qb = *b->create_qp(pdb, QpType::RC, cq_b, cq_b, QpCap{4, 4, 1, 1, 0}, false);
       ConnectOptions c;
       c.path_mtu = Mtu::Mtu1024;
-      c.traffic_class = tc;
-      EXPECT_TRUE(transport::connect_rc(*a, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
+      c.traffic_class = tclasses[i];
+      const uint32_t ip_a = kIpA + uint32_t(&x - senders.data()) * 0x100;
+      EXPECT_TRUE(transport::connect_rc(*x.pc, *qa, {Gid::from_ipv4(kIpB), qb->qpn().value(), 0x10}, 0x10, c));
       c.traffic_class = 0;
-      EXPECT_TRUE(transport::connect_rc(*b, *qb, {Gid::from_ipv4(kIpA), qa->qpn().value(), 0x10}, 0x10, c));
+      EXPECT_TRUE(transport::connect_rc(*b, *qb, {Gid::from_ipv4(ip_a), qa->qpn().value(), 0x10}, 0x10, c));
       qps.push_back(qa);
+      owner.push_back(&x);
     }
     inflight.assign(qps.size(), 0);
   }
 
   void post(size_t i, uint32_t len = kMsg) {
-    Sge s{uint64_t(src.data()), len, lkey};
+    Sge s{uint64_t(src.data()), len, owner[i]->lkey};
     SendWr w{i, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
     w.remote_addr = uint64_t(dst.data()) + i * kMsg;
     w.rkey = rkey;
-    ASSERT_TRUE(a->post_send(*qps[i], std::span<const SendWr>(&w, 1)));
+    ASSERT_TRUE(owner[i]->pc->post_send(*qps[i], std::span<const SendWr>(&w, 1)));
     ++inflight[i];
+  }
+
+  // Completions of every sender's QPs.
+  int poll(std::span<Wc> out) {
+    int n = 0;
+    for (Sender& x : senders) n += x.scq->poll(out.subspan(size_t(n)));
+    return n;
   }
 
   // Streams on the QPs in `on` for ns of virtual time (topping each up to kDepth WRITEs);
@@ -72,7 +93,7 @@ struct Streams {
     sim.run_until(
         [&] {
           Wc wc[64];
-          for (int k; (k = scq->poll(wc)) > 0;)
+          for (int k; (k = poll(wc)) > 0;)
             for (int j = 0; j < k; ++j) {
               EXPECT_EQ(wc[j].status, WcStatus::Success);
               --inflight[wc[j].wr_id];
@@ -90,7 +111,7 @@ struct Streams {
     sim.run_until(
         [&] {
           Wc wc[64];
-          for (int k; (k = scq->poll(wc)) > 0;)
+          for (int k; (k = poll(wc)) > 0;)
             for (int j = 0; j < k; ++j) --inflight[wc[j].wr_id];
           for (uint32_t n : inflight)
             if (n) return false;
@@ -99,14 +120,22 @@ struct Streams {
         10'000'000'000ull);
   }
 
+  struct Sender {
+    transport::ProtocolCore* pc;
+    verbs::PdHandle pd;
+    verbs::Cq *scq, *rcq;
+    uint32_t lkey = 0;
+  };
   sim::Sim sim;
-  transport::ProtocolCore *a, *b;
-  verbs::PdHandle pda, pdb;
-  verbs::Cq* scq;
+  std::vector<Sender> senders;
+  transport::ProtocolCore *a, *b;  // a: the first sender
+  verbs::PdHandle pdb;
+  verbs::Cq* scq;  // the first sender's
   std::vector<transport::Qp*> qps;
+  std::vector<Sender*> owner;
   std::vector<uint32_t> inflight;
   std::vector<uint8_t> src, dst;
-  uint32_t lkey = 0, rkey = 0;
+  uint32_t rkey = 0;
 };
 
 // Traffic classes whose DSCPs the default map puts in priorities 0, 1, 5 and 6.
@@ -232,6 +261,55 @@ TEST(TxScheduler, AStrictPriorityGoesAheadOfBulk) {
   }
 }
 
+// Processes of one host NIC (a core each) book one port: together they keep to its rate, and
+// while both wait for it they share it by their weights. Each with a port of its own, the two
+// would send twice the rate.
+TEST(TxScheduler, ProcessesOnASharedPortKeepItsRateAndShareIt) {
+  for (auto [shares, want] : {std::pair<std::pair<int, int>, double>{{1, 1}, 1.0}, {{3, 1}, 3.0}}) {
+    SCOPED_TRACE(want);
+    auto port = std::make_unique<transport::SharedPort>();
+    std::vector<PortQos> procs = {qos_of("rate 1gbit"), qos_of("rate 1gbit")};
+    procs[0].share = uint8_t(shares.first);
+    procs[1].share = uint8_t(shares.second);
+    Streams s(PortQos{}, {kTc0, kTc0}, 5, {}, procs, port.get());
+    s.stream({true, true}, 10'000'000);
+    const std::vector<uint64_t> got = s.stream({true, true}, 200'000'000);
+    EXPECT_NEAR(double(got[0]) / double(got[1]) / want, 1.0, 0.05);
+    EXPECT_NEAR(double((got[0] + got[1]) / kMsg * kWireBytes) * 8e9 / 200e6 / 1e9, 1.0, 0.02);
+    // One alone takes the whole port: the other's mark that it waits has lapsed.
+    s.drain();
+    const std::vector<uint64_t> alone = s.stream({false, true}, 100'000'000);
+    EXPECT_NEAR(double(alone[1] / kMsg * kWireBytes) * 8e9 / 100e6 / 1e9, 1.0, 0.02);
+    s.drain();
+  }
+  Streams own(PortQos{}, {kTc0, kTc0}, 5, {}, {qos_of("rate 1gbit"), qos_of("rate 1gbit")}, nullptr);
+  own.stream({true, true}, 10'000'000);
+  const std::vector<uint64_t> got = own.stream({true, true}, 200'000'000);
+  EXPECT_NEAR(double((got[0] + got[1]) / kMsg * kWireBytes) * 8e9 / 200e6 / 1e9, 2.0, 0.04);
+  own.drain();
+}
+
+// A process that lies on the shared page (a clock a minute ahead, a share that never moves
+// while it claims to wait) holds the others back for a bounded time only.
+TEST(TxScheduler, ALyingProcessOnASharedPortCannotStopTheOthers) {
+  auto port = std::make_unique<transport::SharedPort>();
+  Streams s(PortQos{}, {kTc0}, 5, {}, {qos_of("rate 1gbit")}, port.get());
+  s.stream({true}, 5'000'000);
+  auto lie = [&] {
+    port->free_at.store(s.sim.now() + 60'000'000'000ull);
+    port->proc[9].vbytes.store(0);
+    port->proc[9].waiting_until.store(s.sim.now() + transport::TxScheduler::kProcWaitingNs);
+  };
+  uint64_t sent = 0;
+  for (int i = 0; i < 50; ++i) {  // 50 ms, lied to every millisecond
+    lie();
+    sent += s.stream({true}, 1'000'000)[0];
+  }
+  // Held at most kProcMaxHoldNs at a time, it still moves at least a third of the port.
+  EXPECT_GT(double(sent / kMsg * kWireBytes) * 8e9 / 50e6 / 1e9, 0.33);
+  s.drain();
+}
+
 TEST(TxScheduler, TheDscpMapPicksThePriority) {
   // DSCP 46 (the default map: priority 5), moved to priority 2.
   for (auto [text, prio] : {std::pair<const char*, int>{"rate 1gbit", 5}, {"dscp 46:2 rate 1gbit", 2}}) {
@@ -259,9 +337,12 @@ TEST(TxScheduler, ParseQosTakesDcbsWordsAndRefusesTheRest) {
   EXPECT_EQ(parse_qos("rate 500mbit")->port_kbps, 500'000u);
   EXPECT_EQ(parse_qos("rate 5000")->port_kbps, 5000u);
   EXPECT_EQ(parse_qos("")->port_kbps, 0u);
+  EXPECT_EQ(parse_qos("")->share, 1);
+  EXPECT_EQ(parse_qos("share 7")->share, 7);
   for (const char* bad : {"strict 8", "ets 0:0", "ets 0:101", "ets 9:1", "ets 0", "dscp 64:1", "dscp 1:8",
                           "rate", "rate 0", "rate 999", "rate 2000gbit", "rate 1tbit", "rate 1gbit rate 2gbit",
-                          "fast", "strict", "strict ets 0:1", "dscp -1:2", "ets 0:3x"}) {
+                          "fast", "strict", "strict ets 0:1", "dscp -1:2", "ets 0:3x", "share 0", "share 101",
+                          "share", "share 1 share 2"}) {
     auto r = parse_qos(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, EINVAL);
