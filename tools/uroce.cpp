@@ -4,7 +4,8 @@
 // namespace (uroced) for every shared device, the processes using it (pid, uid, slot, how
 // their packets reach them, the CM services they listen on), each process's QPs (number,
 // type, state, peer, next PSNs) and its counters that are not zero. Root sees every process;
-// anyone else, the processes of its own user.
+// anyone else, the processes of its own user. `uroce rule add|del|list [--json]` manages the
+// host NIC's flow table (nicd/rules.hpp).
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -16,11 +17,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "link/host_nic_proto.hpp"
+#include "nicd/rules.hpp"
 #include "uroce/uroce.hpp"
 
 using namespace uroce::link::nicproto;
@@ -177,23 +180,130 @@ void print_text(const std::vector<Record>& recs) {
   flush_counters();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  bool json = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") json = true;
-    else if (a != "status") {
-      std::fprintf(stderr, "usage: uroce [status] [--json]\n");
-      return 2;
-    }
-  }
+// One request to the daemon of this network namespace: its text answer, or nullopt with
+// `err` set (ECONNREFUSED/ENOENT: no daemon runs; else its error, said on stderr).
+std::optional<std::string> ask(Op op, const std::string& command, int& err) {
+  err = 0;
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path + 1, kName, sizeof kName - 1);
   if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + sizeof kName)) != 0) {
+    err = errno;
+    if (fd >= 0) close(fd);
+    return std::nullopt;
+  }
+  Request q;
+  q.op = op;
+  std::snprintf(q.text, sizeof q.text, "%s", command.c_str());
+  Reply r;
+  pollfd p{fd, POLLIN, 0};
+  if (send(fd, &q, sizeof q, MSG_NOSIGNAL) != ssize_t(sizeof q) || poll(&p, 1, 5000) != 1 ||
+      recv(fd, &r, sizeof r, 0) != ssize_t(sizeof r)) {
+    std::fprintf(stderr, "uroce: the host NIC daemon did not answer\n");
+    close(fd);
+    return err = EIO, std::nullopt;
+  }
+  if (r.err) {
+    r.text[sizeof r.text - 1] = 0;
+    std::fprintf(stderr, "uroce: %s\n", r.text);
+    close(fd);
+    return err = r.err, std::nullopt;
+  }
+  p.revents = 0;
+  ssize_t n = poll(&p, 1, 5000) == 1 ? recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC) : -1;
+  std::string text(size_t(n > 0 ? n : 0), '\0');
+  if (n < 0 || (n > 0 && recv(fd, text.data(), text.size(), 0) != n)) {
+    std::fprintf(stderr, "uroce: the host NIC daemon's answer did not arrive\n");
+    close(fd);
+    return err = EIO, std::nullopt;
+  }
+  close(fd);
+  return text;
+}
+
+bool no_daemon(int err) { return err == ECONNREFUSED || err == ENOENT; }
+
+void print_rules(const std::vector<Record>& recs, bool json, bool live) {
+  if (json) {
+    std::string out = "{\"daemon\":" + std::string(live ? "true" : "false") + ",\"rules\":[";
+    for (const Record& r : recs) {
+      std::string words = r.get("rule");
+      for (char& c : words) c = c == ',' ? ' ' : c;
+      out += (out.back() == '[' ? "" : ",") + std::string("{\"id\":") + json_value(r.get("id")) + ",\"rule\":" +
+             json_value(words) + ",\"packets\":" + json_value(r.get("packets")) + ",\"bytes\":" +
+             json_value(r.get("bytes")) + ",\"dropped\":" + json_value(r.get("dropped")) + "}";
+    }
+    std::printf("%s]}\n", out.c_str());
+    return;
+  }
+  if (!live) std::printf("no host NIC daemon runs: the rules file's rules, which it takes when it starts\n");
+  if (recs.empty()) std::printf("no rules\n");
+  for (const Record& r : recs) {
+    std::string words = r.get("rule");
+    for (char& c : words) c = c == ',' ? ' ' : c;
+    std::printf("rule %s: %s  (packets %s, bytes %s, dropped %s)\n", r.get("id").c_str(), words.c_str(),
+                r.get("packets").c_str(), r.get("bytes").c_str(), r.get("dropped").c_str());
+  }
+}
+
+// uroce rule add WORDS... | del ID | list: through the daemon, or, when none runs, in the
+// rules file it reads when it starts.
+int rule_command(const std::vector<std::string>& args, bool json) {
+  if (args.empty() || (args[0] != "add" && args[0] != "del" && args[0] != "list") ||
+      (args[0] == "list") != (args.size() == 1)) {
+    std::fprintf(stderr, "usage: uroce rule add WORDS... | rule del ID | rule list [--json]\n"
+                         "  WORDS: [src ADDR[/BITS]] [sport P[-Q]] [qpn N[-M]] [opcode send|write|read|atomic|ack|cnp]\n"
+                         "         [dscp D] action drop|count|police RATE [burst SIZE]|mirror PATH\n");
+    return 2;
+  }
+  std::string command;
+  for (const auto& a : args) command += (command.empty() ? "" : " ") + a;
+  int err = 0;
+  if (auto text = ask(Op::Rules, command, err)) {
+    print_rules(parse(*text), json, true);
+    return 0;
+  }
+  if (!no_daemon(err)) return 1;
+  uroce::nicd::RuleTable t;
+  const std::string path = uroce::nicd::rules_path();
+  uroce::Status s = t.load(path);
+  if (s && args[0] == "add") {
+    auto r = uroce::nicd::parse_rule(command.substr(4));
+    s = r ? uroce::Status(t.add(std::move(*r)) ? uroce::Status{} : uroce::make_error(ENOSPC, "rule: the table is full"))
+          : uroce::Status(r.error());
+  } else if (s && args[0] == "del") {
+    s = t.del(uint32_t(std::strtoul(args[1].c_str(), nullptr, 10)));
+  }
+  if (s && args[0] != "list") s = t.save(path);
+  if (!s) {
+    std::fprintf(stderr, "uroce: %s\n", s.error().message.c_str());
+    return 1;
+  }
+  print_rules(parse(t.list_text()), json, false);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false;
+  std::vector<std::string> rule_args;
+  bool rule = argc > 1 && std::string(argv[1]) == "rule";
+  for (int i = rule ? 2 : 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") json = true;
+    else if (rule) rule_args.push_back(a);
+    else if (a != "status") {
+      std::fprintf(stderr, "usage: uroce [status] [--json] | uroce rule add|del|list ...\n");
+      return 2;
+    }
+  }
+  if (rule) return rule_command(rule_args, json);
+  int err = 0;
+  auto text = ask(Op::Status, "", err);
+  if (!text) {
+    if (!no_daemon(err)) return 1;
     // No daemon: no process of this host (network namespace) has a shared device open.
     if (json) {
       std::printf("{%s,\"devices\":[]}\n", links_json().c_str());
@@ -203,29 +313,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  Request q;
-  q.op = Op::Status;
-  Reply r;
-  pollfd p{fd, POLLIN, 0};
-  if (send(fd, &q, sizeof q, MSG_NOSIGNAL) != ssize_t(sizeof q) || poll(&p, 1, 5000) != 1 ||
-      recv(fd, &r, sizeof r, 0) != ssize_t(sizeof r)) {
-    std::fprintf(stderr, "uroce: the host NIC daemon did not answer\n");
-    return 1;
-  }
-  if (r.err) {
-    r.text[sizeof r.text - 1] = 0;
-    std::fprintf(stderr, "uroce: %s\n", r.text);
-    return 1;
-  }
-  p.revents = 0;
-  ssize_t n = poll(&p, 1, 5000) == 1 ? recv(fd, nullptr, 0, MSG_PEEK | MSG_TRUNC) : -1;
-  std::string text(size_t(n > 0 ? n : 0), '\0');
-  if (n < 0 || (n > 0 && recv(fd, text.data(), text.size(), 0) != n)) {
-    std::fprintf(stderr, "uroce: the host NIC daemon's status did not arrive\n");
-    return 1;
-  }
-  close(fd);
-  auto recs = parse(text);
+  auto recs = parse(*text);
   if (json) {
     print_json(recs);
   } else {

@@ -21,6 +21,9 @@ enum class Op : uint32_t {
   Reply,
   Status,      // from the uroce command: answered with a Reply, then one message of text,
                // the host NIC's status as records (kStatusFormat)
+  Rules,       // from the uroce command: Request::text is "add WORDS", "del ID" or "list";
+               // answered with a Reply (err and why), then, on success, one message of text:
+               // the table's records ("rule id=N rule=WORDS,... packets= bytes= dropped=")
 };
 
 struct Request {
@@ -28,6 +31,7 @@ struct Request {
   uint32_t reserved = 0;
   uint64_t arg = 0;
   uint8_t addr[16] = {};
+  char text[480] = {};  // Rules: the command, NUL-terminated
 };
 
 struct Reply {

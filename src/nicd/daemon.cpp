@@ -60,6 +60,8 @@ Result<std::unique_ptr<Daemon>> Daemon::open() {
   if (d->epoll_fd_ < 0) return make_error(errno, std::string("uroced: epoll: ") + std::strerror(errno));
   epoll_event ev{EPOLLIN, {.u64 = tag(kListen, 0)}};
   epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, d->listen_fd_, &ev);
+  d->rules_path_ = rules_path();
+  if (Status s = d->rules_.load(d->rules_path_); !s) return make_error(EINVAL, "uroced: " + s.error().message);
   return d;
 }
 
@@ -228,6 +230,8 @@ void Daemon::on_request(Client& c) {
     case Op::Status:
       if (query_) return reply(c, EBUSY, "uroced: another status is being gathered; try again");
       return start_status(c);
+    case Op::Rules:
+      return on_rules(c, std::string(q.text, strnlen(q.text, sizeof q.text)));
     case Op::Reply:
       break;
   }
@@ -319,9 +323,9 @@ Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::ve
   d.wanted = gids;
   d.gids = gids;
   const Gid& addr = d.addr;
-  const auto prog = link::steering::reuseport_program();
   for (size_t g = 0; g < d.gids.size();) {
     const Gid& gid = d.gids[g];
+    const auto prog = rules_.steering_program(wire::is_v4(gid));
     std::array<int, kSlots> row;
     row.fill(-1);
     int err = 0;
@@ -332,10 +336,8 @@ Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::ve
     }
     sock_fprog fp{uint16_t(prog.size()), const_cast<sock_filter*>(prog.data())};
     if (err == 0 && setsockopt(row[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fp, sizeof fp) != 0) err = errno;
-    // Locked: a process given one of these sockets cannot replace the group's program.
-    int one = 1;
-    for (int fd : row)
-      if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof one);
+    // Not locked (SO_LOCK_FILTER): the daemon replaces the program when the rules change. The
+    // processes given these sockets are of the daemon's user or root, who could act as it anyway.
     bool stale = err == 0 && !steers(gid, itf.index, row);
     if (err != 0 || stale) {
       for (int fd : row)
@@ -427,11 +429,51 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
           tos = *CMSG_DATA(c);
       Client* owner = d.owner[slot];
       if (m.msg_flags & MSG_TRUNC) ++ctr_.stray_dropped;
-      else if (slot == 0) forward_mad(d, g, {buf, size_t(n)}, from, tos);
+      else if (slot == 0) on_steered(d, g, {buf, size_t(n)}, from, tos);
       else if (owner && owner->forwarded) pass_on(*owner, d, g, {buf, size_t(n)}, from, tos);
       else ++ctr_.stray_dropped;
     }
   }
+}
+
+void Daemon::on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from,
+                        uint8_t tos) {
+  Gid src;
+  uint16_t sport = 0;
+  if (from.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
+    src = Gid::from_ipv4(ntohl(a.sin_addr.s_addr));
+    sport = ntohs(a.sin_port);
+  } else {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
+    std::memcpy(src.raw.data(), &a.sin6_addr, 16);
+    sport = ntohs(a.sin6_port);
+  }
+  if (Rule* r = rules_.first_match(pkt, src, sport, tos)) {
+    ++ctr_.ruled;
+    ++r->packets;
+    r->bytes += pkt.size();
+    const uint64_t now_ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch()).count());
+    const bool through = r->action == Rule::Action::Count || r->action == Rule::Action::Mirror ||
+                         (r->action == Rule::Action::Police && r->conforms(pkt.size(), now_ns));
+    if (!through) {
+      ++r->dropped;
+      return;
+    }
+    if (r->action == Rule::Action::Mirror) {
+      auto& w = mirrors_[r->mirror];
+      if (!w) {
+        w = std::make_unique<link::PcapWriter>();
+        (void)w->open(r->mirror);  // a path it cannot write: mirrored nowhere, still counted
+      }
+      if (w->is_open()) w->write({src, d.gids[gid], sport, wire::kRoceV2Port}, pkt, now_ns);
+    }
+  }
+  const uint32_t slot = link::steering::slot_of_qpn(pkt.size() >= 8 ? wire::read_be32(pkt.data() + 4) : 0);
+  if (slot == 0) return forward_mad(d, gid, pkt, from, tos);
+  if (Client* c = d.owner[slot]; c && pass_on(*c, d, gid, pkt, from, tos)) return;
+  ++ctr_.stray_dropped;  // no process holds its slot, or its channel is full
 }
 
 // A UD SEND_ONLY to QP1 carrying a CM MAD goes to the process it names; anything else on slot

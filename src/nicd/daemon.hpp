@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "link/iface.hpp"
+#include "link/pcap_writer.hpp"
 #include "link/steering.hpp"
+#include "nicd/rules.hpp"
 #include "transport/shared_port.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
@@ -26,14 +28,15 @@
 namespace uroce::nicd {
 
 struct DaemonCounters {
-  uint64_t attached = 0, refused = 0, mads_forwarded = 0, mads_dropped = 0, stray_dropped = 0;
+  uint64_t attached = 0, refused = 0, mads_forwarded = 0, mads_dropped = 0, stray_dropped = 0, ruled = 0;
 };
 
 uint64_t now_ms();  // steady clock
 
 class Daemon {
  public:
-  // Takes the daemon's name; EADDRINUSE if another daemon has it.
+  // Takes the daemon's name and loads the rules file (rules_path()); EADDRINUSE if another
+  // daemon has the name, EINVAL (and the line) for a rules file it cannot read.
   static Result<std::unique_ptr<Daemon>> open();
   ~Daemon();
   // Serves until no process has been attached for idle_ms (then returns 0).
@@ -89,6 +92,12 @@ class Daemon {
   void watch_slot(Device& d, uint32_t slot, bool on);
   static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);
+  // A datagram on slot 0: the flow table's first matching rule acts on it, then what it lets
+  // through goes to its QP's process (a MAD to the one it names).
+  void on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
+  // Rules requests (rule_requests.cpp); a changed table is saved and steers at once.
+  void on_rules(Client& c, const std::string& command);
+  Status apply_rules();
   void forward_mad(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from, uint8_t tos);
   bool pass_on(Client& c, const Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from,
                uint8_t tos);
@@ -99,6 +108,9 @@ class Daemon {
   std::map<int, std::unique_ptr<Client>> clients_;  // by control fd
   DaemonCounters ctr_;
   std::unique_ptr<StatusQuery> query_;
+  RuleTable rules_;
+  std::string rules_path_;
+  std::map<std::string, std::unique_ptr<link::PcapWriter>> mirrors_;  // by path
 };
 
 }  // namespace uroce::nicd
