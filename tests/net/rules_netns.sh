@@ -8,7 +8,9 @@
 # - the rule is kept: the daemon leaves, a new one starts with it and it still drops;
 # - "src .3 action police 20mbit": a UDP flood from .3 gets through at no more than the rate
 #   (and not much less), while uroce-perf from .2 is verified beside it; deleting the rules
-#   lets .3 through again.
+#   lets .3 through again;
+# - count and mirror pass .3's packets on (verified), counted, the mirrored WRITEs a capture
+#   tshark decodes; a rule added while .2 streams leaves that stream verified.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: rules_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -23,12 +25,13 @@ ip -n "$B" addr add "$net.3/24" dev "urb$tag"
 export UROCE_RULES="$tmp/rules"
 port=$((22000 + tag % 20000))
 rule() { inA env UROCE_RULES="$UROCE_RULES" "$BIN/uroce" rule "$@"; }
-# perf FROM ITERS: uroce-perf from B's address FROM to A, 16 KiB WRITEs; 0 if both ends verified.
+# perf FROM ITERS [OP]: uroce-perf from B's address FROM to A, 16 KiB WRITEs (or OP); 0 if both
+# ends verified.
 perf() {
   port=$((port + 1))
   inA env UROCE_RULES="$UROCE_RULES" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srv$1.log" 2>&1 &
   srv=$!
-  out=$(inB env UROCE_ADDR="$net.$1" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write \
+  out=$(inB env UROCE_ADDR="$net.$1" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op "${3:-write}" \
         --mode bw --size 16384 --iters "$2" --json 2>&1)
   c=$?
   wait $srv
@@ -119,6 +122,44 @@ else
   bad "police: flood $flood, matched $packets, dropped $dropped"
 fi
 rule del "$id" > /dev/null && perf 3 64 && ok "rules deleted: .3 verified again" || bad "after del .3 failed"
+
+# Count and mirror pass packets on through the daemon: .3 verified, every packet counted, the
+# mirrored ones a capture tshark reads as RoCE.
+out=$(rule add src "$net.3" opcode write action mirror "$tmp/m.pcap") || bad "mirror rule: $out"
+out=$(rule add src "$net.3" action count) || bad "count rule: $out"
+perf 3 64 && perf 3 64 send && ok "count and mirror: .3's WRITEs and SENDs verified through the daemon" \
+  || bad "count and mirror: .3 failed: $(tail -2 "$tmp/cli3.log")"
+inA env UROCE_RULES="$UROCE_RULES" timeout 30 "$BIN/uroce-perf" --server --port $((port + 200)) > /dev/null 2>&1 &
+keeper=$!
+for _ in $(seq 50); do rule list 2>/dev/null | grep -q "no host NIC daemon" || break; sleep 0.1; done
+ids=$(rule list --json | $PY -c "import json,sys; print(' '.join(str(r['id']) for r in json.load(sys.stdin)['rules']))")
+set -- $ids
+mirrored=$(field "$1" packets) counted=$(field "$2" packets)
+writes=$(tshark -r "$tmp/m.pcap" -Y "infiniband.bth.opcode == 6 || infiniband.bth.opcode == 7 || infiniband.bth.opcode == 8 || infiniband.bth.opcode == 10" 2>/dev/null | wc -l)
+if [ "${mirrored:-0}" -gt 0 ] && [ "$writes" = "$mirrored" ] && [ "${counted:-0}" -gt 0 ]; then
+  ok "mirror: $mirrored WRITE packets captured and decoded; count: $counted others (the SENDs)"
+else
+  bad "mirror $mirrored (decoded $writes), count $counted"
+fi
+kill $keeper 2>/dev/null
+wait $keeper 2>/dev/null
+rule del "$1" > /dev/null; rule del "$2" > /dev/null
+
+# A change while .2 streams: its QPs go on undisturbed, and .3 is stopped from then on.
+port=$((port + 1))
+inA env UROCE_RULES="$UROCE_RULES" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srvl.log" 2>&1 &
+srv=$!
+inB env UROCE_ADDR="$net.2" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw \
+  --size 65536 --iters 16384 --json > "$tmp/clil.log" 2>&1 &
+cli=$!
+sleep 0.5
+out=$(rule add src "$net.3" action drop) || bad "live rule: $out"
+wait $cli
+c=$?
+wait $srv
+[ $c = 0 ] && grep -q '"verified":true' "$tmp/clil.log" && ok "a rule added mid-stream leaves .2's stream verified" \
+  || bad ".2's stream failed across a rule change: $(tail -2 "$tmp/clil.log")"
+perf 3 64 && bad ".3 verified after the live drop rule" || ok "the live rule drops .3"
 
 echo "rules netns: $passed passed, $failed failed"
 [ $failed = 0 ]
