@@ -195,6 +195,11 @@ std::optional<std::string> ask(Op op, const std::string& command, int& err) {
   }
   Request q;
   q.op = op;
+  if (command.size() >= sizeof q.text) {
+    std::fprintf(stderr, "uroce: a request of at most %zu characters\n", sizeof q.text - 1);
+    close(fd);
+    return err = EINVAL, std::nullopt;
+  }
   std::snprintf(q.text, sizeof q.text, "%s", command.c_str());
   Reply r;
   pollfd p{fd, POLLIN, 0};

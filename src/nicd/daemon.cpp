@@ -467,7 +467,10 @@ void Daemon::on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, con
         w = std::make_unique<link::PcapWriter>();
         (void)w->open(r->mirror);  // a path it cannot write: mirrored nowhere, still counted
       }
-      if (w->is_open()) w->write({src, d.gids[gid], sport, wire::kRoceV2Port}, pkt, now_ns);
+      const auto wall = std::chrono::system_clock::now().time_since_epoch();  // a capture's time is the date
+      if (w->is_open())
+        w->write({src, d.gids[gid], sport, wire::kRoceV2Port}, pkt,
+                 uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()));
     }
   }
   const uint32_t slot = link::steering::slot_of_qpn(pkt.size() >= 8 ? wire::read_be32(pkt.data() + 4) : 0);
