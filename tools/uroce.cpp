@@ -259,7 +259,7 @@ int rule_command(const std::vector<std::string>& args, bool json) {
       (args[0] == "list") != (args.size() == 1)) {
     std::fprintf(stderr, "usage: uroce rule add WORDS... | rule del ID | rule list [--json]\n"
                          "  WORDS: [src ADDR[/BITS]] [sport P[-Q]] [qpn N[-M]] [opcode send|write|read|atomic|ack|cnp]\n"
-                         "         [dscp D] action drop|count|police RATE [burst SIZE]|mirror PATH\n");
+                         "         [dscp D] action drop|count|police RATE [burst SIZE]|mirror PATH|prio P\n");
     return 2;
   }
   std::string command;

@@ -308,6 +308,7 @@ void Daemon::make_port(Device& d) {
   }
   d.port_fd = fd;
   d.port = new (m) transport::SharedPort;
+  rules_.publish_classes(*d.port);
 }
 
 void Daemon::close_sockets(Device& d) {

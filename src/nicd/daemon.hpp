@@ -88,7 +88,7 @@ class Daemon {
   Result<Device*> device_for(const Gid& addr);
   Status open_sockets(Device& d, const link::Interface& itf, const std::vector<Gid>& gids);
   void close_sockets(Device& d);
-  static void make_port(Device& d);
+  void make_port(Device& d);
   void watch_slot(Device& d, uint32_t slot, bool on);
   static bool steers(const Gid& gid, uint32_t ifindex, const std::array<int, link::steering::kSlots>& row);
   void on_datagrams(Device& d, size_t gid, uint32_t slot);

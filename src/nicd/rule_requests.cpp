@@ -56,6 +56,8 @@ Status Daemon::apply_rules() {
         s = make_error(errno, std::string("uroced: the rules are saved but do not steer ") + d->gids[g].to_string() +
                                   "'s packets yet: " + std::strerror(errno));
     }
+  for (auto& d : devices_)
+    if (d->port) rules_.publish_classes(*d->port);
   std::set<std::string> used;  // captures no rule names any more are closed
   for (const Rule& r : rules_.rules())
     if (r.action == Rule::Action::Mirror) used.insert(r.mirror);

@@ -127,12 +127,17 @@ Result<Rule> parse_rule(std::string_view text) {
           if (!scaled(w[i], {{"k", 1024}, {"m", 1 << 20}}, r.burst_bytes) || r.burst_bytes < 1500)
             return bad("burst is a size of 1500 bytes or more (k, m), not '" + w[i] + "'");
         }
+      } else if (v == "prio") {
+        r.action = Rule::Action::Prio;
+        uint64_t p = 0;
+        if (i + 1 >= w.size() || !num(w[++i], 7, p)) return bad("prio takes a priority, 0..7");
+        r.prio = uint8_t(p);
       } else if (v == "mirror") {
         r.action = Rule::Action::Mirror;
         if (i + 1 >= w.size() || w[i + 1].empty() || w[i + 1][0] != '/') return bad("mirror takes an absolute path");
         r.mirror = w[++i];
       } else {
-        return bad("action is drop, count, police RATE [burst SIZE] or mirror PATH, not '" + v + "'");
+        return bad("action is drop, count, police RATE [burst SIZE], mirror PATH or prio P, not '" + v + "'");
       }
     } else {
       return bad("'" + k + "' is not src, sport, qpn, opcode, dscp or action");
@@ -160,6 +165,7 @@ std::string Rule::words() const {
     case Action::Count: o << "action count"; break;
     case Action::Police: o << "action police " << rate_bps / 1000 << "kbit burst " << burst_bytes; break;
     case Action::Mirror: o << "action mirror " << mirror; break;
+    case Action::Prio: o << "action prio " << int(prio); break;
   }
   return o.str();
 }
@@ -185,7 +191,7 @@ bool Rule::conforms(size_t n, uint64_t now_ns) {
 
 Rule* RuleTable::first_match(std::span<const uint8_t> p, const Gid& from, uint16_t port, uint8_t tos) {
   for (Rule& r : rules_)
-    if (r.matches(p, from, port, tos)) return &r;
+    if (r.action != Rule::Action::Prio && r.matches(p, from, port, tos)) return &r;
   return nullptr;
 }
 
@@ -254,7 +260,7 @@ std::vector<sock_filter> RuleTable::steering_program(bool v4) const {
   std::vector<sock_filter> prog;
   const uint32_t net = uint32_t(SKF_NET_OFF);
   for (const Rule& r : rules_) {
-    if (r.src && wire::is_v4(r.src->first) != v4) continue;  // never matches this group
+    if (r.action == Rule::Action::Prio || (r.src && wire::is_v4(r.src->first) != v4)) continue;  // not in this group
     std::vector<sock_filter> b;  // each check jumps to the block's end (the next rule) if unmet
     std::vector<std::pair<size_t, bool>> exits;  // a jump, and whether its true branch is the miss
     auto check = [&](uint32_t offset, uint32_t mask, uint16_t jump_op, uint32_t k, bool miss_if_true) {
@@ -289,6 +295,27 @@ std::vector<sock_filter> RuleTable::steering_program(bool v4) const {
   const auto steer = link::steering::reuseport_program();
   prog.insert(prog.end(), steer.begin(), steer.end());
   return prog;
+}
+
+void RuleTable::publish_classes(transport::SharedPort& port) const {
+  using transport::SharedPort;
+  port.class_version.fetch_add(1, std::memory_order_acq_rel);  // odd: being written
+  std::atomic_thread_fence(std::memory_order_release);
+  uint32_t n = 0;
+  for (const Rule& r : rules_) {
+    if (r.action != Rule::Action::Prio || n == SharedPort::kClasses) continue;
+    SharedPort::Class& c = port.classes[n++];
+    std::memset(&c, 0, sizeof c);
+    if (r.src) {
+      std::memcpy(c.gid, r.src->first.raw.data(), 16);
+      c.bits = uint8_t(r.src->second);
+    }
+    c.prio = r.prio;
+    c.qpn_lo = r.qpn ? r.qpn->first : 0;
+    c.qpn_hi = r.qpn ? r.qpn->second : 0xffffff;
+  }
+  port.nclasses = n;
+  port.class_version.fetch_add(1, std::memory_order_release);
 }
 
 std::string rules_path() {

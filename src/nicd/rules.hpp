@@ -6,7 +6,11 @@
 // packet, counts it, polices its source to a rate (a token bucket) or mirrors it into a
 // capture. Words, as `uroce rule add` takes them and the rules file keeps them:
 //   src 10.0.0.3/32 sport 49152-65535 qpn 0x100-0x1ff opcode write dscp 46 action drop
-//   action police 10mbit burst 64k | action count | action mirror /tmp/x.pcap
+//   action police 10mbit burst 64k | action count | action mirror /tmp/x.pcap | action prio 5
+// "action prio P" classifies instead of acting on what arrives: the QPs of the host's
+// processes (on its shared port) whose peer is in the rule's source prefix, and whose own QPN
+// is in its range, send in priority P whatever their DSCP maps to. It leaves received packets
+// alone, so it sends none of them to the daemon.
 // The first rule that matches decides. In the kernel, the steering group's program (classic
 // BPF, link/steering.hpp) sends every packet a rule may match (by source and QPN) to the
 // daemon's own socket instead of the process's; the daemon matches it exactly, counts, acts,
@@ -21,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/shared_port.hpp"
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
 
@@ -36,9 +41,10 @@ struct Rule {
   std::optional<std::pair<uint32_t, uint32_t>> qpn;
   std::optional<OpClass> opclass;
   std::optional<uint8_t> dscp;
-  enum class Action : uint8_t { Drop, Count, Police, Mirror } action = Action::Drop;
+  enum class Action : uint8_t { Drop, Count, Police, Mirror, Prio } action = Action::Drop;
   uint64_t rate_bps = 0, burst_bytes = 0;  // police
   std::string mirror;                      // a pcap file
+  uint8_t prio = 0;                        // prio: the priority QPs of this host send in to these peers
   // What it has seen: packets and bytes it matched, and of those the ones it dropped.
   uint64_t packets = 0, bytes = 0, dropped = 0;
   double tokens = -1;  // police: bytes the bucket holds (-1: full, not yet used)
@@ -67,6 +73,8 @@ class RuleTable {
   // The steering program for a group of one address family: packets a rule may match (by
   // source and destination QP) go to slot 0, the daemon's; the rest by their QPN's slot.
   std::vector<sock_filter> steering_program(bool v4) const;
+  // The "action prio" rules as the shared port's classes (the first kClasses of them).
+  void publish_classes(transport::SharedPort& port) const;
 
  private:
   std::vector<Rule> rules_;

@@ -30,7 +30,7 @@ void ProtocolCore::drain_doorbells() {
 void ProtocolCore::schedule(Qp& qp) {
   if (!qp.active) {
     qp.active = true;
-    qp.prio = sched_.priority_of(qp.attr().traffic_class);
+    qp.prio = sched_.priority_for(qp.attr().traffic_class, qp.attr().dgid, qp.qpn().value());
     sched_.push(qp);
   }
 }

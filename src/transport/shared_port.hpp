@@ -22,6 +22,19 @@ struct SharedPort {
     std::atomic<uint64_t> waiting_until{0};  // it has packets waiting for the port until then
   };
   Proc proc[kProcs];
+  // The host's classes (the flow table's "action prio" rules, written by the daemon): a QP
+  // whose peer is in a class's prefix (and whose QPN in its range) sends in its priority,
+  // whatever its DSCP maps to. A sequence lock: version is odd while the daemon writes.
+  static constexpr uint32_t kClasses = 16;
+  struct Class {
+    uint8_t gid[16];
+    uint8_t bits;  // prefix length within the GID (IPv4: 96 + its own)
+    uint8_t prio;
+    uint32_t qpn_lo, qpn_hi;
+  };
+  std::atomic<uint32_t> class_version{0};
+  uint32_t nclasses = 0;
+  Class classes[kClasses];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 

@@ -91,6 +91,29 @@ bool TxScheduler::my_turn(uint64_t now) {
   return false;
 }
 
+uint8_t TxScheduler::priority_for(uint8_t traffic_class, const Gid& peer, uint32_t qpn) {
+  if (shared_) {
+    // Read under the daemon's sequence lock; a writer seen at work keeps the last good copy.
+    const uint32_t v = shared_->class_version.load(std::memory_order_acquire);
+    if (v != class_seen_ && !(v & 1)) {
+      std::vector<SharedPort::Class> copy(shared_->classes, shared_->classes + std::min(shared_->nclasses, SharedPort::kClasses));
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (shared_->class_version.load(std::memory_order_relaxed) == v) {
+        classes_ = std::move(copy);
+        class_seen_ = v;
+      }
+    }
+    for (const SharedPort::Class& c : classes_) {
+      if (qpn < c.qpn_lo || qpn > c.qpn_hi || c.prio >= kPriorities) continue;
+      int left = std::min<int>(c.bits, 128);
+      size_t i = 0;
+      for (; left >= 8 && peer.raw[i] == c.gid[i]; left -= 8) ++i;
+      if (left <= 0 || (left < 8 && ((peer.raw[i] ^ c.gid[i]) >> (8 - left)) == 0)) return c.prio;
+    }
+  }
+  return priority_of(traffic_class);
+}
+
 uint64_t TxScheduler::port_room(uint64_t now) const {
   if (port_bps_ == 0) return UINT64_MAX;
   const uint64_t from = std::max(port_free_at(now), now > kPortBurstNs ? now - kPortBurstNs : 0);

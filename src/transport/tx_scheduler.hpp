@@ -45,6 +45,9 @@ class TxScheduler {
   void share_port(SharedPort* sp, uint32_t slot);
   const PortQos& qos() const { return qos_; }
   uint8_t priority_of(uint8_t traffic_class) const { return qos_.priority_of(traffic_class); }
+  // A QP's priority: the host's class for its peer and QPN if one has it (a shared port's
+  // classes, the flow table's "action prio"), else its traffic class's.
+  uint8_t priority_for(uint8_t traffic_class, const Gid& peer, uint32_t qpn);
 
   void push(Qp& q);   // the caller marks it listed (Qp::active) and sets Qp::prio
   void erase(Qp* q);  // a QP that goes away
@@ -94,6 +97,8 @@ class TxScheduler {
   uint32_t slot_ = 0;
   uint64_t held_until_ = 0, held_since_ = 0, free_until_ = 0;
   bool came_back_ = false;
+  std::vector<SharedPort::Class> classes_;  // the shared port's, as of class_seen_
+  uint32_t class_seen_ = UINT32_MAX;
   std::array<uint64_t, kPriorities> sent_{};
 };
 

@@ -10,7 +10,8 @@
 #   (and not much less), while uroce-perf from .2 is verified beside it; deleting the rules
 #   lets .3 through again;
 # - count and mirror pass .3's packets on (verified), counted, the mirrored WRITEs a capture
-#   tshark decodes; a rule added while .2 streams leaves that stream verified.
+#   tshark decodes; a rule added while .2 streams leaves that stream verified;
+# - "src .2 action prio 5": A's QPs to .2 send in priority 5.
 # Needs root (ip netns); without it, says so loudly and exits 77 (CTest: skipped).
 # usage: rules_netns.sh BUILD_BIN_DIR
 BIN=$(cd "$1" && pwd)
@@ -160,6 +161,24 @@ wait $srv
 [ $c = 0 ] && grep -q '"verified":true' "$tmp/clil.log" && ok "a rule added mid-stream leaves .2's stream verified" \
   || bad ".2's stream failed across a rule change: $(tail -2 "$tmp/clil.log")"
 perf 3 64 && bad ".3 verified after the live drop rule" || ok "the live rule drops .3"
+
+# A class: "src .2 action prio 5" puts A's QPs to .2 in priority 5 (their DSCP 0 maps to 0),
+# while .2's packets to A still go straight to their process (the rule counts none).
+out=$(rule add src "$net.2" action prio 5) || bad "prio rule: $out"
+port=$((port + 1))
+inB env UROCE_ADDR="$net.2" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srvq.log" 2>&1 &
+srv=$!
+inB sh -c ". '$HERE/../common/listen.sh'; listen_wait $port" || true
+inA env UROCE_RULES="$UROCE_RULES" UROCE_PERF_COUNTERS=1 timeout 60 "$BIN/uroce-perf" --connect "$net.2" --port $port \
+  --op write --mode bw --size 16384 --iters 256 --json > "$tmp/cliq.log" 2>&1
+c=$?
+wait $srv
+if [ $c = 0 ] && grep -q '"verified":true' "$tmp/cliq.log" && grep -q 'tx_prio5_bytes=' "$tmp/cliq.log" &&
+   ! grep -q 'tx_prio0_bytes=' "$tmp/cliq.log"; then
+  ok "prio rule: A's WRITEs to .2 went in priority 5 ($(grep -o 'tx_prio5_bytes=[0-9]*' "$tmp/cliq.log"))"
+else
+  bad "prio rule: $(grep -o 'tx_prio[0-9]_bytes=[0-9]*' "$tmp/cliq.log") $(tail -2 "$tmp/cliq.log")"
+fi
 
 echo "rules netns: $passed passed, $failed failed"
 [ $failed = 0 ]

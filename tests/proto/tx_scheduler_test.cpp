@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <tuple>
 #include <cstdio>
 
 #include "../common/core_pair.hpp"
@@ -308,6 +310,31 @@ TEST(TxScheduler, ALyingProcessOnASharedPortCannotStopTheOthers) {
   // Held at most kProcMaxHoldNs at a time, it still moves at least a third of the port.
   EXPECT_GT(double(sent / kMsg * kWireBytes) * 8e9 / 50e6 / 1e9, 0.33);
   s.drain();
+}
+
+// The host's classes on a shared port (the flow table's "action prio", which the daemon
+// writes): a QP to a peer in a class's prefix sends in its priority whatever its DSCP, one
+// to a peer outside it by its DSCP; a class whose QPN range leaves the QP out does not apply.
+TEST(TxScheduler, TheHostsClassesOverrideTheDscp) {
+  for (auto [bits, qpn_lo, want] : {std::tuple<uint8_t, uint32_t, int>{128, 0, 6}, {96 + 24, 0, 6}, {128, 0xffffff, 0},
+                                    {96 + 32, 0, 6}}) {
+    SCOPED_TRACE(int(bits));
+    auto port = std::make_unique<transport::SharedPort>();
+    transport::SharedPort::Class& c = port->classes[0];
+    std::memcpy(c.gid, Gid::from_ipv4(kIpB).raw.data(), 16);
+    c.bits = bits;
+    c.prio = 6;
+    c.qpn_lo = qpn_lo;
+    c.qpn_hi = 0xffffff;
+    port->nclasses = 1;
+    port->class_version.store(2);
+    Streams s(PortQos{}, {kTc0}, 5, {}, {PortQos{}}, port.get());
+    s.stream({true}, 2'000'000);
+    s.drain();
+    const transport::Counters& k = s.a->counters();
+    EXPECT_EQ(k.tx_prio6_bytes > 0, want == 6);
+    EXPECT_EQ(k.tx_prio0_bytes > 0, want == 0);
+  }
 }
 
 TEST(TxScheduler, TheDscpMapPicksThePriority) {

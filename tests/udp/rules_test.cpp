@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "link/steering.hpp"
@@ -43,7 +44,7 @@ const Gid kA = Gid::from_ipv4(0x0a000003), kB = Gid::from_ipv4(0x0a000104);
 TEST(Rules, WordsGoBothWays) {
   for (const char* w : {"src 10.0.0.0/24 sport 49152-65535 qpn 0x100-0x1ff opcode write dscp 46 action drop",
                         "action count", "src fe80::1/64 action mirror /tmp/x.pcap",
-                        "opcode cnp action police 10000kbit burst 65536"}) {
+                        "opcode cnp action police 10000kbit burst 65536", "src 10.0.0.0/8 qpn 0x40000-0x7ffff action prio 5"}) {
     const Rule r = rule(w);
     const Rule again = rule(r.words().c_str());
     EXPECT_EQ(again.words(), r.words()) << w;
@@ -58,7 +59,8 @@ TEST(Rules, BadWordsAreRefusedSayingWhy) {
   for (const char* w : {"", "src 10.0.0.1", "action", "action jump", "src 300.1.1.1 action drop", "src 10.0.0.1/33 action drop",
                         "src ::1/129 action drop", "sport 5-1 action drop", "sport 70000 action drop", "qpn 0x1000000 action drop",
                         "opcode push action drop", "dscp 64 action drop", "action police", "action police 7kbit",
-                        "action police 1mbit burst 100", "action mirror x.pcap", "action drop action count", "color red action drop"}) {
+                        "action police 1mbit burst 100", "action mirror x.pcap", "action drop action count", "color red action drop",
+                        "action prio 8", "action prio"}) {
     auto r = parse_rule(w);
     ASSERT_FALSE(r.ok()) << w;
     EXPECT_EQ(r.error().code, EINVAL);
@@ -113,6 +115,20 @@ TEST(Rules, TheTableKeepsOrderFileAndLimit) {
   auto p = packet(0x04, 7);
   EXPECT_EQ(t.first_match(p, kA, 1, 0)->id, 1u);  // first match decides
   EXPECT_EQ(t.first_match(p, kB, 1, 0)->id, 2u);
+  RuleTable prio;  // a class for what this host sends, not a rule for what it receives
+  ASSERT_TRUE(prio.add(rule("src 10.0.0.3 action prio 5")).ok());
+  EXPECT_EQ(prio.first_match(p, kA, 1, 0), nullptr);
+  transport::SharedPort port;
+  ASSERT_TRUE(prio.add(rule("src 10.0.0.0/8 qpn 0x40000-0x7ffff action prio 2")).ok());
+  prio.publish_classes(port);
+  EXPECT_EQ(port.class_version.load() % 2, 0u);
+  ASSERT_EQ(port.nclasses, 2u);
+  EXPECT_EQ(port.classes[0].prio, 5);
+  EXPECT_EQ(port.classes[0].bits, 128);
+  EXPECT_EQ(std::memcmp(port.classes[0].gid, kA.raw.data(), 16), 0);
+  EXPECT_EQ(port.classes[0].qpn_hi, 0xffffffu);
+  EXPECT_EQ(port.classes[1].bits, 96 + 8);
+  EXPECT_EQ(port.classes[1].qpn_lo, 0x40000u);
   char path[] = "/tmp/uroce-rules-XXXXXX";
   const int fd = mkstemp(path);
   ASSERT_GE(fd, 0);
@@ -180,6 +196,7 @@ TEST(Rules, TheSteeringProgramSendsWhatARuleMayMatchToTheDaemon) {
   attach(t);
   EXPECT_EQ(lands(2, q5), 5);
   ASSERT_TRUE(t.add(rule("src fe80::3 action drop")).ok());  // another family's: not in this program
+  ASSERT_TRUE(t.add(rule("src 127.0.0.2 action prio 3")).ok());  // classifies what is sent: not steered
   ASSERT_TRUE(t.add(rule("src 127.0.0.3 action drop")).ok());
   attach(t);
   EXPECT_EQ(lands(3, q5), 0);
