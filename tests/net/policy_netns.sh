@@ -4,9 +4,9 @@
 # TOS (-R -T, which the passive side takes from the REQ, as the kernel's CM gives it),
 # captured on the wire: the test QPs' packets both ways carry the DSCP.
 # Rate limits: uroce-perf streaming 16 KiB RDMA WRITEs (byte-checked) from a QP limited to 10 Mb/s,
-# 100 Mb/s and 1 Gb/s, for about a second each. Its goodput (payload bytes; the limit counts
+# 100 Mb/s and 1 Gb/s, and 64 KiB ones at 10 Gb/s, for about a second each. Its goodput (payload bytes; the limit counts
 # the RoCE headers too, 1.5 % at MTU 1024) may never pass the limit, and at 10 and 100 Mb/s,
-# far below what the link carries, must reach 90 % of it (98.4 % is all payload); at 1 Gb/s the ratio is reported
+# far below what the link carries, must reach 90 % of it (98.4 % is all payload); at 1 and 10 Gb/s the ratio is reported
 # (`make bench` measures it).
 # Scheduler: ETS weights 3:1 and 1:1 behind a port rate, byte-checked goodputs (policy_share);
 # two processes of one host on its shared port, by their shares.
@@ -22,12 +22,12 @@ two_hosts policy "10.78.$((tag % 200 + 20))" "ura$tag" "urb$tag" off
 
 port=$((21000 + tag % 20000))
 
-# run KBPS ITERS: prints the client's JSON line; fails unless both ends verified every byte.
+# run KBPS ITERS [SIZE]: prints the client's JSON line; fails unless both ends verified every byte.
 run() {
   port=$((port + 1))
   inA timeout 120 "$BIN/uroce-perf" --server --port $port > "$tmp/srv.log" 2>&1 &
   srv=$!
-  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw --size 16384 \
+  out=$(inB timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw --size "${3:-16384}" \
         --iters "$2" ${1:+--rate-limit "$1"} --json 2>&1)
   c=$?
   wait $srv
@@ -74,10 +74,12 @@ else
   echo "## DSCP CASES NOT RUN: tcpdump, tshark or perftest missing"
 fi
 
-for kbps in 10000 100000 1000000; do
-  iters=$((kbps * 1000 / 8 / 16384))  # about a second of payload at the limit
+for kbps in 10000 100000 1000000 10000000; do
+  size=16384
+  [ $kbps -ge 10000000 ] && size=65536  # 10 Gb/s: fewer, larger WRITEs
+  iters=$((kbps * 1000 / 8 / size))  # about a second of payload at the limit
   [ $iters -lt 64 ] && iters=64
-  if out=$(run $kbps $iters); then
+  if out=$(run $kbps $iters $size); then
     ratio=$(echo "$out" | /usr/bin/python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print('%.4f' % (d['size'] * d['iters'] * 8 / d['seconds'] / ($kbps * 1e3)))")
     echo "rate limit $kbps kb/s: goodput $ratio of it"
     low=0.90
