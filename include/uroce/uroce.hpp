@@ -33,6 +33,9 @@ namespace verbs { class Qp; class Srq; }
 // "share N" (this process's weight on a shared port, 1..100).
 // Example: "strict 5 ets 0:3 1:1 dscp 46:5 8:1 rate 1gbit". EINVAL says what is wrong.
 Result<PortQos> parse_qos(std::string_view text);
+// EINVAL for what parse_qos would not make: a priority past 7, a weight or share outside
+// 1..100, a port rate past 1000 Gb/s (Device::open checks DeviceOptions::qos with it).
+Status check_qos(const PortQos& q);
 
 struct DeviceOptions {
   // IPv4 or IPv6 address to bind, on the device's interface. Empty: $UROCE_ADDR if it is on

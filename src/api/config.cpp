@@ -78,8 +78,10 @@ Result<DeviceSettings> device_settings(const DeviceOptions& o) {
   c.timely = cc::TimelyParams::paper(gbps * 1e9);
   c.swift = cc::SwiftParams::for_engine(gbps * 1e9);
   c.reliability = rel.value_or(Reliability::Gbn);
-  if (o.qos) c.qos = *o.qos;
-  else if (const std::string s = env("UROCE_QOS"); !s.empty()) {
+  if (o.qos) {
+    if (Status s = check_qos(*o.qos); !s) return s.error();
+    c.qos = *o.qos;
+  } else if (const std::string s = env("UROCE_QOS"); !s.empty()) {
     auto q = parse_qos(s);
     if (!q) return make_error(EINVAL, "UROCE_QOS: " + q.error().message);
     c.qos = *q;

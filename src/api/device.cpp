@@ -58,7 +58,8 @@ Result<std::unique_ptr<Device>> Device::open(const std::string& wanted, DeviceOp
   cfg.qpn_high_bits = slot ? link::steering::kSlotBits : 0;
   if (link::HostNicLease* lease = stack->link->lease()) {  // the host NIC's one port
     auto* port = static_cast<transport::SharedPort*>(lease->port_page());
-    if (port && port->magic == transport::SharedPort::kMagic && port->procs == transport::SharedPort::kProcs) {
+    if (port && lease->port_page_bytes() >= sizeof(transport::SharedPort) &&
+        port->magic == transport::SharedPort::kMagic && port->procs == transport::SharedPort::kProcs) {
       cfg.shared_port = port;
       cfg.shared_port_slot = slot;
     }

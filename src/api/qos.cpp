@@ -108,4 +108,14 @@ Result<PortQos> parse_qos(std::string_view text) {
   return q;
 }
 
+Status check_qos(const PortQos& q) {
+  for (uint8_t p : q.dscp_prio)
+    if (p > 7) return bad("a DSCP's priority is 0..7, not " + std::to_string(p));
+  for (uint8_t w : q.weight)
+    if (w < 1 || w > 100) return bad("an ETS weight is 1..100, not " + std::to_string(w));
+  if (q.share < 1 || q.share > 100) return bad("share is 1..100, not " + std::to_string(q.share));
+  if (q.port_kbps > 1000'000'000) return bad("the port's rate is at most 1000 Gb/s");
+  return {};
+}
+
 }  // namespace uroce

@@ -37,6 +37,7 @@ class HostNicLease {
   // port rate books the one port), or null: a process of another user than the daemon's
   // keeps a port of its own.
   void* port_page() const { return port_page_; }
+  size_t port_page_bytes() const { return port_bytes_; }
   // The device passes REQs and SIDR_REQs for service_id to this process; EADDRINUSE if
   // another process listens on it.
   Status listen(uint64_t service_id);

@@ -400,13 +400,16 @@ int UdpLink::poll_raw(PacketSink& sink, uint64_t now, int max) {
 int UdpLink::poll_rx(PacketSink& sink, uint64_t now, int max) {
   // MADs from the daemon are rare and not urgent: their channel is read after every sleep and
   // every 64th busy poll, not at the cost of a system call on every turn of a spinning engine;
-  // on every poll where the daemon passes on every packet. A busy CPU makes polls rare (each
-  // yields to other work), so it is read at least every kFwdPollNs as well.
+  // on every poll where the daemon passes on every packet, or while the last read found some
+  // (packets a flow rule counts, polices or mirrors come this way). A busy CPU makes polls
+  // rare (each yields to other work), so it is read at least every kFwdPollNs as well.
   int n = 0;
-  if (fwd_fd_ >= 0 && (fwd_only_ || fwd_due_ || (++fwd_polls_ & 63) == 0 || now - fwd_polled_ns_ >= kFwdPollNs)) {
+  if (fwd_fd_ >= 0 &&
+      (fwd_only_ || fwd_due_ || fwd_busy_ || (++fwd_polls_ & 63) == 0 || now - fwd_polled_ns_ >= kFwdPollNs)) {
     fwd_due_ = false;
     fwd_polled_ns_ = now;
     n = poll_forwarded(sink, now, max);
+    fwd_busy_ = n > 0;
   }
   if (fwd_only_) return n + (groups_.empty() || n >= max ? 0 : poll_groups(sink, now, max - n));
   // With AF_XDP the sockets get only what the program leaves to the kernel (a frame on another

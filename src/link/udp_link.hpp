@@ -130,6 +130,7 @@ class UdpLink final : public Link {
   std::unique_ptr<HostNicLease> lease_;
   int fwd_fd_ = -1;  // MADs the host NIC daemon passes on
   bool fwd_due_ = true;
+  bool fwd_busy_ = false;  // the last read of the channel found packets
   bool fwd_only_ = false;  // another user's process: no receive sockets of its own
   uint32_t fwd_polls_ = 0;
   const wire::Ipv4IdShift& id_shift(uint32_t ib_len);

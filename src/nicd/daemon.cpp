@@ -324,9 +324,9 @@ Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::ve
   d.wanted = gids;
   d.gids = gids;
   const Gid& addr = d.addr;
+  const auto plain = link::steering::reuseport_program();
   for (size_t g = 0; g < d.gids.size();) {
     const Gid& gid = d.gids[g];
-    const auto prog = rules_.steering_program(wire::is_v4(gid));
     std::array<int, kSlots> row;
     row.fill(-1);
     int err = 0;
@@ -335,7 +335,9 @@ Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::ve
                                 : link::make_socket6(gid, link::is_link_local(gid) ? itf.index : 0,
                                                      wire::kRoceV2Port, &err, true);
     }
-    sock_fprog fp{uint16_t(prog.size()), const_cast<sock_filter*>(prog.data())};
+    // The plain program while steers() probes the group (a rule may send its probe to slot 0);
+    // the flow table's after it.
+    sock_fprog fp{uint16_t(plain.size()), const_cast<sock_filter*>(plain.data())};
     if (err == 0 && setsockopt(row[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &fp, sizeof fp) != 0) err = errno;
     // Not locked (SO_LOCK_FILTER): the daemon replaces the program when the rules change. The
     // processes given these sockets are of the daemon's user or root, who could act as it anyway.
@@ -355,6 +357,14 @@ Status Daemon::open_sockets(Device& d, const link::Interface& itf, const std::ve
                                  (err == EADDRINUSE ? " (another program holds it: a uroce process of an older version, "
                                                       "or the kernel's rxe)"
                                                     : ""));
+    }
+    const auto prog = rules_.steering_program(wire::is_v4(gid));
+    sock_fprog rp{uint16_t(prog.size()), const_cast<sock_filter*>(prog.data())};
+    if (setsockopt(row[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &rp, sizeof rp) != 0) {
+      const int e = errno;
+      for (int fd : row) close(fd);
+      close_sockets(d);
+      return make_error(e, "uroced: cannot attach the flow table's steering to " + str(gid) + ": " + std::strerror(e));
     }
     d.socks.push_back(row);
     ++g;
@@ -405,7 +415,8 @@ void Daemon::watch_slot(Device& d, uint32_t slot, bool on) {
 }
 
 // Reads what waits on a slot's socket (of GID gid, or of every GID for SIZE_MAX): slot 0's
-// MADs are passed on, anything else is dropped.
+// packets go through the flow table (MADs, and what a rule may match); a slot's whose process
+// is another user's are passed on; anything else is dropped.
 void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
   for (size_t g = 0; g < d.socks.size(); ++g) {
     if (gid != SIZE_MAX && g != gid) continue;
@@ -439,6 +450,10 @@ void Daemon::on_datagrams(Device& d, size_t gid, uint32_t slot) {
 
 void Daemon::on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, const sockaddr_storage& from,
                         uint8_t tos) {
+  if (pkt.size() < size_t(wire::kBthLen) + wire::kIcrcLen) {  // no rule reads it, no process wants it
+    ++ctr_.stray_dropped;
+    return;
+  }
   Gid src;
   uint16_t sport = 0;
   if (from.ss_family == AF_INET) {
@@ -474,7 +489,7 @@ void Daemon::on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, con
                  uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count()));
     }
   }
-  const uint32_t slot = link::steering::slot_of_qpn(pkt.size() >= 8 ? wire::read_be32(pkt.data() + 4) : 0);
+  const uint32_t slot = link::steering::slot_of_qpn(wire::read_be32(pkt.data() + 4));
   if (slot == 0) return forward_mad(d, gid, pkt, from, tos);
   if (Client* c = d.owner[slot]; c && pass_on(*c, d, gid, pkt, from, tos)) return;
   ++ctr_.stray_dropped;  // no process holds its slot, or its channel is full

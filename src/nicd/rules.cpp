@@ -53,7 +53,7 @@ bool scaled(std::string_view s, std::initializer_list<std::pair<std::string_view
       k = f;
       break;
     }
-  return num(s, 1ull << 40, v) && (v *= k, v > 0);
+  return num(s, (1ull << 40) / k, v) && (v *= k, v > 0);  // at most 2^40 whatever the unit
 }
 
 std::optional<OpClass> class_of(uint8_t op) {
@@ -143,7 +143,7 @@ Result<Rule> parse_rule(std::string_view text) {
       return bad("'" + k + "' is not src, sport, qpn, opcode, dscp or action");
     }
   }
-  if (!acted) return bad("no action (drop, count, police or mirror)");
+  if (!acted) return bad("no action (drop, count, police, mirror or prio)");
   return r;
 }
 
@@ -163,7 +163,10 @@ std::string Rule::words() const {
   switch (action) {
     case Action::Drop: o << "action drop"; break;
     case Action::Count: o << "action count"; break;
-    case Action::Police: o << "action police " << rate_bps / 1000 << "kbit burst " << burst_bytes; break;
+    case Action::Police:  // bit/s exactly where kbit would round
+      o << "action police " << (rate_bps % 1000 ? rate_bps : rate_bps / 1000) << (rate_bps % 1000 ? "" : "kbit")
+        << " burst " << burst_bytes;
+      break;
     case Action::Mirror: o << "action mirror " << mirror; break;
     case Action::Prio: o << "action prio " << int(prio); break;
   }
@@ -219,9 +222,24 @@ Status RuleTable::load(const std::string& path) {
   for (std::string line; std::getline(f, line);) {
     ++n;
     if (line.find_first_not_of(" \t") == std::string::npos || line[line.find_first_not_of(" \t")] == '#') continue;
+    // "id N" first keeps a rule's number across the daemon's restarts (uroce rule del N).
+    std::istringstream words(line);
+    std::string first, id_text;
+    words >> first >> id_text;
+    uint64_t id = 0;
+    const bool numbered = first == "id";
+    if (numbered && (!num(id_text, UINT32_MAX - 1, id) || id == 0))
+      return make_error(EINVAL, path + ":" + std::to_string(n) + ": rule: id takes a number, not '" + id_text + "'");
+    if (numbered) line = line.substr(line.find(id_text) + id_text.size());
     auto r = parse_rule(line);
     if (!r) return make_error(EINVAL, path + ":" + std::to_string(n) + ": " + r.error().message);
-    if (auto id = t.add(std::move(*r)); !id) return id.error();
+    if (!numbered) id = t.next_id_;
+    for (const Rule& o : t.rules_)
+      if (o.id == id) return make_error(EINVAL, path + ":" + std::to_string(n) + ": rule: id " + std::to_string(id) + " twice");
+    const uint32_t next = std::max(t.next_id_, uint32_t(id) + 1);  // past every id seen
+    t.next_id_ = uint32_t(id);
+    if (auto added = t.add(std::move(*r)); !added) return added.error();
+    t.next_id_ = next;
   }
   *this = std::move(t);
   return {};
@@ -237,7 +255,7 @@ Status RuleTable::save(const std::string& path) const {
     std::ofstream f(tmp, std::ios::trunc);
     if (!f) return make_error(errno ? errno : EIO, "rule: cannot write " + tmp);
     f << "# uroce host NIC rules, first match decides (uroce rule add|del|list)\n";
-    for (const Rule& r : rules_) f << r.words() << "\n";
+    for (const Rule& r : rules_) f << "id " << r.id << " " << r.words() << "\n";
     if (!f) return make_error(EIO, "rule: cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return make_error(errno, "rule: cannot replace " + path);
@@ -262,12 +280,12 @@ std::vector<sock_filter> RuleTable::steering_program(bool v4) const {
   for (const Rule& r : rules_) {
     if (r.action == Rule::Action::Prio || (r.src && wire::is_v4(r.src->first) != v4)) continue;  // not in this group
     std::vector<sock_filter> b;  // each check jumps to the block's end (the next rule) if unmet
-    std::vector<std::pair<size_t, bool>> exits;  // a jump, and whether its true branch is the miss
-    auto check = [&](uint32_t offset, uint32_t mask, uint16_t jump_op, uint32_t k, bool miss_if_true) {
+    std::vector<size_t> exits;  // equality tests, whose false branch is the miss
+    auto check = [&](uint32_t offset, uint32_t mask, uint32_t k) {
       b.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset));
       b.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, mask));
-      exits.emplace_back(b.size(), miss_if_true);
-      b.push_back(BPF_JUMP(BPF_JMP | jump_op | BPF_K, k, 0, 0));
+      exits.push_back(b.size());
+      b.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, k, 0, 0));
     };
     if (r.src) {
       const int bits = r.src->second - (v4 ? 96 : 0);
@@ -277,19 +295,13 @@ std::vector<sock_filter> RuleTable::steering_program(bool v4) const {
         if (have == 0) break;
         const uint32_t mask = have == 32 ? 0xffffffffu : ~(0xffffffffu >> have);
         const uint32_t val = wire::read_be32(r.src->first.raw.data() + (v4 ? 12 : 4 * i)) & mask;
-        check(net + (v4 ? 12 : 8 + 4 * i), mask, BPF_JEQ, val, false);
+        check(net + (v4 ? 12 : 8 + 4 * i), mask, val);
       }
     }
-    if (r.qpn) {
-      check(4, 0xffffff, BPF_JGE, r.qpn->first, false);
-      check(4, 0xffffff, BPF_JGT, r.qpn->second, true);
-    }
+    // Not the QPN: UDP GRO hands a process's socket a run of one flow's datagrams, which the
+    // program steers by the first's BTH alone. The source is the flow's, the same for all.
     b.push_back(BPF_STMT(BPF_RET | BPF_K, 0));  // the daemon's socket decides
-    for (auto [e, miss_if_true] : exits) {  // fall through on a hit, jump past the block on a miss
-      const uint8_t to_end = uint8_t(b.size() - e - 1);
-      b[e].jt = miss_if_true ? to_end : 0;
-      b[e].jf = miss_if_true ? 0 : to_end;
-    }
+    for (size_t e : exits) b[e].jf = uint8_t(b.size() - e - 1);  // a miss jumps past the block
     prog.insert(prog.end(), b.begin(), b.end());
   }
   const auto steer = link::steering::reuseport_program();

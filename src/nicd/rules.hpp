@@ -12,9 +12,10 @@
 // is in its range, send in priority P whatever their DSCP maps to. It leaves received packets
 // alone, so it sends none of them to the daemon.
 // The first rule that matches decides. In the kernel, the steering group's program (classic
-// BPF, link/steering.hpp) sends every packet a rule may match (by source and QPN) to the
-// daemon's own socket instead of the process's; the daemon matches it exactly, counts, acts,
-// and passes what the rule lets through to the process, as it passes MADs.
+// BPF, link/steering.hpp) sends every packet a rule may match (by its source) to the daemon's
+// own socket instead of the process's; the daemon matches it exactly, counts, acts, and
+// passes what the rule lets through to the process, as it passes MADs. Police is one token
+// bucket per rule, shared by everything the rule matches.
 #pragma once
 #include <linux/filter.h>
 
@@ -71,7 +72,7 @@ class RuleTable {
   Status save(const std::string& path) const;
   std::string list_text() const;  // records as the status: "rule id=N ... packets= bytes= dropped="
   // The steering program for a group of one address family: packets a rule may match (by
-  // source and destination QP) go to slot 0, the daemon's; the rest by their QPN's slot.
+  // source) go to slot 0, the daemon's; the rest by their QPN's slot.
   std::vector<sock_filter> steering_program(bool v4) const;
   // The "action prio" rules as the shared port's classes (the first kClasses of them).
   void publish_classes(transport::SharedPort& port) const;

@@ -8,10 +8,13 @@
 namespace uroce::transport {
 
 void TxScheduler::configure(const PortQos& q, uint32_t visit_bytes) {
-  qos_ = q;
+  qos_ = q;  // checked by check_qos; kept in range here all the same (a list index, divisors)
+  for (uint8_t& p : qos_.dscp_prio) p &= kPriorities - 1;
+  for (uint8_t& w : qos_.weight) w = std::max<uint8_t>(w, 1);
+  qos_.share = std::max<uint8_t>(qos_.share, 1);
   uint8_t heaviest = 1;
   for (int p = 0; p < kPriorities; ++p)
-    if (!q.strict[size_t(p)]) heaviest = std::max(heaviest, q.weight[size_t(p)]);
+    if (!qos_.strict[size_t(p)]) heaviest = std::max(heaviest, qos_.weight[size_t(p)]);
   // The heaviest ETS priority may run once more while ahead by less than one visit of its own.
   window_ = double(visit_bytes) / heaviest;
   port_bps_ = double(q.port_kbps) * 1000;

@@ -5,7 +5,8 @@
 # - bad rules are refused with a clear error, by the daemon and in the file alike;
 # - "src .3 action drop": uroce-perf from .3 fails while one from .2 is verified, the rule
 #   counts .3's packets, and A sends nothing at all to .3 on UDP 4791 (no ACK, no NAK);
-# - the rule is kept: the daemon leaves, a new one starts with it and it still drops;
+# - the rule is kept: the daemon leaves, a new one starts with it and it still drops; one
+#   that starts with a rule for every source still opens its device;
 # - "src .3 action police 20mbit": a UDP flood from .3 gets through at no more than the rate
 #   (and not much less), while uroce-perf from .2 is verified beside it; deleting the rules
 #   lets .3 through again;
@@ -82,6 +83,15 @@ wait $keeper 2>/dev/null
 inA pkill -x uroced
 for _ in $(seq 50); do inA pgrep -x uroced > /dev/null || break; sleep 0.1; done
 perf 3 64 && bad "after the daemon's restart .3 verified" || ok "after the daemon's restart the rule still drops .3"
+
+# A rule without a source sends every packet through the daemon, its own probe of a new
+# steering group included: a daemon that starts with one still opens its device.
+out=$(rule add opcode cnp action count) || bad "broad rule: $out"
+inA pkill -x uroced
+for _ in $(seq 50); do inA pgrep -x uroced > /dev/null || break; sleep 0.1; done
+perf 2 256 && ok "a daemon started with a rule for every source opens its device; .2 verified through it" \
+  || bad "with a rule for every source: $(tail -2 "$tmp/cli2.log") $(tail -2 "$tmp/srv2.log")"
+rule del "$(rule list --json | $PY -c "import json,sys; print(json.load(sys.stdin)['rules'][-1]['id'])")" > /dev/null
 
 # Police: a flood from .3 for two seconds against a 20 Mb/s bucket of 64 KiB, .2 beside it.
 rule del 1 > /dev/null || bad "rule del 1"

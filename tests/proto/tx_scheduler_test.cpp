@@ -366,6 +366,19 @@ TEST(TxScheduler, ParseQosTakesDcbsWordsAndRefusesTheRest) {
   EXPECT_EQ(parse_qos("")->port_kbps, 0u);
   EXPECT_EQ(parse_qos("")->share, 1);
   EXPECT_EQ(parse_qos("share 7")->share, 7);
+  PortQos wrong;
+  EXPECT_TRUE(check_qos(wrong).ok());
+  wrong.dscp_prio[46] = 8;
+  EXPECT_EQ(check_qos(wrong).error().code, EINVAL);
+  wrong = PortQos{};
+  wrong.weight[3] = 0;
+  EXPECT_FALSE(check_qos(wrong).ok());
+  wrong = PortQos{};
+  wrong.share = 0;
+  EXPECT_FALSE(check_qos(wrong).ok());
+  wrong = PortQos{};
+  wrong.port_kbps = 2000'000'000;
+  EXPECT_FALSE(check_qos(wrong).ok());
   for (const char* bad : {"strict 8", "ets 0:0", "ets 0:101", "ets 9:1", "ets 0", "dscp 64:1", "dscp 1:8",
                           "rate", "rate 0", "rate 999", "rate 2000gbit", "rate 1tbit", "rate 1gbit rate 2gbit",
                           "fast", "strict", "strict ets 0:1", "dscp -1:2", "ets 0:3x", "share 0", "share 101",
