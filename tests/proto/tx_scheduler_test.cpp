@@ -337,6 +337,37 @@ TEST(TxScheduler, TheHostsClassesOverrideTheDscp) {
   }
 }
 
+// ACKs leave ahead of data: B has a 16-packet WRITE of its own to send when A's request,
+// which asks for an ACK, arrives; B's next pass puts the ACK first.
+TEST(TxScheduler, AnAckLeavesAheadOfThePassesData) {
+  CorePair t;
+  std::vector<uint8_t> a_buf(16 * 1024, 0x11), b_buf(16 * 1024, 0x22);
+  auto ma = t.reg(t.a, a_buf.data(), a_buf.size());
+  auto mb = t.reg(t.b, b_buf.data(), b_buf.size());
+  Sge sa{uint64_t(a_buf.data()), 64, ma.lkey};
+  SendWr wa{1, WrOpcode::RdmaWrite, kSendSignaled, {&sa, 1}};
+  wa.remote_addr = uint64_t(b_buf.data());
+  wa.rkey = mb.rkey;
+  ASSERT_TRUE(t.send(t.a, wa));
+  t.a.pc->progress(t.sim.now());
+  ASSERT_EQ(t.a.pc->tx_queue().size(), 1u);
+  const transport::PacketBuf* req = t.a.pc->tx_queue()[0];
+  std::vector<uint8_t> bytes(req->data, req->data + req->len);
+  t.a.pc->release_tx();
+  Sge sb{uint64_t(b_buf.data()), uint32_t(b_buf.size()), mb.lkey};
+  SendWr wb{2, WrOpcode::RdmaWrite, kSendSignaled, {&sb, 1}};
+  wb.remote_addr = uint64_t(a_buf.data());
+  wb.rkey = ma.rkey;
+  ASSERT_TRUE(t.send(t.b, wb));
+  t.b.pc->on_packet(bytes, t.a.qp->flow, t.sim.now());  // A's request, its last packet: ACK it
+  t.b.pc->progress(t.sim.now());
+  auto q = t.b.pc->tx_queue();
+  ASSERT_EQ(q.size(), 17u);
+  EXPECT_EQ(q[0]->data[0], uint8_t(wire::Opcode::RC_ACKNOWLEDGE));
+  for (size_t i = 1; i < q.size(); ++i) EXPECT_NE(q[i]->data[0], uint8_t(wire::Opcode::RC_ACKNOWLEDGE)) << i;
+  t.b.pc->release_tx();
+}
+
 TEST(TxScheduler, TheDscpMapPicksThePriority) {
   // DSCP 46 (the default map: priority 5), moved to priority 2.
   for (auto [text, prio] : {std::pair<const char*, int>{"rate 1gbit", 5}, {"dscp 46:2 rate 1gbit", 2}}) {
