@@ -68,19 +68,7 @@ def xdp_mode(err):
 
 
 def sockperf(mode, tcp):
-    p = hosts.next_port()
-    proto = ['--tcp'] if tcp else []
-    srv = subprocess.Popen(hosts.on(1) + ['timeout', '60', 'sockperf', 'sr', *proto, '-i', hosts.addr(1), '-p', str(p)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if tcp:
-        hosts.listening(1, p)
-    else:
-        time.sleep(0.3)  # a UDP server has nothing to wait for; sockperf retries its first message
-    cli = subprocess.run(hosts.on(2) + ['timeout', '60', 'sockperf', mode, *proto, '-i', hosts.addr(1), '-p', str(p),
-                                        '-m', '64', '-t', '3'], capture_output=True, text=True)
-    srv.kill()
-    srv.wait()
-    text = cli.stdout + cli.stderr
+    text = hosts.sockperf(mode, ['-m', '64', '-t', '3'], tcp)
     m = re.search(r'percentile 50\.000 =\s*([0-9.]+)' if mode == 'pp' else r'Message Rate is ([0-9]+)', text)
     if not m:
         raise SystemExit(f'sockperf {mode} failed: {text[-800:]}')

@@ -74,6 +74,23 @@ class Hosts:
             subprocess.run(['sleep', '0.1'])
         raise SystemExit(f'nothing listens on port {port} on host {host}')
 
+    def sockperf(self, mode, args, tcp=False):
+        """sockperf MODE (pp, tp) from host 2 to a server on host 1, with `args` (-m, -t ...):
+        the client's output, standard error included."""
+        p = self.next_port()
+        proto = ['--tcp'] if tcp else []
+        srv = subprocess.Popen(self.on(1) + ['timeout', '60', 'sockperf', 'sr', *proto, '-i', self.addr(1), '-p', str(p)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if tcp:
+            self.listening(1, p)
+        else:
+            subprocess.run(['sleep', '0.3'])  # a UDP server has nothing to wait for; sockperf retries its first message
+        cli = subprocess.run(self.on(2) + ['timeout', '60', 'sockperf', mode, *proto, '-i', self.addr(1), '-p', str(p),
+                                           *args], capture_output=True, text=True)
+        srv.terminate()  # timeout passes it on to sockperf
+        srv.wait()
+        return cli.stdout + cli.stderr
+
     def perf_pair(self, perf, port, args, env=(), server_as=(), server_args=()):
         """uroce-perf: a server on host 1 (run through server_as, e.g. setpriv, with server_args),
         a client on host 2 with `args` (--op ... --json); its last JSON line, which must say

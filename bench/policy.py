@@ -89,20 +89,13 @@ def sockperf_p99(with_iperf):
         ip = subprocess.Popen(hosts.on(2) + ['timeout', '60', 'iperf3', '-c', hosts.addr(1), '-p', str(q), '-t', '6'],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)  # the stream is up to speed (iperf3's own ramp; nothing to wait on)
-    p = hosts.next_port()
-    srv = subprocess.Popen(hosts.on(1) + ['timeout', '60', 'sockperf', 'sr', '-i', hosts.addr(1), '-p', str(p)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)  # a UDP server has nothing to wait for; sockperf retries its first message
-    cli = subprocess.run(hosts.on(2) + ['timeout', '60', 'sockperf', 'pp', '-i', hosts.addr(1), '-p', str(p),
-                                        '-m', '64', '-t', '3'], capture_output=True, text=True)
-    srv.kill()
-    srv.wait()
+    text = hosts.sockperf('pp', ['-m', '64', '-t', '3'])
     if ip:
         ip.wait()
         isrv.wait()
-    m = re.search(r'percentile 99\.000 =\s*([0-9.]+)', cli.stdout + cli.stderr)
+    m = re.search(r'percentile 99\.000 =\s*([0-9.]+)', text)
     if not m:
-        raise SystemExit(f'sockperf failed: {(cli.stdout + cli.stderr)[-600:]}')
+        raise SystemExit(f'sockperf failed: {text[-600:]}')
     return float(m.group(1))
 
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tool.hpp"
 #include "uroce/oob.hpp"
 #include "uroce/uroce.hpp"
 
@@ -30,18 +31,8 @@ namespace {
 
 constexpr uint32_t kSize = 64 * 1024, kDepth = 16, kPing = 64;
 
-[[noreturn]] void die(const std::string& m) {
-  std::fprintf(stderr, "policy_share: %s\n", m.c_str());
-  std::exit(2);
-}
-template <class T>
-T must(Result<T> r, const char* what) {
-  if (!r) die(std::string(what) + ": " + r.error().message);
-  return std::move(*r);
-}
-void must(const Status& s, const char* what) {
-  if (!s) die(std::string(what) + ": " + s.error().message);
-}
+using tool::die;
+using tool::must;
 
 uint8_t pattern(uint32_t qp, size_t i) { return uint8_t(qp * 37 + i * 13 + (i >> 11)); }
 
@@ -288,6 +279,7 @@ int drive(const std::string& host, uint16_t port, const std::string& test, const
 }  // namespace
 
 int main(int argc, char** argv) {
+  tool::set_program("policy_share");
   static option opts[] = {{"server", 0, nullptr, 'S'}, {"connect", 1, nullptr, 'c'}, {"port", 1, nullptr, 'p'},
                           {"test", 1, nullptr, 't'},   {"tclass", 1, nullptr, 'T'},  {"seconds", 1, nullptr, 's'},
                           {"pings", 1, nullptr, 'n'},  {nullptr, 0, nullptr, 0}};

@@ -37,6 +37,18 @@ uint64_t tag(uint64_t kind, uint64_t v) { return kind << 56 | v; }
 uint64_t socket_tag(size_t dev, size_t gid, uint32_t slot) { return tag(kSocket, dev << 16 | gid << 8 | slot); }
 
 
+// A datagram's sender: its address as a GID, and its UDP port.
+std::pair<Gid, uint16_t> source_of(const sockaddr_storage& from) {
+  Gid g;
+  if (from.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
+    return {Gid::from_ipv4(ntohl(a.sin_addr.s_addr)), ntohs(a.sin_port)};
+  }
+  const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
+  std::memcpy(g.raw.data(), &a.sin6_addr, 16);
+  return {g, ntohs(a.sin6_port)};
+}
+
 std::string str(const Gid& g) { return wire::is_v4(g) ? g.to_string() : "[" + g.to_string() + "]"; }
 
 }  // namespace
@@ -454,17 +466,7 @@ void Daemon::on_steered(Device& d, size_t gid, std::span<const uint8_t> pkt, con
     ++ctr_.stray_dropped;
     return;
   }
-  Gid src;
-  uint16_t sport = 0;
-  if (from.ss_family == AF_INET) {
-    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
-    src = Gid::from_ipv4(ntohl(a.sin_addr.s_addr));
-    sport = ntohs(a.sin_port);
-  } else {
-    const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
-    std::memcpy(src.raw.data(), &a.sin6_addr, 16);
-    sport = ntohs(a.sin6_port);
-  }
+  const auto [src, sport] = source_of(from);
   if (Rule* r = rules_.first_match(pkt, src, sport, tos)) {
     ++ctr_.ruled;
     ++r->packets;
@@ -525,16 +527,9 @@ void Daemon::forward_mad(Device& d, size_t gid, std::span<const uint8_t> pkt, co
 bool Daemon::pass_on(Client& c, const Device& d, size_t gid, std::span<const uint8_t> pkt,
                      const sockaddr_storage& from, uint8_t tos) {
   Forwarded h{};
-  if (from.ss_family == AF_INET) {
-    const auto& a = reinterpret_cast<const sockaddr_in&>(from);
-    Gid s = Gid::from_ipv4(ntohl(a.sin_addr.s_addr));
-    std::memcpy(h.src, s.raw.data(), 16);
-    h.src_port = ntohs(a.sin_port);
-  } else {
-    const auto& a = reinterpret_cast<const sockaddr_in6&>(from);
-    std::memcpy(h.src, &a.sin6_addr, 16);
-    h.src_port = ntohs(a.sin6_port);
-  }
+  const auto [src, sport] = source_of(from);
+  std::memcpy(h.src, src.raw.data(), 16);
+  h.src_port = sport;
   std::memcpy(h.dst, d.gids[gid].raw.data(), 16);
   h.tos = tos;
   iovec iov[2] = {{&h, sizeof h}, {const_cast<uint8_t*>(pkt.data()), pkt.size()}};

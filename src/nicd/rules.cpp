@@ -70,13 +70,6 @@ std::optional<OpClass> class_of(uint8_t op) {
   return std::nullopt;
 }
 
-bool in_prefix(const Gid& a, const Gid& net, int bits) {
-  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
-    const uint8_t mask = bits >= 8 ? 0xff : uint8_t(0xff << (8 - bits));
-    if ((a.raw[size_t(i)] & mask) != (net.raw[size_t(i)] & mask)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -175,7 +168,7 @@ std::string Rule::words() const {
 
 bool Rule::matches(std::span<const uint8_t> p, const Gid& from, uint16_t port, uint8_t tos) const {
   if (p.size() < wire::kBthLen) return false;
-  if (src && (wire::is_v4(from) != wire::is_v4(src->first) || !in_prefix(from, src->first, src->second))) return false;
+  if (src && (wire::is_v4(from) != wire::is_v4(src->first) || !wire::in_prefix(from.raw.data(), src->first.raw.data(), src->second))) return false;
   if (sport && (port < sport->first || port > sport->second)) return false;
   const uint32_t q = wire::read_be32(p.data() + 4) & 0xffffff;
   if (qpn && (q < qpn->first || q > qpn->second)) return false;

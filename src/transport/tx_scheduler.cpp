@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "transport/qp_transport.hpp"
+#include "wire/ip_udp.hpp"
 
 namespace uroce::transport {
 
@@ -106,13 +107,9 @@ uint8_t TxScheduler::priority_for(uint8_t traffic_class, const Gid& peer, uint32
         class_seen_ = v;
       }
     }
-    for (const SharedPort::Class& c : classes_) {
-      if (qpn < c.qpn_lo || qpn > c.qpn_hi || c.prio >= kPriorities) continue;
-      int left = std::min<int>(c.bits, 128);
-      size_t i = 0;
-      for (; left >= 8 && peer.raw[i] == c.gid[i]; left -= 8) ++i;
-      if (left <= 0 || (left < 8 && ((peer.raw[i] ^ c.gid[i]) >> (8 - left)) == 0)) return c.prio;
-    }
+    for (const SharedPort::Class& c : classes_)
+      if (qpn >= c.qpn_lo && qpn <= c.qpn_hi && c.prio < kPriorities && wire::in_prefix(peer.raw.data(), c.gid, c.bits))
+        return c.prio;
   }
   return priority_of(traffic_class);
 }

@@ -43,7 +43,6 @@ class TxScheduler {
   void configure(const PortQos& q, uint32_t visit_bytes);
   // Books the port on `sp` (a host NIC's, as process `slot`) instead of a clock of its own.
   void share_port(SharedPort* sp, uint32_t slot);
-  const PortQos& qos() const { return qos_; }
   uint8_t priority_of(uint8_t traffic_class) const { return qos_.priority_of(traffic_class); }
   // A QP's priority: the host's class for its peer and QPN if one has it (a shared port's
   // classes, the flow table's "action prio"), else its traffic class's.

@@ -23,6 +23,16 @@ inline bool is_v4(const Gid& g) {
 }
 // A multicast group's GID: an IPv4-mapped 224.0.0.0/4 address, or IPv6 ff00::/8 (which is also
 // the IB multicast GID prefix).
+// Whether the first `bits` bits (0..128) of the 16-byte addresses a and net agree: an IPv4
+// prefix counts its bits within the mapped GID (96 + its own).
+inline bool in_prefix(const uint8_t* a, const uint8_t* net, int bits) {
+  for (int i = 0; i < 16 && bits > 0; ++i, bits -= 8) {
+    const uint8_t mask = bits >= 8 ? 0xff : uint8_t(0xff << (8 - bits));
+    if ((a[i] & mask) != (net[i] & mask)) return false;
+  }
+  return true;
+}
+
 inline bool is_multicast(const Gid& g) { return is_v4(g) ? (g.raw[12] & 0xf0) == 0xe0 : g.raw[0] == 0xff; }
 // The IPv4 address (host order) of an IPv4-mapped GID.
 inline uint32_t v4_of(const Gid& g) {

@@ -40,6 +40,23 @@ perf() {
   echo "$out" > "$tmp/cli$1.log"
   [ $c = 0 ] && echo "$out" | grep -q '"verified":true'
 }
+# keep_daemon N: a process on A that keeps A's daemon (and its counters) up for up to 30 s, as
+# $keeper, once the daemon answers.
+keep_daemon() {
+  inA env UROCE_RULES="$UROCE_RULES" timeout 30 "$BIN/uroce-perf" --server --port $((port + $1)) > /dev/null 2>&1 &
+  keeper=$!
+  for _ in $(seq 50); do rule list 2>/dev/null | grep -q "no host NIC daemon" || break; sleep 0.1; done
+}
+# stream2 NAME ITERS: 64 KiB WRITEs from .2 in the background, server $srv, client $cli (logs
+# $tmp/srvNAME.log, $tmp/cliNAME.log).
+stream2() {
+  port=$((port + 1))
+  inA env UROCE_RULES="$UROCE_RULES" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srv$1.log" 2>&1 &
+  srv=$!
+  inB env UROCE_ADDR="$net.2" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw \
+    --size 65536 --iters "$2" --json > "$tmp/cli$1.log" 2>&1 &
+  cli=$!
+}
 # field ID KEY: a rule's counter from `uroce rule list --json`.
 field() {
   rule list --json | $PY -c "import json,sys; print([r for r in json.load(sys.stdin)['rules'] if r['id'] == $1][0]['$2'])"
@@ -73,9 +90,7 @@ from_3=$(tshark -r "$tmp/a.pcap" -Y "ip.src == $net.3" 2>/dev/null | wc -l)
 [ "$to_3" = 0 ] && [ "$from_3" -gt 0 ] && ok "A answered none of .3's $from_3 packets" || bad "A sent $to_3 packets to .3 ($from_3 from it)"
 
 # Counted while a daemon runs (a process keeps it), and kept across its restart.
-inA env UROCE_RULES="$UROCE_RULES" timeout 30 "$BIN/uroce-perf" --server --port $((port + 100)) > /dev/null 2>&1 &
-keeper=$!
-for _ in $(seq 50); do rule list 2>/dev/null | grep -q "^rule 1" && ! rule list | grep -q "no host NIC daemon" && break; sleep 0.1; done
+keep_daemon 100
 dropped=$(field 1 dropped)
 [ "${dropped:-0}" -gt 0 ] && ok "rule 1 counts .3's packets: dropped $dropped" || bad "rule 1 dropped ${dropped:-?}"
 kill $keeper 2>/dev/null
@@ -96,12 +111,7 @@ rule del "$(rule list --json | $PY -c "import json,sys; print(json.load(sys.stdi
 # Police: a flood from .3 for two seconds against a 20 Mb/s bucket of 64 KiB, .2 beside it.
 rule del 1 > /dev/null || bad "rule del 1"
 out=$(rule add src "$net.3" action police 20mbit burst 64k) || bad "police rule: $out"
-port=$((port + 1))
-inA env UROCE_RULES="$UROCE_RULES" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srvp.log" 2>&1 &
-srv=$!
-inB env UROCE_ADDR="$net.2" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw \
-  --size 65536 --iters 8192 --json > "$tmp/clip.log" 2>&1 &
-cli=$!
+stream2 p 8192
 flood=$(inB $PY -c "
 import socket, struct, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -140,9 +150,7 @@ out=$(rule add src "$net.3" opcode write action mirror "$tmp/m.pcap") || bad "mi
 out=$(rule add src "$net.3" action count) || bad "count rule: $out"
 perf 3 64 && perf 3 64 send && ok "count and mirror: .3's WRITEs and SENDs verified through the daemon" \
   || bad "count and mirror: .3 failed: $(tail -2 "$tmp/cli3.log")"
-inA env UROCE_RULES="$UROCE_RULES" timeout 30 "$BIN/uroce-perf" --server --port $((port + 200)) > /dev/null 2>&1 &
-keeper=$!
-for _ in $(seq 50); do rule list 2>/dev/null | grep -q "no host NIC daemon" || break; sleep 0.1; done
+keep_daemon 200
 ids=$(rule list --json | $PY -c "import json,sys; print(' '.join(str(r['id']) for r in json.load(sys.stdin)['rules']))")
 set -- $ids
 mirrored=$(field "$1" packets) counted=$(field "$2" packets)
@@ -157,12 +165,7 @@ wait $keeper 2>/dev/null
 rule del "$1" > /dev/null; rule del "$2" > /dev/null
 
 # A change while .2 streams: its QPs go on undisturbed, and .3 is stopped from then on.
-port=$((port + 1))
-inA env UROCE_RULES="$UROCE_RULES" timeout 60 "$BIN/uroce-perf" --server --port $port > "$tmp/srvl.log" 2>&1 &
-srv=$!
-inB env UROCE_ADDR="$net.2" timeout 60 "$BIN/uroce-perf" --connect "$net.1" --port $port --op write --mode bw \
-  --size 65536 --iters 16384 --json > "$tmp/clil.log" 2>&1 &
-cli=$!
+stream2 l 16384
 sleep 0.5
 out=$(rule add src "$net.3" action drop) || bad "live rule: $out"
 wait $cli
