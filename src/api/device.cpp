@@ -160,6 +160,9 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_tx_packets"] = s.tx_packets;
     m["shm_rx_packets"] = s.rx_packets;
     m["shm_tx_full_drops"] = s.tx_full_drops;
+    m["shm_tx_placed"] = s.tx_placed;
+    m["shm_rx_placed"] = s.rx_placed;
+    m["shm_rx_placed_refused"] = s.rx_placed_refused;
     m["shm_rx_malformed"] = s.rx_malformed;
     m["shm_names_taken"] = s.names_taken;
     m["shm_offers_refused"] = s.offers_refused;

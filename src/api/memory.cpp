@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "api/holds.hpp"
+#include "link/shared_regions.hpp"
 #include "uroce/uroce.hpp"
 
 namespace uroce {
@@ -20,7 +21,9 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   auto g = h_->stack->lock();
   auto mr = h_->stack->pc->reg_mr(h_->pd, addr, len, access, iova);
   if (!mr) return mr.error();
+  g.unlock();
   std::unique_ptr<MemoryRegion> m(new MemoryRegion);
+  link::shared_regions().add(m.get(), addr, len);  // a same-host peer may read it where it lies
   m->pd_ = h_;
   m->addr_ = addr;
   m->len_ = len;
@@ -60,6 +63,10 @@ Status MemoryRegion::rereg(const MrChange& c) {
   const uint32_t access = c.access.value_or(access_);
   auto r = pd_->stack->pc->rereg_mr(verbs::Lkey(lkey_), pd->pd, addr, len, access, iova);
   if (!r) return r.error();
+  if (c.addr) {
+    link::shared_regions().remove(this);
+    link::shared_regions().add(this, addr, len);
+  }
   old = std::exchange(pd_, std::move(pd));
   addr_ = addr;
   len_ = len;
@@ -69,6 +76,7 @@ Status MemoryRegion::rereg(const MrChange& c) {
 }
 
 MemoryRegion::~MemoryRegion() {
+  link::shared_regions().remove(this);
   {
     auto g = pd_->stack->lock();
     (void)pd_->stack->pc->dereg_mr(verbs::Lkey(lkey_));

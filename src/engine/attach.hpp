@@ -19,6 +19,11 @@ class ProtocolSink final : public link::PacketSink {
     }
     return pc_.on_packet(pkt, from, now, ip);
   }
+  wire::Ipv4Fields deliver_apart(std::span<const uint8_t> rest, const wire::ApartPayload& payload,
+                                 const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) override {
+    if (loss_ > 0) return link::PacketSink::deliver_apart(rest, payload, from, now, ip);  // counted there
+    return pc_.on_packet(rest, from, now, ip, &payload);
+  }
   // A lossy fabric in front of the core: each arriving packet is lost with probability p
   // (seeded), to study recovery on the real engine. 0: none.
   void set_loss(double p, uint64_t seed) {

@@ -15,6 +15,7 @@
 // AddressSanitizer, poisoned until reused; a delivered packet is overwritten once the sink
 // has returned (wire::expire). Whoever keeps a pointer past its life reads garbage at once.
 #pragma once
+#include <cstring>
 #include <cerrno>
 #include <cstdint>
 #include <span>
@@ -35,6 +36,17 @@ class PacketSink {
   // saw them. Returns the fields the ICRC matched (what a capture should show).
   virtual wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
                                    const wire::Ipv4Fields& ip) = 0;
+  // The same for a packet whose payload lies apart (only from a link that carries packets
+  // intact); a sink that cannot take it so gets it whole, copied together.
+  virtual wire::Ipv4Fields deliver_apart(std::span<const uint8_t> rest, const wire::ApartPayload& payload,
+                                         const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
+    if (payload.at > rest.size() || payload.bytes.size() > wire::kMaxPacket - rest.size()) return ip;
+    uint8_t whole[wire::kMaxPacket];
+    std::memcpy(whole, rest.data(), payload.at);
+    std::memcpy(whole + payload.at, payload.bytes.data(), payload.bytes.size());
+    std::memcpy(whole + payload.at + payload.bytes.size(), rest.data() + payload.at, rest.size() - payload.at);
+    return deliver({whole, rest.size() + payload.bytes.size()}, from, now, ip);
+  }
 };
 
 class Link {

@@ -1,7 +1,7 @@
 #include "link/shm_link.hpp"
 
 #include "link/fd_passing.hpp"
-#include "link/shm_backlog.hpp"
+#include "link/shm_channel.hpp"
 #include "link/shm_registry.hpp"
 #include "link/steering.hpp"
 #include "wire/headers.hpp"
@@ -45,22 +45,6 @@ std::mutex g_links_mu;
 std::vector<SameHostLink*> g_links;
 
 }  // namespace
-
-struct SameHostLink::Channel {
-  std::vector<Gid> peer;  // the other device's addresses
-  uint32_t peer_slot = 0;  // and its slot on them
-  shm::Area* area = nullptr;
-  shm::Ring* tx = nullptr;
-  shm::Ring* rx = nullptr;
-  int sock = -1, tx_efd = -1, rx_efd = -1;
-  std::atomic<bool> dead{false};
-  bool retired = false;  // dead and read to the end: the watcher frees it (under mu_)
-  bool adopted = false;  // engine side: seen by refresh()
-  shm::Backlog backlog;  // engine side: waiting for room in tx
-  uint32_t tx_tail = 0, tx_head_seen = 0;  // engine side: see shm::Ring::push
-  uint32_t head_checked = 0;  // engine side: tx's head at held_moved_at's last look
-  uint64_t moved_at = 0;      // and the last look that found it further on
-};
 
 // A step of construction that failed (EMFILE: out of descriptors) leaves the link unusable
 // and says what it was; status() reports the first.
@@ -165,6 +149,7 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
   c->sock = sock;
   c->tx_efd = tx_efd;
   c->rx_efd = rx_efd;
+  offer_placed(*c, sock);
   epoll_event ev{};
   ev.events = EPOLLIN;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, rx_efd, &ev);
@@ -183,6 +168,7 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
 void SameHostLink::release(Channel& c) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.rx_efd, nullptr);  // a forked child may hold it open
   munmap(c.area, sizeof(shm::Area));
+  unmap_imports(c);
   close_all({c.sock, c.tx_efd, c.rx_efd});
 }
 
@@ -331,6 +317,7 @@ SameHostLink::Channel* SameHostLink::route(const ShmPeer& dst, uint64_t now) {
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
+  if (push_placed(c, p)) return true;
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.full()) return false;
   c.backlog.push(p);
@@ -384,28 +371,22 @@ void SameHostLink::wake_peer(Channel& c) {
   }
 }
 
-// The ICRC a packet built for shared memory lacks, for the wire or a capture.
-static void complete_icrc(wire::PacketBuf& p) {
-  if (!p.icrc_skipped) return;
-  wire::icrc_fill(p, p.len - wire::kIcrcLen);
-  p.icrc_skipped = false;
-}
-
 void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   refresh();
   drain_backlogs();
+  if (shared_regions().generation() != regions_gen_) regions_gen_ = shared_regions().snapshot(regions_);
   rest_.clear();
   touched_.clear();
   for (wire::PacketBuf* p : pkts) {
     Channel* c = route(peer_of(p->flow.dst, wire::bth_dest_qp(p->data)), now);
     if (!c) {
-      complete_icrc(*p);  // the channel it was built for is gone
+      shm::complete_icrc(*p);  // the channel it was built for is gone
       rest_.push_back(p);
       continue;
     }
     if (pcap_) {  // the capture shows the packet a NIC would put on a wire
       p->materialize();
-      complete_icrc(*p);
+      shm::complete_icrc(*p);
     }
     if (!push(*c, *p)) {
       ++st_.tx_full_drops;  // lost as on a congested wire: the transport recovers
@@ -428,10 +409,21 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
     Channel* c = live_[(first + j) % k];
     int ready = 0;
     while (n < max && (ready = c->rx->ready()) > 0) {
-      const shm::Slot* s = c->rx->front(rx_buf_);
+      uint32_t flags = 0;
+      const shm::Slot* s = c->rx->front(rx_buf_, flags);
       if (!s) {
         c->rx->pop();
         ++st_.rx_malformed;
+        continue;
+      }
+      if (flags & shm::kSlotPlaced) {
+        wire::Ipv4Fields sent;
+        sent.icrc_absent = rx_buf_.icrc_skipped;
+        deliver_placed(*c, *s, sink, now, sent);
+        c->rx->expire_front(rx_buf_.len);
+        c->rx->pop();
+        ++st_.rx_packets;
+        ++n;
         continue;
       }
       // Delivered from the slot itself; a capture needs a copy it can complete the ICRC of.
@@ -444,7 +436,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       c->rx->expire_front(rx_buf_.len);
       c->rx->pop();
       if (pcap_) {
-        complete_icrc(rx_buf_);
+        shm::complete_icrc(rx_buf_);
         pcap_->write(rx_buf_.flow, pkt, now, ip);
       }
       ++st_.rx_packets;

@@ -32,6 +32,7 @@
 
 #include "link/link.hpp"
 #include "link/pcap_writer.hpp"
+#include "link/shared_regions.hpp"
 #include "link/shm_ring.hpp"
 #include "uroce/result.hpp"
 
@@ -49,6 +50,9 @@ struct ShmStats {
   uint64_t channels = 0, tx_packets = 0, rx_packets = 0, tx_full_drops = 0, rx_malformed = 0;
   uint64_t names_taken = 0;  // own addresses whose registry name another socket holds
   uint64_t offers_refused = 0;  // channels not taken: a bad hello, rings not sealed at their size
+  // Payloads sent as where they lie in a shared file, and taken so; and those refused (a file
+  // that could not be opened or mapped, or is not what the packet said): dropped.
+  uint64_t tx_placed = 0, rx_placed = 0, rx_placed_refused = 0;
 };
 
 class SameHostLink final : public Link {
@@ -114,6 +118,13 @@ class SameHostLink final : public Link {
   void refresh();
   int poll_rings(PacketSink& sink, uint64_t now, int max);
   bool push(Channel& c, const wire::PacketBuf& p);
+  // Placed payloads (shm_place.cpp): the sender's side, the receiver's, and the offer a new
+  // channel's receiver makes.
+  bool push_placed(Channel& c, const wire::PacketBuf& p);
+  void deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
+  const uint8_t* resolve(Channel& c, const shm::Placed& d);
+  static void offer_placed(Channel& c, int sock);
+  static void unmap_imports(Channel& c);
   void drain_backlogs();
   void drop_backlog(Channel& c);
   void wake_peer(Channel& c);
@@ -156,6 +167,9 @@ class SameHostLink final : public Link {
   size_t backlogged_ = 0;  // packets in all backlogs
   uint32_t busy_passes_ = 0;  // receives that found ring packets, for reading the wire less often
   uint32_t first_ring_ = 0;   // where the next receive starts among live_ (round robin)
+  std::vector<SharedRegions::Entry> regions_;  // shared_regions() as of regions_gen_
+  uint64_t regions_gen_ = ~uint64_t(0);
+  uint64_t receives_ = 0;  // placed payloads taken, the clock of Import::used
   ShmStats st_;
 };
 

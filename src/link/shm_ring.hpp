@@ -25,10 +25,24 @@
 
 namespace uroce::link::shm {
 
-inline constexpr uint32_t kMagic = 0x75726f33;  // "uro3"
+inline constexpr uint32_t kMagic = 0x75726f34;  // "uro4"
 inline constexpr uint32_t kSlots = 1024;         // a power of two
 
 inline constexpr uint32_t kSlotNoIcrc = 1u << 31;  // in Slot::len: the sender left the ICRC out
+// In Slot::len: the payload is not in the slot but in a file of the sender's that the consumer
+// maps (link/shm_place.cpp). The slot's data starts with a Placed, then the packet's other bytes.
+inline constexpr uint32_t kSlotPlaced = 1u << 30;
+inline constexpr uint32_t kSlotFlags = kSlotNoIcrc | kSlotPlaced;
+
+// Where a placed payload lies: bytes [at, at + len) of the packet are bytes [offset, offset +
+// len) of the file the producer's descriptor fd names (/proc/<pid>/fd/<fd>), which must be
+// the file (dev, ino).
+struct Placed {
+  uint64_t dev, ino, offset;
+  int32_t fd;
+  uint32_t at, len;
+  uint32_t reserved;
+};
 
 struct alignas(64) Slot {
   // Index + 1 of the packet it holds, written last: the slot is ready when it equals the
@@ -47,6 +61,8 @@ struct Ring {
   alignas(64) std::atomic<uint32_t> head;  // next slot the consumer takes
   // Set by a consumer about to block: a producer that sees it writes the consumer's eventfd.
   alignas(64) std::atomic<uint32_t> consumer_sleeping;
+  // Set by a consumer that can open the producer's files: placed payloads are welcome.
+  alignas(64) std::atomic<uint32_t> takes_placed;
   Slot slots[kSlots];
 
   // Producer side, with its own state out of shared memory (both 0 for a new ring): tail, the
@@ -54,18 +70,18 @@ struct Ring {
   // says full, so the consumer's cache line is not pulled over on every packet). False if the
   // ring is full.
   bool push(const wire::PacketBuf& p, uint32_t& tail, uint32_t& head_seen) {
-    return push(p.len, p.icrc_skipped, p.flow, tail, head_seen,
+    return push(p.len, p.icrc_skipped ? kSlotNoIcrc : 0, p.flow, tail, head_seen,
                 [&p](uint8_t* out, uint32_t lo, uint32_t hi) { p.copy_range(out, lo, hi); });
   }
   // The same for a packet held whole in `bytes` (a sender's backlog).
   bool push(std::span<const uint8_t> bytes, bool icrc_skipped, const wire::FlowAddr& flow, uint32_t& tail,
             uint32_t& head_seen) {
-    return push(uint32_t(bytes.size()), icrc_skipped, flow, tail, head_seen,
+    return push(uint32_t(bytes.size()), icrc_skipped ? kSlotNoIcrc : 0, flow, tail, head_seen,
                 [&bytes](uint8_t* out, uint32_t lo, uint32_t hi) { std::memcpy(out + lo, bytes.data() + lo, hi - lo); });
   }
-  // copy(out, lo, hi) puts bytes [lo, hi) of the packet at out + lo.
+  // copy(out, lo, hi) puts bytes [lo, hi) of the slot's data at out + lo; flags: kSlotFlags.
   template <class Copy>
-  bool push(uint32_t len, bool icrc_skipped, const wire::FlowAddr& flow, uint32_t& tail, uint32_t& head_seen,
+  bool push(uint32_t len, uint32_t flags, const wire::FlowAddr& flow, uint32_t& tail, uint32_t& head_seen,
             Copy copy) {
     const uint32_t t = tail;
     if (t - head_seen >= kSlots && t - (head_seen = head.load(std::memory_order_acquire)) >= kSlots) return false;
@@ -75,7 +91,7 @@ struct Ring {
     // (A payload by reference is copied once, from the MR into the slot.)
     const uint32_t head_bytes = std::min(len, kFirstLineData);
     copy(s.data, head_bytes, len);
-    s.len = len | (icrc_skipped ? kSlotNoIcrc : 0);
+    s.len = len | flags;
     s.src = flow.src;
     s.dst = flow.dst;
     s.src_port = flow.src_port;
@@ -102,12 +118,15 @@ struct Ring {
   // The next packet (ready() said so), read where it lies (its slot stays ours until pop()):
   // its length is read once and checked, so nothing the peer writes meanwhile can take a read
   // out of the slot. Null if its length is impossible (pop() it all the same).
-  const Slot* front(wire::PacketBuf& meta) const {
+  // `flags` gets its kSlotFlags.
+  const Slot* front(wire::PacketBuf& meta, uint32_t& flags) const {
     const Slot& s = slots[head.load(std::memory_order_relaxed) % kSlots];
-    const uint32_t len = s.len & ~kSlotNoIcrc;
+    const uint32_t word = reinterpret_cast<const volatile uint32_t&>(s.len);
+    const uint32_t len = word & ~kSlotFlags;
     if (len > wire::kMaxPacket) return nullptr;
     meta.len = len;
-    meta.icrc_skipped = (s.len & kSlotNoIcrc) != 0;
+    flags = word & kSlotFlags;
+    meta.icrc_skipped = (word & kSlotNoIcrc) != 0;
     meta.flow = {s.src, s.dst, s.src_port, s.dst_port};
     return &s;
   }

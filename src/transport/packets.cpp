@@ -8,13 +8,17 @@
 namespace uroce::transport {
 
 wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now,
-                                wire::Ipv4Fields ip) {
+                                wire::Ipv4Fields ip, const wire::ApartPayload* apart) {
   UROCE_ASSERT_HELD(*this);
   now_ = now;
   ++ctr_.rx_packets;
-  ctr_.rx_bytes += buf.size();
+  ctr_.rx_bytes += buf.size() + (apart ? apart->bytes.size() : 0);
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
     ++ctr_.rx_runt;
+    return ip;
+  }
+  if (apart && !ip.icrc_absent) {  // a payload apart comes only from a link that carries packets intact
+    ++ctr_.rx_malformed;
     return ip;
   }
   const McastGroup* group = nullptr;
@@ -36,18 +40,30 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     case wire::IcrcMatch::Assumed: ++ctr_.rx_icrc_ip_assumed; break;
     case wire::IcrcMatch::Solved: ++ctr_.rx_icrc_ip_solved; break;
   }
-  if (group)
+  if (group && apart)  // groups are never carried by a same-host ring
+    ++ctr_.rx_malformed;
+  else if (group)
     receive_multicast(*group, buf, from, ip);
   else
-    receive(buf, from, now, ip);
+    receive(buf, from, now, ip, apart);
   return ip;
 }
 
-void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
+void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
+                           const wire::ApartPayload* apart) {
   wire::Packet p;
   if (wire::decode(buf, p) != wire::ParseError::None) {
     ++ctr_.rx_malformed;
     return;
+  }
+  const size_t bytes = buf.size() + (apart ? apart->bytes.size() : 0);
+  if (apart) {  // the payload, whole and unpadded, where the headers end
+    if (!(p.info().flags & wire::kPayload) || !p.payload.empty() || p.bth.pad || apart->at != p.header_len() ||
+        apart->bytes.size() % 4 || bytes > wire::kMaxPacket) {
+      ++ctr_.rx_malformed;
+      return;
+    }
+    p.payload = apart->bytes;
   }
   Qp* q = qp(Qpn(p.bth.dest_qp));
   if (!q) {
@@ -66,7 +82,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_bad_source;
     } else {
       Context cx(*this);
-      count_rx(*q, buf.size());
+      count_rx(*q, bytes);
       congestion_on_cnp(cx, *q, now);
     }
     return;
@@ -89,7 +105,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       return;
     }
     Context cx(*this);
-    count_rx(*q, buf.size());
+    count_rx(*q, bytes);
     responder_on_datagram(cx, *q, p, from, ip);
     return;
   }
@@ -104,7 +120,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
-    count_rx(*q, buf.size());
+    count_rx(*q, bytes);
     if (wire::ce_marked(ip.tos)) congestion_on_marked_request(cx, *q, p, now);
     responder_on_request(cx, *q, p, now);
   } else {
@@ -112,7 +128,7 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
       ++ctr_.rx_wrong_state;
       return;
     }
-    count_rx(*q, buf.size());
+    count_rx(*q, bytes);
     completer_on_response(cx, *q, p, now);
   }
 }

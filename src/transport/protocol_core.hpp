@@ -294,8 +294,10 @@ class ProtocolCore {
   // A received UDP payload (BTH .. ICRC) from flow `from` (its ICRC is checked here). `ip`
   // holds the IPv4 fields the ICRC covers; when the link could not see them (!ip.seen) the
   // sender's IP ID is solved for. Returns the fields the ICRC matched (for captures).
+  // With `apart`, the packet's payload is there and udp_payload holds its other bytes (a link
+  // that carries packets intact: ip.icrc_absent).
   wire::Ipv4Fields on_packet(std::span<const uint8_t> udp_payload, const wire::FlowAddr& from, uint64_t now,
-                             wire::Ipv4Fields ip = {});
+                             wire::Ipv4Fields ip = {}, const wire::ApartPayload* apart = nullptr);
   // An Ethernet frame from the device's interface (whole, from its destination MAC): to the
   // raw packet QP whose flow rule it matches, if any.
   // True if a QP took it (completed a receive).
@@ -344,7 +346,8 @@ class ProtocolCore {
   void want_ack(Qp& qp);             // coalesced ACK at the end of this pass
 
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
-  void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip);
+  void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
+               const wire::ApartPayload* apart);
   void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);

@@ -26,6 +26,14 @@ namespace uroce::wire {
 
 inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + ICRC
 
+// A received packet whose payload lies apart from its other bytes (a same-host peer's file,
+// link/shm_place.cpp): bytes [at, at + bytes.size()) of the packet are `bytes`; the buffer
+// handed with it holds the others, in order.
+struct ApartPayload {
+  uint32_t at = 0;
+  std::span<const uint8_t> bytes;
+};
+
 struct PacketBuf {
   FlowAddr flow;
   uint32_t len = 0;

@@ -26,6 +26,7 @@
 #include "../common/api_side.hpp"
 #include "../common/proc.hpp"
 #include "../common/seed.hpp"
+#include "../common/shm_forged_peer.hpp"
 #include "link/fd_passing.hpp"
 #include "link/shm_registry.hpp"
 #include "link/shm_ring.hpp"
@@ -254,51 +255,12 @@ TEST(SameHost, ARestartedPeerGetsANewChannel) {
   EXPECT_EQ(b2.counter("shm_rx_packets"), b2.counter("rx_packets"));
 }
 
-// A peer of our own making: it connects to the victim's registry name and hands over rings in
-// a memfd (sealed at its size, as a uroce device seals them, or not), then reads the answer.
-struct ForgedPeer {
-  int s = -1, memfd = -1, e0 = -1, e1 = -1;
-  link::shm::Area* area = nullptr;
-  char answer = 0;  // 'Y' once the victim mapped the rings; 0 if it hung up instead
-
-  ForgedPeer(const Gid& victim, bool sealed) {
-    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un a;
-    const socklen_t len = link::shm::registry_name(victim, 0, a);
-    EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), len), 0);
-    memfd = memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    EXPECT_EQ(ftruncate(memfd, sizeof(link::shm::Area)), 0);
-    if (sealed) {
-      EXPECT_EQ(fcntl(memfd, F_ADD_SEALS, link::shm::kSeals), 0);
-    }
-    void* m = mmap(nullptr, sizeof(link::shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    EXPECT_NE(m, MAP_FAILED);
-    if (m == MAP_FAILED) return;  // answer stays 0: the test fails on it
-    area = new (m) link::shm::Area;
-    area->magic = link::shm::kMagic;
-    area->slots = link::shm::kSlots;
-    area->slot_bytes = sizeof(link::shm::Slot);
-    e0 = eventfd(0, EFD_CLOEXEC);
-    e1 = eventfd(0, EFD_CLOEXEC);
-    link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, 0, {Gid::from_ipv4(0x7f0000fe)}};
-    int fds[3] = {memfd, e0, e1};
-    EXPECT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
-    timeval tv{5, 0};  // bounded: a victim that neither answers nor hangs up fails the test
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (recv(s, &answer, 1, 0) != 1) answer = 0;
-  }
-  ~ForgedPeer() {
-    if (area) munmap(area, sizeof(link::shm::Area));
-    for (int fd : {s, memfd, e0, e1}) close(fd);
-  }
-};
-
 // A peer of the same user that offers a channel and then writes nonsense: first a packet
 // longer than a slot, then a slot sequence no producer writes. The device counts the first,
 // drops the channel at the second, and keeps working with everyone else.
 TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   Side victim(true), other(true);
-  ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+  test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
   ASSERT_EQ(f.answer, 'Y');
   EXPECT_EQ(victim.counter("shm_offers_refused"), 0u);
   // The rings cannot be pulled from under the victim's mapping (that would be SIGBUS there).
@@ -334,7 +296,7 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
 TEST(SameHost, RingsThePeerCouldShrinkAreRefused) {
   Side victim(true), other(true);
   {
-    ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/false);
+    test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/false);
     EXPECT_EQ(f.answer, 0);
     EXPECT_EQ(victim.counter("shm_channels"), 0u);
     EXPECT_EQ(victim.counter("shm_offers_refused"), 1u);

@@ -1,5 +1,9 @@
 // The connection both sides of uroce-perf set up, and the work requests they post on it.
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -67,6 +71,27 @@ bool check_msg(const uint8_t* got, const uint8_t* slot_pattern, uint32_t n, uint
          (n <= 8 || std::memcmp(got + 8, slot_pattern + 8, n - 8) == 0);
 }
 
+Buffer::~Buffer() {
+  if (mapped_) munmap(p_, n_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void Buffer::allocate(size_t n, bool memfd) {
+  n_ = n;
+  if (!memfd) {
+    heap_.assign(n, 0);
+    p_ = heap_.data();
+    return;
+  }
+  int fd = memfd_create("uroce-perf", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, off_t(n)) != 0) die(std::string("memfd: ") + std::strerror(errno));
+  void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) die(std::string("mmap of the memfd: ") + std::strerror(errno));
+  fd_ = fd;  // kept, as programs that share such memory keep it: it names the file to a peer
+  p_ = static_cast<uint8_t*>(m);
+  mapped_ = true;
+}
+
 void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   DeviceOptions d;
   d.rx_loss = o.loss;
@@ -83,7 +108,7 @@ void setup(Conn& c, const Opts& o, OobChannel& ch, bool serving) {
   c.rcq = must(c.dev->create_cq(std::max<uint32_t>(4096, std::min<uint32_t>(o.qps * kWindow, 1u << 20))), "create_cq");
   c.slot_bytes = std::max<uint32_t>(8, (o.size + 63) & ~63u);
   c.per_qp = size_t(kWindow) * c.slot_bytes + 64;
-  c.region.assign(c.per_qp * o.qps, 0);
+  c.region.allocate(c.per_qp * o.qps, o.memfd);
   c.patterns.resize(size_t(kWindow) * c.slot_bytes);
   for (uint32_t s = 0; s < kWindow; ++s) fill_slot(&c.patterns[size_t(s) * c.slot_bytes], c.slot_bytes, s);
   for (uint32_t q = 0; q < o.qps; ++q)

@@ -130,14 +130,16 @@ void usage() {
       "usage: uroce-perf [--op send|send_imm|write|write_imm|read|atomic|cas] [--mode lat|bw]\n"
       "                  [--size BYTES] [--iters N] [--qps K (1..4096)] [--window W] [--json]\n"
       "                  [--server | --connect HOST] [--port P] [--mtu 256..4096] [--gid INDEX]\n"
-      "                  [--loss P] [--reliability gbn|sr] [--rate-limit KBPS]\n"
+      "                  [--loss P] [--reliability gbn|sr] [--rate-limit KBPS] [--memory heap|memfd]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n"
       "--window: requests in flight per QP in bw mode (default and most: 64, 16 for read/atomics,\n"
       "and 32768 over all QPs).\n"
       "--loss P: each side loses this share of the packets it receives (0 <= P < 1, seeded);\n"
       "--reliability gbn|sr: go-back-N (default) or selective repeat, on both sides;\n"
-      "--rate-limit KBPS: each of this side's QPs sends at most KBPS kb/s (packet pacing).\n");
+      "--rate-limit KBPS: each of this side's QPs sends at most KBPS kb/s (packet pacing);\n"
+      "--memory memfd: messages live in a memfd mapped shared (as DPDK or MPI memory), which a\n"
+      "peer on this host reads where it lies; heap (default): private memory.\n");
 }
 
 // Returns -1 to go on, or the exit status.
@@ -148,9 +150,10 @@ int parse_args(int argc, char** argv, Opts& o) {
                               {"mtu", 1, nullptr, 'M'},    {"gid", 1, nullptr, 'g'},  {"help", 0, nullptr, 'h'},
                               {"window", 1, nullptr, 'w'}, {"loss", 1, nullptr, 'L'},
                               {"reliability", 1, nullptr, 'R'}, {"rate-limit", 1, nullptr, 'r'},
+                              {"memory", 1, nullptr, 'x'},
                               {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:L:R:r:", longopts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:L:R:r:x:", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'o': if (!parse_op(optarg, o.op)) die(std::string("unknown --op ") + optarg); break;
       case 'm': o.mode = std::string(optarg) == "bw" ? Mode::Bw : Mode::Lat; break;
@@ -178,6 +181,10 @@ int parse_args(int argc, char** argv, Opts& o) {
         else die("--reliability is gbn or sr");
         break;
       case 'r': o.rate_kbps = uint32_t(std::strtoul(optarg, nullptr, 0)); break;
+      case 'x':
+        if (std::string(optarg) != "heap" && std::string(optarg) != "memfd") die("--memory is heap or memfd");
+        o.memfd = std::string(optarg) == "memfd";
+        break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }
   }

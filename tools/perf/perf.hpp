@@ -39,6 +39,7 @@ struct Opts {
   double loss = 0;      // each side's device loses this share of the packets it receives
   Reliability reliability = Reliability::Gbn;  // both sides' devices
   uint32_t rate_kbps = 0;  // the client's QPs' rate limit (QueuePair::set_rate_limit); 0: none
+  bool memfd = false;      // message memory in a memfd (shared, as DPDK or MPI memory) rather than the heap
 };
 
 const char* op_name(Op o);
@@ -74,12 +75,31 @@ constexpr uint32_t kEcho = kWindow / 2;
 void stamp(uint8_t* p, uint32_t n, uint64_t seq);
 bool check_msg(const uint8_t* got, const uint8_t* slot_pattern, uint32_t n, uint64_t seq);
 
+// The registered memory, zeroed: on the heap, or in a memfd mapped shared.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+  void allocate(size_t n, bool memfd);
+  uint8_t* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  uint8_t* p_ = nullptr;
+  size_t n_ = 0;
+  bool mapped_ = false;
+  int fd_ = -1;
+  std::vector<uint8_t> heap_;
+};
+
 struct Conn {
   std::unique_ptr<Device> dev;
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<CompletionQueue> scq, rcq;
   std::vector<std::unique_ptr<QueuePair>> qps;
-  std::vector<uint8_t> region;      // per QP: kWindow slots of `size` bytes + 8-byte atomic cell
+  Buffer region;                    // per QP: kWindow slots of `size` bytes + 8-byte atomic cell
   std::vector<uint8_t> patterns;    // kWindow slot patterns
   std::unique_ptr<MemoryRegion> mr;
   std::vector<Endpoint> peer;

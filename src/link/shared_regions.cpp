@@ -1,0 +1,149 @@
+#include "link/shared_regions.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace uroce::link {
+
+namespace {
+
+struct Mapping {
+  uintptr_t start = 0, end = 0;
+  uint64_t offset = 0, dev = 0, ino = 0;
+  bool shared = false;
+  std::string path;
+};
+
+bool parse(const char* line, Mapping& m) {
+  char perms[8] = {};
+  unsigned maj = 0, min = 0;
+  uint64_t ino = 0;
+  int path_at = 0;
+  if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &m.start, &m.end, perms,
+                  &m.offset, &maj, &min, &ino, &path_at) < 7)
+    return false;
+  m.dev = makedev(maj, min);
+  m.ino = ino;
+  m.shared = perms[3] == 's';
+  m.path = path_at > 0 ? line + path_at : "";
+  while (!m.path.empty() && (m.path.back() == '\n' || m.path.back() == ' ')) m.path.pop_back();
+  return true;
+}
+
+// The one run of adjacent mappings of one file, at consecutive offsets, that holds
+// [addr, addr + len); start, offset and path are its first mapping's.
+std::optional<Mapping> mapping_of(uintptr_t addr, size_t len) {
+  FILE* f = std::fopen("/proc/self/maps", "re");
+  if (!f) return std::nullopt;
+  std::optional<Mapping> run;
+  char line[4096 + 128];
+  Mapping m;
+  while (std::fgets(line, sizeof line, f)) {
+    if (!parse(line, m)) continue;
+    const bool continues = run && m.start == run->end && m.shared && m.dev == run->dev && m.ino == run->ino &&
+                           m.offset == run->offset + (run->end - run->start);
+    if (continues) {
+      run->end = m.end;
+    } else if (m.end > addr) {
+      if (m.start > addr) break;  // addr is in no mapping, or the run before ended short of it
+      run = m;
+    } else {
+      continue;
+    }
+    if (addr + len <= run->end) break;
+  }
+  std::fclose(f);
+  if (!run || run->start > addr || addr + len > run->end || !run->shared || run->ino == 0) return std::nullopt;
+  return run;
+}
+
+// A descriptor of the file (dev, ino) that is a tmpfs or hugetlbfs file, or -1.
+int checked(int fd, uint64_t dev, uint64_t ino) {
+  struct stat st{};
+  struct statfs fs{};
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino &&
+      fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC))
+    return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// The file by its path if it still has one, else among this process's descriptors (a memfd,
+// or a file unlinked after mapping it).
+int open_file(const Mapping& m) {
+  if (!m.path.empty() && m.path[0] == '/' && !m.path.ends_with(" (deleted)")) {
+    int fd = checked(open(m.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), m.dev, m.ino);
+    if (fd >= 0) return fd;
+  }
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long n = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || n == dirfd(d)) continue;
+    struct stat st{};
+    if (fstat(int(n), &st) == 0 && st.st_dev == m.dev && st.st_ino == m.ino) {
+      found = checked(fcntl(int(n), F_DUPFD_CLOEXEC, 0), m.dev, m.ino);
+      if (found >= 0) break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+}  // namespace
+
+std::optional<Backing> find_backing(const void* addr, size_t len) {
+  if (!addr || len == 0) return std::nullopt;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  std::optional<Mapping> m = mapping_of(a, len);
+  if (!m) return std::nullopt;
+  int fd = open_file(*m);
+  if (fd < 0) return std::nullopt;
+  return Backing{fd, m->dev, m->ino, m->offset + (a - m->start)};
+}
+
+void SharedRegions::add(const void* key, const void* addr, size_t len) {
+  if (len < kMinSharedRegion) return;
+  std::optional<Backing> b = find_backing(addr, len);
+  if (!b) return;
+  std::lock_guard g(mu_);
+  all_.push_back({key, static_cast<const uint8_t*>(addr), len, *b});
+  gen_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void SharedRegions::remove(const void* key) {
+  std::lock_guard g(mu_);
+  for (size_t i = 0; i < all_.size(); ++i)
+    if (all_[i].key == key) {
+      close(all_[i].backing.fd);
+      all_.erase(all_.begin() + ptrdiff_t(i));
+      gen_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+}
+
+uint64_t SharedRegions::snapshot(std::vector<Entry>& out) const {
+  std::lock_guard g(mu_);
+  out = all_;
+  return gen_.load(std::memory_order_relaxed);
+}
+
+SharedRegions& shared_regions() {
+  static SharedRegions* r = new SharedRegions;  // never destroyed: devices may outlive statics
+  return *r;
+}
+
+}  // namespace uroce::link

@@ -1,0 +1,296 @@
+// Placed payloads on the same-host link: a region registered in a shared file (memfd,
+// /dev/shm) is found behind its address; its payloads travel as where they lie and arrive
+// byte-exact through SEND, WRITE and READ, while private memory keeps the ring; a peer that
+// names files it has no right to, or the wrong file, or bytes past its end, is refused and
+// counted; and a peer that shrinks its file under a payload kills nobody.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common/seed.hpp"
+#include "../common/shm_forged_peer.hpp"
+#include "link/shared_regions.hpp"
+#include "wire/packet.hpp"
+#include "uroce/uroce.hpp"
+
+using namespace uroce;
+
+namespace {
+
+constexpr size_t kBytes = 1 << 20;
+
+// Memory in a memfd mapped shared, or on the heap.
+struct Memory {
+  uint8_t* p = nullptr;
+  int fd = -1;
+  std::vector<uint8_t> heap;
+  explicit Memory(bool shared) {
+    if (!shared) {
+      heap.assign(kBytes, 0);
+      p = heap.data();
+      return;
+    }
+    fd = memfd_create("place_test", MFD_CLOEXEC);
+    EXPECT_EQ(ftruncate(fd, kBytes), 0);
+    p = static_cast<uint8_t*>(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    EXPECT_NE(p, MAP_FAILED);
+  }
+  ~Memory() {
+    if (fd >= 0) {
+      munmap(p, kBytes);
+      close(fd);
+    }
+  }
+};
+
+struct Side {
+  Memory mem;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+  std::unique_ptr<MemoryRegion> mr;
+  explicit Side(bool shared) : mem(shared) {
+    dev = std::move(*Device::open("uroce_lo"));
+    pd = std::move(*dev->alloc_pd());
+    cq = std::move(*dev->create_cq(256));
+    qp = std::move(*pd->create_qp({QpType::RC, cq.get(), cq.get(), {}, false, nullptr}));
+    mr = std::move(*pd->reg_mr(mem.p, kBytes, kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead));
+  }
+  Endpoint endpoint(uint32_t psn) { return {*dev->query_gid(0), qp->qp_num(), psn, uint64_t(mem.p), mr->rkey(), kBytes}; }
+  uint64_t counter(const char* name) { return dev->counters()[name]; }
+  Wc wait_one() {
+    Wc wc[1];
+    for (int i = 0; i < 20000; ++i)
+      if (auto r = cq->wait(wc, 1); r && *r == 1) return wc[0];
+    ADD_FAILURE() << "no completion in 20 s";
+    return {};
+  }
+};
+
+void connect(Side& a, Side& b) {
+  ConnectOptions o;
+  o.timeout = 18;  // nothing is lost here: a retransmission would be a thread not scheduled for 1 s
+  ASSERT_TRUE(a.qp->connect(b.endpoint(3), 9, o));
+  ASSERT_TRUE(b.qp->connect(a.endpoint(9), 3, o));
+}
+
+// A SEND, a WRITE and a READ of odd lengths between a and b, each checked byte for byte.
+void traffic(Side& a, Side& b, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < kBytes; ++i) a.mem.p[i] = uint8_t(rng()), b.mem.p[i] = uint8_t(rng());
+  const uint32_t len = 200'003;
+  Sge r = b.mr->sge(1000, len);
+  ASSERT_TRUE(b.qp->post_recv({1, {&r, 1}}));
+  Sge s = a.mr->sge(12, len);
+  ASSERT_TRUE(a.qp->post_send({2, WrOpcode::Send, kSendSignaled, {&s, 1}}));
+  Wc rx = b.wait_one();
+  ASSERT_EQ(rx.status, WcStatus::Success);
+  ASSERT_EQ(rx.byte_len, len);
+  ASSERT_EQ(a.wait_one().status, WcStatus::Success);
+  ASSERT_EQ(std::memcmp(b.mem.p + 1000, a.mem.p + 12, len), 0);
+
+  Sge w = a.mr->sge(300'000, 300'001);
+  SendWr wr{3, WrOpcode::RdmaWrite, kSendSignaled, {&w, 1}};
+  wr.remote_addr = uint64_t(b.mem.p) + 500'000;
+  wr.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(wr));
+  ASSERT_EQ(a.wait_one().status, WcStatus::Success);
+  ASSERT_EQ(std::memcmp(b.mem.p + 500'000, a.mem.p + 300'000, 300'001), 0);
+
+  Sge rd = a.mr->sge(700'000, 250'000);
+  SendWr rw{4, WrOpcode::RdmaRead, kSendSignaled, {&rd, 1}};
+  rw.remote_addr = uint64_t(b.mem.p) + 4;
+  rw.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(rw));
+  ASSERT_EQ(a.wait_one().status, WcStatus::Success);
+  ASSERT_EQ(std::memcmp(a.mem.p + 700'000, b.mem.p + 4, 250'000), 0);
+}
+
+}  // namespace
+
+TEST(SharedRegions, FindsTheFileBehindSharedMemoryOnly) {
+  Memory shared(true);
+  auto b = link::find_backing(shared.p + 8192, 4096);
+  ASSERT_TRUE(b);
+  struct stat st{};
+  ASSERT_EQ(fstat(shared.fd, &st), 0);
+  EXPECT_EQ(b->dev, uint64_t(st.st_dev));
+  EXPECT_EQ(b->ino, uint64_t(st.st_ino));
+  EXPECT_EQ(b->offset, 8192u);
+  EXPECT_NE(b->fd, shared.fd);  // a descriptor of its own
+  close(b->fd);
+  EXPECT_FALSE(link::find_backing(shared.p + kBytes - 10, 20)) << "past the mapping's end";
+
+  // A file in /dev/shm, mapped at an offset.
+  const std::string name = "/uroce_place_test_" + std::to_string(getpid());
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 3 * 4096), 0);
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 4096));
+  ASSERT_NE(m, MAP_FAILED);
+  close(fd);  // found by its path, not by this descriptor
+  b = link::find_backing(m + 100, 4000);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->offset, 4196u);
+  close(b->fd);
+  shm_unlink(name.c_str());
+  munmap(m, 2 * 4096);
+
+  // Private memory of every kind has no file a peer could map.
+  Memory heap(false);
+  EXPECT_FALSE(link::find_backing(heap.p, 4096));
+  void* anon = mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  EXPECT_FALSE(link::find_backing(anon, 4096)) << "shared anonymous memory: no file to open";
+  munmap(anon, 65536);
+  void* priv = mmap(nullptr, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE, shared.fd, 0);
+  EXPECT_FALSE(link::find_backing(priv, 4096)) << "a private mapping of the file: copy on write";
+  munmap(priv, 65536);
+}
+
+TEST(SameHostPlacement, PayloadsFromSharedFilesAreReadWhereTheyLie) {
+  uint64_t seed = test::test_seed(41);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(true), b(true);
+  connect(a, b);
+  traffic(a, b, seed);
+  // a's SEND and WRITE, b's READ responses: every full payload placed, every one taken.
+  EXPECT_GT(a.counter("shm_tx_placed"), 100u);
+  EXPECT_GT(b.counter("shm_tx_placed"), 50u);
+  EXPECT_EQ(b.counter("shm_rx_placed"), a.counter("shm_tx_placed"));
+  EXPECT_EQ(a.counter("shm_rx_placed"), b.counter("shm_tx_placed"));
+  EXPECT_EQ(a.counter("shm_rx_placed_refused") + b.counter("shm_rx_placed_refused"), 0u);
+  EXPECT_EQ(a.counter("retransmitted_packets") + b.counter("retransmitted_packets"), 0u);
+}
+
+TEST(SameHostPlacement, PrivateMemoryKeepsTheRing) {
+  uint64_t seed = test::test_seed(42);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(false), b(true);
+  connect(a, b);
+  traffic(a, b, seed);
+  EXPECT_EQ(a.counter("shm_tx_placed"), 0u);    // a's memory is the heap's
+  EXPECT_GT(b.counter("shm_tx_placed"), 50u);   // b's READ responses come from its memfd
+  EXPECT_EQ(a.counter("shm_rx_placed"), b.counter("shm_tx_placed"));
+}
+
+namespace {
+
+// Placed WRITEs from a forged peer to the victim's QP: the slot holds the descriptor, the BTH
+// and RETH, and a zero ICRC (left out).
+struct PlacedWriter {
+  test::ForgedPeer& f;
+  Gid victim;
+  uint32_t qpn, rkey;
+  uint64_t base;  // the victim's region
+  uint32_t next = 0;
+
+  void send(link::shm::Placed d, uint32_t psn, uint64_t at) {
+    wire::Packet p;
+    p.bth.opcode = wire::Opcode::RC_WRITE_ONLY;
+    p.bth.dest_qp = qpn;
+    p.bth.psn = wire::Psn(psn);
+    p.bth.ack_req = true;
+    p.reth = {base + at, rkey, d.len};
+    link::shm::Slot& s = f.area->ring[0].slots[next % link::shm::kSlots];
+    const size_t hdr = wire::encode_headers(p, s.data + sizeof d);
+    if (d.at == 0) d.at = uint32_t(hdr);
+    std::memcpy(s.data, &d, sizeof d);
+    std::memset(s.data + sizeof d + hdr, 0, wire::kIcrcLen);
+    s.len = uint32_t(sizeof d + hdr + wire::kIcrcLen) | link::shm::kSlotPlaced | link::shm::kSlotNoIcrc;
+    s.src = Gid::from_ipv4(0x7f0000fe);
+    s.dst = victim;
+    s.src_port = 50000;
+    s.dst_port = 4791;
+    s.seq.store(++next, std::memory_order_release);
+    uint64_t one = 1;
+    EXPECT_EQ(write(f.e0, &one, sizeof one), 8);
+  }
+};
+
+}  // namespace
+
+// A peer that names what is not its shared file (the wrong inode, a pipe, /dev/null, a
+// descriptor it does not have, bytes past the file's end, a payload outside the slot) is
+// refused and counted, and nothing reaches the transport; the victim goes on. A peer that
+// shrinks its file under a payload the victim already mapped reads as zeros there and kills
+// nobody; grown again, the file is mapped anew and read right.
+TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
+  Side victim(false);
+  test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+  ASSERT_EQ(f.answer, 'Y');
+  ASSERT_EQ(f.area->ring[0].takes_placed.load(), 1u) << "the victim can open our files: it says so";
+  ConnectOptions o;
+  o.timeout = 18;
+  ASSERT_TRUE(victim.qp->connect({Gid::from_ipv4(0x7f0000fe), 0x123, 100, 0, 0, 0}, 500, o));
+  std::memset(victim.mem.p, 0xaa, kBytes);
+
+  constexpr size_t kFile = 65536;
+  Memory file(true);  // 1 MiB memfd: the forged peer's payloads, its first 64 KiB in use
+  ASSERT_EQ(ftruncate(file.fd, kFile), 0);
+  for (size_t i = 0; i < kFile; ++i) file.p[i] = uint8_t(i * 7 + 1);
+  struct stat st{};
+  ASSERT_EQ(fstat(file.fd, &st), 0);
+  const link::shm::Placed good{uint64_t(st.st_dev), uint64_t(st.st_ino), 0, file.fd, 0, 4096, 0};
+  PlacedWriter w{f, *victim.dev->query_gid(0), victim.qp->qp_num(), victim.mr->rkey(), uint64_t(victim.mem.p)};
+  auto until = [&](const char* counter, uint64_t want) {
+    Wc wc[4];
+    for (int i = 0; i < 20000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
+    return victim.counter(counter);
+  };
+
+  // Refused before any file of the peer is mapped: the victim maps a file by its identity once,
+  // and a descriptor that names that identity again is read from the same mapping.
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  link::shm::Placed bad[5] = {good, good, good, good, good};
+  bad[0].ino += 1;               // another file than the one named
+  bad[1].fd = pipefd[0];         // not a file
+  bad[2].fd = devnull;           // not a tmpfs or hugetlbfs file
+  bad[3].offset = kFile - 2048;  // past the file's end
+  bad[4].fd = 1 << 20;           // no such descriptor
+  for (int i = 0; i < 5; ++i) {
+    w.send(bad[i], 100, 0);
+    EXPECT_EQ(until("shm_rx_placed_refused", uint64_t(i + 1)), uint64_t(i + 1)) << "descriptor " << i;
+  }
+  link::shm::Placed outside = good;
+  outside.at = 4000;  // the payload would start past the slot's bytes
+  w.send(outside, 100, 0);
+  EXPECT_EQ(until("shm_rx_malformed", 1), 1u);
+  EXPECT_EQ(victim.counter("rx_packets"), 0u) << "nothing refused reached the transport";
+  EXPECT_EQ(victim.mem.p[0], 0xaa);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  close(devnull);
+
+  w.send(good, 100, 0);
+  ASSERT_EQ(until("shm_rx_placed", 1), 1u);
+  ASSERT_EQ(until("rx_packets", 1), 1u);
+  EXPECT_EQ(std::memcmp(victim.mem.p, file.p, 4096), 0);
+
+  // Shrunk under the victim's mapping: the victim's copy of the next payload reads zeros.
+  ASSERT_EQ(ftruncate(file.fd, 0), 0);
+  w.send(good, 101, 8192);
+  ASSERT_EQ(until("shm_rx_placed", 2), 2u);
+  ASSERT_EQ(until("rx_packets", 2), 2u);
+  EXPECT_EQ(std::vector<uint8_t>(victim.mem.p + 8192, victim.mem.p + 8192 + 4096), std::vector<uint8_t>(4096, 0));
+  // Grown and written again: mapped anew, read right.
+  ASSERT_EQ(ftruncate(file.fd, kFile), 0);
+  for (size_t i = 0; i < kFile; ++i) file.p[i] = uint8_t(i * 3 + 5);
+  w.send(good, 102, 16384);
+  ASSERT_EQ(until("shm_rx_placed", 3), 3u);
+  ASSERT_EQ(until("rx_packets", 3), 3u);
+  EXPECT_EQ(std::memcmp(victim.mem.p + 16384, file.p, 4096), 0);
+  EXPECT_EQ(victim.counter("rx_malformed"), 0u);
+  EXPECT_EQ(victim.counter("shm_rx_placed_refused"), 5u);
+}
