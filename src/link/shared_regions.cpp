@@ -83,8 +83,13 @@ int checked(int fd, uint64_t dev, uint64_t ino) {
 // or a file unlinked after mapping it).
 int open_file(const Mapping& m) {
   if (!m.path.empty() && m.path[0] == '/' && !m.path.ends_with(" (deleted)")) {
-    int fd = checked(open(m.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK), m.dev, m.ino);
-    if (fd >= 0) return fd;
+    // Looked at through a path-only descriptor: a device mapped shared is never opened.
+    int at = checked(open(m.path.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW), m.dev, m.ino);
+    if (at >= 0) {
+      int fd = checked(open(("/proc/self/fd/" + std::to_string(at)).c_str(), O_RDONLY | O_CLOEXEC), m.dev, m.ino);
+      close(at);
+      if (fd >= 0) return fd;
+    }
   }
   DIR* d = opendir("/proc/self/fd");
   if (!d) return -1;

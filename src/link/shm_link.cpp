@@ -317,7 +317,7 @@ SameHostLink::Channel* SameHostLink::route(const ShmPeer& dst, uint64_t now) {
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
-  if (push_placed(c, p)) return true;
+  if (p.ref && p.ref_len >= shm::kMinPlaced && push_placed(c, p)) return true;
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.full()) return false;
   c.backlog.push(p);

@@ -33,9 +33,6 @@ namespace uroce::link {
 
 namespace {
 
-// Payloads shorter than this are copied through the ring: a small copy costs less than reading
-// the peer's lines where they lie.
-constexpr uint32_t kMinPlaced = 2048;
 constexpr size_t kMaxImports = 16;  // files mapped per channel; the least recently used goes
 
 // ---- a peer's file shrunk under our mapping of it
@@ -138,7 +135,7 @@ void SameHostLink::unmap_imports(Channel& c) {
 }
 
 bool SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
-  if (!p.ref || p.ref_len < kMinPlaced || p.ref_len % 4 || pcap_ || !c.backlog.empty() ||
+  if (!p.ref || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || pcap_ || !c.backlog.empty() ||
       !c.tx->takes_placed.load(std::memory_order_relaxed))
     return false;
   const SharedRegions::Entry* e = backing_of(regions_, p.ref, p.ref_len);
@@ -147,7 +144,7 @@ bool SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
                 p.ref_at, p.ref_len, 0};
   // The slot: the descriptor, then the packet's bytes before and after its payload.
   const uint32_t after = p.ref_at + p.ref_len, rest = p.len - p.ref_len;
-  uint8_t slot[sizeof d + wire::kMaxPacket - kMinPlaced];
+  uint8_t slot[sizeof d + wire::kMaxPacket - shm::kMinPlaced];
   if (rest > sizeof slot - sizeof d) return false;
   std::memcpy(slot, &d, sizeof d);
   std::memcpy(slot + sizeof d, p.data, p.ref_at);
@@ -175,17 +172,24 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
       return i.base + d.offset;
     }
   if (!c.peer_pid || d.fd < 0) return nullptr;
+  // Looked at through a path-only descriptor first: a device or FIFO the peer names is never
+  // opened (an open may do things), only a file that is what the descriptor said.
   const std::string path = "/proc/" + std::to_string(c.peer_pid) + "/fd/" + std::to_string(d.fd);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return nullptr;
+  const int at = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (at < 0) return nullptr;
   struct stat st{};
   struct statfs fs{};
-  void* m = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_dev) == d.dev && uint64_t(st.st_ino) == d.ino &&
-      fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC) &&
+  int fd = -1;
+  if (fstat(at, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_dev) == d.dev && uint64_t(st.st_ino) == d.ino &&
+      fstatfs(at, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC) &&
       uint64_t(st.st_size) >= end)
+    fd = open(("/proc/self/fd/" + std::to_string(at)).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  close(at);
+  struct stat again{};
+  void* m = MAP_FAILED;
+  if (fd >= 0 && fstat(fd, &again) == 0 && again.st_dev == st.st_dev && again.st_ino == st.st_ino)
     m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
+  if (fd >= 0) close(fd);
   if (m == MAP_FAILED) return nullptr;
   if (!watch_mapping(static_cast<const uint8_t*>(m), size_t(st.st_size))) {
     munmap(m, size_t(st.st_size));

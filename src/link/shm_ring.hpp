@@ -34,6 +34,10 @@ inline constexpr uint32_t kSlotNoIcrc = 1u << 31;  // in Slot::len: the sender l
 inline constexpr uint32_t kSlotPlaced = 1u << 30;
 inline constexpr uint32_t kSlotFlags = kSlotNoIcrc | kSlotPlaced;
 
+// Payloads shorter than this are copied through the ring: a small copy costs less than reading
+// the peer's lines where they lie.
+inline constexpr uint32_t kMinPlaced = 2048;
+
 // Where a placed payload lies: bytes [at, at + len) of the packet are bytes [offset, offset +
 // len) of the file the producer's descriptor fd names (/proc/<pid>/fd/<fd>), which must be
 // the file (dev, ino).

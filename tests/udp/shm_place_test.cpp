@@ -146,6 +146,22 @@ TEST(SharedRegions, FindsTheFileBehindSharedMemoryOnly) {
   shm_unlink(name.c_str());
   munmap(m, 2 * 4096);
 
+  // A hugetlbfs memfd, where the machine has huge pages to give.
+  int hfd = memfd_create("place_test_huge", MFD_CLOEXEC | MFD_HUGETLB);
+  void* huge = MAP_FAILED;
+  if (hfd >= 0 && ftruncate(hfd, 2 << 20) == 0)
+    huge = mmap(nullptr, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, hfd, 0);
+  if (huge != MAP_FAILED && *static_cast<volatile uint8_t*>(huge) == 0) {  // the page taken
+    b = link::find_backing(static_cast<uint8_t*>(huge) + 65536, 65536);
+    ASSERT_TRUE(b) << "a hugetlbfs memfd";
+    EXPECT_EQ(b->offset, 65536u);
+    close(b->fd);
+    munmap(huge, 2 << 20);
+  } else {
+    std::printf("no huge pages here: the hugetlbfs case is not run\n");
+  }
+  if (hfd >= 0) close(hfd);
+
   // Private memory of every kind has no file a peer could map.
   Memory heap(false);
   EXPECT_FALSE(link::find_backing(heap.p, 4096));
