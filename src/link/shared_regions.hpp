@@ -57,11 +57,16 @@ class SharedRegions {
 // The process's regions (every device's).
 SharedRegions& shared_regions();
 
-// The backing of [p, p + n) among `entries` (a snapshot), or null.
+// Whether [p, p + n) lies in e's region.
+inline bool backing_of(const SharedRegions::Entry& e, const uint8_t* p, size_t n) {
+  return p >= e.addr && n <= e.len && size_t(p - e.addr) <= e.len - n;
+}
+
+// The region of `entries` (a snapshot) that holds [p, p + n), or null.
 inline const SharedRegions::Entry* backing_of(const std::vector<SharedRegions::Entry>& entries, const uint8_t* p,
                                               size_t n) {
   for (const auto& e : entries)
-    if (p >= e.addr && n <= e.len && size_t(p - e.addr) <= e.len - n) return &e;
+    if (backing_of(e, p, n)) return &e;
   return nullptr;
 }
 

@@ -169,6 +169,7 @@ class SameHostLink final : public Link {
   uint32_t first_ring_ = 0;   // where the next receive starts among live_ (round robin)
   std::vector<SharedRegions::Entry> regions_;  // shared_regions() as of regions_gen_
   uint64_t regions_gen_ = ~uint64_t(0);
+  size_t last_region_ = 0;  // the one the last placed payload came from
   uint64_t receives_ = 0;  // placed payloads taken, the clock of Import::used
   ShmStats st_;
 };

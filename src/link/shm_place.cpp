@@ -135,11 +135,19 @@ void SameHostLink::unmap_imports(Channel& c) {
 }
 
 bool SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
-  if (!p.ref || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || pcap_ || !c.backlog.empty() ||
+  // Only packets built for this link (no ICRC: the receiver's transport takes a payload apart
+  // from nothing else).
+  if (!p.ref || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || !p.icrc_skipped || pcap_ || !c.backlog.empty() ||
       !c.tx->takes_placed.load(std::memory_order_relaxed))
     return false;
-  const SharedRegions::Entry* e = backing_of(regions_, p.ref, p.ref_len);
-  if (!e) return false;
+  const SharedRegions::Entry* e = nullptr;
+  if (last_region_ < regions_.size() && backing_of(regions_[last_region_], p.ref, p.ref_len)) {
+    e = &regions_[last_region_];
+  } else if ((e = backing_of(regions_, p.ref, p.ref_len))) {
+    last_region_ = size_t(e - regions_.data());
+  } else {
+    return false;
+  }
   shm::Placed d{e->backing.dev, e->backing.ino, e->backing.offset + uint64_t(p.ref - e->addr), e->backing.fd,
                 p.ref_at, p.ref_len, 0};
   // The slot: the descriptor, then the packet's bytes before and after its payload.
@@ -149,7 +157,7 @@ bool SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
   std::memcpy(slot, &d, sizeof d);
   std::memcpy(slot + sizeof d, p.data, p.ref_at);
   std::memcpy(slot + sizeof d + p.ref_at, p.data + after, p.len - after);
-  const uint32_t flags = shm::kSlotPlaced | (p.icrc_skipped ? shm::kSlotNoIcrc : 0);
+  const uint32_t flags = shm::kSlotPlaced | shm::kSlotNoIcrc;
   if (!c.tx->push(uint32_t(sizeof d + rest), flags, p.flow, c.tx_tail, c.tx_head_seen,
                   [&](uint8_t* out, uint32_t lo, uint32_t hi) { std::memcpy(out + lo, slot + lo, hi - lo); }))
     return false;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -309,4 +310,30 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   EXPECT_EQ(std::memcmp(victim.mem.p + 16384, file.p, 4096), 0);
   EXPECT_EQ(victim.counter("rx_malformed"), 0u);
   EXPECT_EQ(victim.counter("shm_rx_placed_refused"), 5u);
+}
+
+// The handler that turns a shrunk peer file into zeros leaves every other SIGBUS as it was: a
+// program's own read past the end of its own shrunk mapping still ends it.
+TEST(SameHostPlacement, ASigbusOfTheProgramsOwnStillEndsIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  {
+    Side a(true), b(true);
+    connect(a, b);
+    traffic(a, b, test::test_seed(43));  // b maps a's file: the handler is there
+    ASSERT_GT(b.counter("shm_rx_placed"), 0u);
+  }
+  auto own_sigbus = [] {
+    int fd = memfd_create("own", MFD_CLOEXEC);
+    if (ftruncate(fd, 8192) != 0) _exit(3);
+    auto* m = static_cast<volatile uint8_t*>(mmap(nullptr, 8192, PROT_READ, MAP_SHARED, fd, 0));
+    if (ftruncate(fd, 0) != 0) _exit(4);
+    (void)m[4096];
+    _exit(0);
+  };
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's handler was there before ours: it gets the fault, says so and exits.
+  EXPECT_EXIT(own_sigbus(), testing::ExitedWithCode(1), "AddressSanitizer: BUS");
+#else
+  EXPECT_EXIT(own_sigbus(), testing::KilledBySignal(SIGBUS), "");
+#endif
 }
