@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "link/shm_ring.hpp"
 #include "wire/packet_buf.hpp"
 
 namespace uroce::link::shm {
@@ -23,8 +24,8 @@ class Backlog {
   struct Entry {
     wire::FlowAddr flow;
     uint32_t len;
-    bool icrc_skipped;
-    size_t at;  // in the buffer
+    uint32_t flags;  // the slot's (shm_ring.hpp, kSlotFlags)
+    size_t at;       // in the buffer
   };
 
   size_t size() const { return entries_.size() - first_; }
@@ -36,8 +37,15 @@ class Backlog {
   void push(const wire::PacketBuf& p) {
     reserve(end_ + p.len);
     p.copy_to(bytes_.get() + end_);
-    entries_.push_back({p.flow, p.len, p.icrc_skipped, end_});
+    entries_.push_back({p.flow, p.len, p.icrc_skipped ? kSlotNoIcrc : 0, end_});
     end_ += p.len;
+  }
+  // A slot's bytes as they are to go into the ring (a placed payload's descriptor and headers).
+  void push(std::span<const uint8_t> slot, uint32_t flags, const wire::FlowAddr& flow) {
+    reserve(end_ + slot.size());
+    std::memcpy(bytes_.get() + end_, slot.data(), slot.size());
+    entries_.push_back({flow, uint32_t(slot.size()), flags, end_});
+    end_ += slot.size();
   }
   const Entry& front() const { return entries_[first_]; }
   std::span<const uint8_t> front_bytes() const { return {bytes_.get() + entries_[first_].at, entries_[first_].len}; }

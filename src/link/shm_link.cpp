@@ -317,7 +317,9 @@ SameHostLink::Channel* SameHostLink::route(const ShmPeer& dst, uint64_t now) {
 // A full ring keeps the packet in the channel's backlog, in order, as a NIC's send queue
 // waits for its link; only a backlog beyond its bound drops (counted).
 bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
-  if (p.ref && p.ref_len >= shm::kMinPlaced && push_placed(c, p)) return true;
+  if (p.ref && p.ref_len >= shm::kMinPlaced) {
+    if (int r = push_placed(c, p); r >= 0) return r;
+  }
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.full()) return false;
   c.backlog.push(p);
@@ -341,7 +343,7 @@ void SameHostLink::drain_backlogs() {
     size_t n = 0;
     for (; !c->backlog.empty(); c->backlog.pop(), ++n) {
       const shm::Backlog::Entry& e = c->backlog.front();
-      if (!c->tx->push(c->backlog.front_bytes(), e.icrc_skipped, e.flow, c->tx_tail, c->tx_head_seen)) break;
+      if (!c->tx->push(c->backlog.front_bytes(), e.flags, e.flow, c->tx_tail, c->tx_head_seen)) break;
     }
     if (!n) continue;
     backlogged_ -= n;

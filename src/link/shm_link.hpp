@@ -120,7 +120,7 @@ class SameHostLink final : public Link {
   bool push(Channel& c, const wire::PacketBuf& p);
   // Placed payloads (shm_place.cpp): the sender's side, the receiver's, and the offer a new
   // channel's receiver makes.
-  bool push_placed(Channel& c, const wire::PacketBuf& p);
+  int push_placed(Channel& c, const wire::PacketBuf& p);  // 1: queued, 0: dropped, -1: not placed
   void deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
   const uint8_t* resolve(Channel& c, const shm::Placed& d);
   static void offer_placed(Channel& c, int sock);

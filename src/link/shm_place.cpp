@@ -134,35 +134,43 @@ void SameHostLink::unmap_imports(Channel& c) {
   c.imports.clear();
 }
 
-bool SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
+// A packet whose payload lies in a shared file goes as its slot: the descriptor, then the
+// packet's bytes before and after the payload. Into the ring, or the backlog behind it (a slot
+// of a hundred bytes, where a copied packet would take its whole payload). 1: queued, 0: the
+// backlog is full (dropped), -1: not placed (the caller copies it).
+int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
   // Only packets built for this link (no ICRC: the receiver's transport takes a payload apart
   // from nothing else).
-  if (!p.ref || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || !p.icrc_skipped || pcap_ || !c.backlog.empty() ||
+  if (!p.ref || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || !p.icrc_skipped || pcap_ ||
       !c.tx->takes_placed.load(std::memory_order_relaxed))
-    return false;
+    return -1;
   const SharedRegions::Entry* e = nullptr;
   if (last_region_ < regions_.size() && backing_of(regions_[last_region_], p.ref, p.ref_len)) {
     e = &regions_[last_region_];
   } else if ((e = backing_of(regions_, p.ref, p.ref_len))) {
     last_region_ = size_t(e - regions_.data());
   } else {
-    return false;
+    return -1;
   }
-  shm::Placed d{e->backing.dev, e->backing.ino, e->backing.offset + uint64_t(p.ref - e->addr), e->backing.fd,
-                p.ref_at, p.ref_len, 0};
-  // The slot: the descriptor, then the packet's bytes before and after its payload.
+  const shm::Placed d{e->backing.dev, e->backing.ino, e->backing.offset + uint64_t(p.ref - e->addr), e->backing.fd,
+                      p.ref_at, p.ref_len, 0};
   const uint32_t after = p.ref_at + p.ref_len, rest = p.len - p.ref_len;
   uint8_t slot[sizeof d + wire::kMaxPacket - shm::kMinPlaced];
-  if (rest > sizeof slot - sizeof d) return false;
+  if (rest > sizeof slot - sizeof d) return -1;
   std::memcpy(slot, &d, sizeof d);
   std::memcpy(slot + sizeof d, p.data, p.ref_at);
   std::memcpy(slot + sizeof d + p.ref_at, p.data + after, p.len - after);
-  const uint32_t flags = shm::kSlotPlaced | shm::kSlotNoIcrc;
-  if (!c.tx->push(uint32_t(sizeof d + rest), flags, p.flow, c.tx_tail, c.tx_head_seen,
-                  [&](uint8_t* out, uint32_t lo, uint32_t hi) { std::memcpy(out + lo, slot + lo, hi - lo); }))
-    return false;
+  const std::span<const uint8_t> bytes(slot, sizeof d + rest);
+  constexpr uint32_t kFlags = shm::kSlotPlaced | shm::kSlotNoIcrc;
+  if (c.backlog.empty() && c.tx->push(bytes, kFlags, p.flow, c.tx_tail, c.tx_head_seen)) {
+    ++st_.tx_placed;
+    return 1;
+  }
+  if (c.backlog.full()) return 0;
+  c.backlog.push(bytes, kFlags, p.flow);
+  ++backlogged_;
   ++st_.tx_placed;
-  return true;
+  return 1;
 }
 
 // The payload a descriptor names, in this side's mapping of the peer's file; null if the file

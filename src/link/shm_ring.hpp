@@ -77,10 +77,11 @@ struct Ring {
     return push(p.len, p.icrc_skipped ? kSlotNoIcrc : 0, p.flow, tail, head_seen,
                 [&p](uint8_t* out, uint32_t lo, uint32_t hi) { p.copy_range(out, lo, hi); });
   }
-  // The same for a packet held whole in `bytes` (a sender's backlog).
-  bool push(std::span<const uint8_t> bytes, bool icrc_skipped, const wire::FlowAddr& flow, uint32_t& tail,
+  // The same for a slot's data held whole in `bytes` (a sender's backlog, a placed payload's
+  // descriptor and headers), flags: kSlotFlags.
+  bool push(std::span<const uint8_t> bytes, uint32_t flags, const wire::FlowAddr& flow, uint32_t& tail,
             uint32_t& head_seen) {
-    return push(uint32_t(bytes.size()), icrc_skipped ? kSlotNoIcrc : 0, flow, tail, head_seen,
+    return push(uint32_t(bytes.size()), flags, flow, tail, head_seen,
                 [&bytes](uint8_t* out, uint32_t lo, uint32_t hi) { std::memcpy(out + lo, bytes.data() + lo, hi - lo); });
   }
   // copy(out, lo, hi) puts bytes [lo, hi) of the slot's data at out + lo; flags: kSlotFlags.
