@@ -337,3 +337,36 @@ TEST(SameHostPlacement, ASigbusOfTheProgramsOwnStillEndsIt) {
   EXPECT_EXIT(own_sigbus(), testing::KilledBySignal(SIGBUS), "");
 #endif
 }
+
+// More in flight than the ring holds (two QPs, each with a ring's worth): what waits behind it
+// waits as slots, and is placed too.
+TEST(SameHostPlacement, WhatWaitsForRoomIsPlacedToo) {
+  uint64_t seed = test::test_seed(44);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(true), b(true);
+  connect(a, b);
+  auto qa = std::move(*a.pd->create_qp({QpType::RC, a.cq.get(), a.cq.get(), {}, false, nullptr}));
+  auto qb = std::move(*b.pd->create_qp({QpType::RC, b.cq.get(), b.cq.get(), {}, false, nullptr}));
+  ConnectOptions o;
+  o.timeout = 18;
+  ASSERT_TRUE(qa->connect({*b.dev->query_gid(0), qb->qp_num(), 1, 0, 0, 0}, 2, o));
+  ASSERT_TRUE(qb->connect({*a.dev->query_gid(0), qa->qp_num(), 2, 0, 0, 0}, 1, o));
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < kBytes; ++i) a.mem.p[i] = uint8_t(rng());
+  constexpr int kWrites = 8;  // per QP, 256 packets of 4 KiB each: 4096 in all, 4 rings' worth
+  const size_t half = kBytes / 2;
+  for (int i = 0; i < kWrites; ++i)
+    for (int q = 0; q < 2; ++q) {
+      Sge w = a.mr->sge(q * half, uint32_t(half));
+      SendWr wr{uint64_t(i), WrOpcode::RdmaWrite, kSendSignaled, {&w, 1}};
+      wr.remote_addr = uint64_t(b.mem.p) + q * half;
+      wr.rkey = b.mr->rkey();
+      ASSERT_TRUE((q ? qa : a.qp)->post_send(wr));
+    }
+  for (int i = 0; i < 2 * kWrites; ++i) ASSERT_EQ(a.wait_one().status, WcStatus::Success) << "WRITE " << i;
+  EXPECT_EQ(std::memcmp(b.mem.p, a.mem.p, kBytes), 0);
+  const uint64_t packets = 2 * kWrites * (half / 4096);
+  EXPECT_EQ(a.counter("shm_tx_placed"), packets);
+  EXPECT_EQ(b.counter("shm_rx_placed"), packets);
+  EXPECT_EQ(a.counter("shm_tx_full_drops"), 0u);
+}
