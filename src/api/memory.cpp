@@ -23,7 +23,6 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   if (!mr) return mr.error();
   g.unlock();
   std::unique_ptr<MemoryRegion> m(new MemoryRegion);
-  link::shared_regions().add(m.get(), addr, len);  // a same-host peer may read it where it lies
   m->pd_ = h_;
   m->addr_ = addr;
   m->len_ = len;
@@ -31,6 +30,9 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   m->access_ = access;
   m->lkey_ = mr->lkey.value();
   m->rkey_ = mr->rkey.value();
+  // A same-host peer may read it where it lies; not an on-demand region, whose pages the
+  // program may unmap or remap while it is registered.
+  if (!(access & kAccessOnDemand)) link::shared_regions().add(m.get(), addr, len);
   return m;
 }
 
@@ -63,15 +65,16 @@ Status MemoryRegion::rereg(const MrChange& c) {
   const uint32_t access = c.access.value_or(access_);
   auto r = pd_->stack->pc->rereg_mr(verbs::Lkey(lkey_), pd->pd, addr, len, access, iova);
   if (!r) return r.error();
-  if (c.addr) {
-    link::shared_regions().remove(this);
-    link::shared_regions().add(this, addr, len);
-  }
   old = std::exchange(pd_, std::move(pd));
   addr_ = addr;
   len_ = len;
   iova_ = iova;
   access_ = access;
+  g.unlock();
+  if (c.addr || c.access) {  // looked up again, outside the device's lock (it reads /proc)
+    link::shared_regions().remove(this);
+    if (!(access & kAccessOnDemand)) link::shared_regions().add(this, addr, len);
+  }
   return {};
 }
 

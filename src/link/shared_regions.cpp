@@ -1,10 +1,10 @@
 #include "link/shared_regions.hpp"
 
+#include "link/shared_files.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -68,12 +68,11 @@ std::optional<Mapping> mapping_of(uintptr_t addr, size_t len) {
   return run;
 }
 
-// A descriptor of the file (dev, ino) that is a tmpfs or hugetlbfs file, or -1.
+// fd if it names the file (dev, ino), a regular file on a tmpfs or hugetlbfs device; else
+// closed, and -1. Nothing is asked of any other file system (shared_files::identify).
 int checked(int fd, uint64_t dev, uint64_t ino) {
-  struct stat st{};
-  struct statfs fs{};
-  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == dev && st.st_ino == ino &&
-      fstatfs(fd, &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC))
+  uint64_t d = 0, i = 0, size = 0;
+  if (fd >= 0 && shared_files::identify(fd, d, i, size) && d == dev && i == ino && shared_files::shared_file_device(d))
     return fd;
   if (fd >= 0) close(fd);
   return -1;
@@ -98,8 +97,8 @@ int open_file(const Mapping& m) {
     char* end = nullptr;
     long n = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end || n == dirfd(d)) continue;
-    struct stat st{};
-    if (fstat(int(n), &st) == 0 && st.st_dev == m.dev && st.st_ino == m.ino) {
+    uint64_t dev = 0, ino = 0, size = 0;
+    if (shared_files::identify(int(n), dev, ino, size) && dev == m.dev && ino == m.ino) {
       found = checked(fcntl(int(n), F_DUPFD_CLOEXEC, 0), m.dev, m.ino);
       if (found >= 0) break;
     }

@@ -19,6 +19,7 @@ namespace shm {
 // A peer's file mapped for reading placed payloads out of it (link/shm_place.cpp).
 struct Import {
   uint64_t dev = 0, ino = 0;
+  uint64_t file_offset = 0;  // of the window mapped at base
   const uint8_t* base = nullptr;
   size_t size = 0;
   uint64_t used = 0;  // the receive that used it last, for letting the oldest go
@@ -49,6 +50,7 @@ struct SameHostLink::Channel {
   pid_t peer_pid = 0;         // the peer process, if its files can be opened from here (placed payloads)
   std::vector<shm::Import> imports;  // engine side: the peer's files mapped for placed payloads
   uint64_t zeroed_seen = 0;           // engine side: mappings zeroed in the process, as of imports
+  uint64_t placed_again_at = 0;       // engine side: after a refusal, when placed payloads are taken again
 };
 
 }  // namespace uroce::link

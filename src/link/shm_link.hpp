@@ -121,7 +121,7 @@ class SameHostLink final : public Link {
   // Placed payloads (shm_place.cpp): the sender's side, the receiver's, and the offer a new
   // channel's receiver makes.
   int push_placed(Channel& c, const wire::PacketBuf& p);  // 1: queued, 0: dropped, -1: not placed
-  void deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
+  bool deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
   const uint8_t* resolve(Channel& c, const shm::Placed& d);
   static void offer_placed(Channel& c, int sock);
   static void unmap_imports(Channel& c);

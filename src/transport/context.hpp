@@ -49,12 +49,14 @@ class Context {
   // the packet then carries bytes its ICRC does not cover: the peer drops it as lost. So the
   // requester copies its resends, which then arrive whole; a READ response lost that way is
   // asked for again.
-  // False: the caller copies them into the packet.
-  bool by_reference(PacketBuf* tx, uint32_t at, const uint8_t* src, uint32_t len) {
+  // False: the caller copies them into the packet. `answered`: the work request completes only
+  // on the peer's answer (PacketBuf::ref_until_answered).
+  bool by_reference(PacketBuf* tx, uint32_t at, const uint8_t* src, uint32_t len, bool answered) {
     if (!len || !src || !core_.cfg_.link_gathers) return false;
     tx->ref = src;
     tx->ref_at = at;
     tx->ref_len = len;
+    tx->ref_until_answered = answered;
     ++core_.ctr_.tx_payload_by_ref;
     return true;
   }

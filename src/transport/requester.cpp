@@ -133,7 +133,7 @@ bool build_request(Context& cx, Qp& qp, const SendWqe& w, PacketBuf* tx, wire::P
     const bool resend = p.bth.psn < req.high;
     const uint8_t* src = cx.config().link_gathers && !resend
                              ? sgl_locate(cx.mrs(), qp.pd(), sges, w.num_sge, offset, len) : nullptr;
-    if (!cx.by_reference(tx, at, src, len) &&
+    if (!cx.by_reference(tx, at, src, len, reliable_connected(qp.type())) &&
         sgl_gather(cx.mrs(), qp.pd(), sges, w.num_sge, offset, dst, len) != verbs::KeyCheck::Ok)
       return false;
     p.payload = {dst, len};  // in place: encoding leaves it alone

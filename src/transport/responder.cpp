@@ -354,7 +354,7 @@ Step run_job(Context& cx, Qp& qp, RespJob& j) {
         cx.qp_to_error(qp);
         return Step::Done;
       }
-      if (len && !odp && !cx.by_reference(tx, at, src, len)) std::memcpy(dst, src, len);
+      if (len && !odp && !cx.by_reference(tx, at, src, len, true)) std::memcpy(dst, src, len);
       p.payload = {dst, len};
       send_packet(cx, tx, p);
       j.sent += len;

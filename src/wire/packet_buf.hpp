@@ -51,6 +51,11 @@ struct PacketBuf {
   // anything else (a capture, IPv6, a test link) makes the packet whole first (materialize).
   const uint8_t* ref = nullptr;
   uint32_t ref_at = 0, ref_len = 0;
+  // Its referenced payload may be read after send() returns, until the peer answers (a
+  // reliable connection's request or READ response, whose work request completes only on the
+  // answer): a same-host peer may read it where it lies (link/shm_place.cpp). Not so for UC,
+  // whose requests complete once sent.
+  bool ref_until_answered = false;
   uint8_t data[kMaxPacket];
 
   void materialize() {
