@@ -8,6 +8,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -124,6 +125,12 @@ void SharedRegions::add(const void* key, const void* addr, size_t len) {
   std::optional<Backing> b = find_backing(addr, len);
   if (!b) return;
   std::lock_guard g(mu_);
+  for (const Entry& e : all_)  // one descriptor per file, however many regions lie in it
+    if (e.backing.dev == b->dev && e.backing.ino == b->ino) {
+      close(b->fd);
+      b->fd = e.backing.fd;
+      break;
+    }
   all_.push_back({key, static_cast<const uint8_t*>(addr), len, *b});
   gen_.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -132,8 +139,9 @@ void SharedRegions::remove(const void* key) {
   std::lock_guard g(mu_);
   for (size_t i = 0; i < all_.size(); ++i)
     if (all_[i].key == key) {
-      close(all_[i].backing.fd);
+      const int fd = all_[i].backing.fd;
       all_.erase(all_.begin() + ptrdiff_t(i));
+      if (std::none_of(all_.begin(), all_.end(), [fd](const Entry& e) { return e.backing.fd == fd; })) close(fd);
       gen_.fetch_add(1, std::memory_order_acq_rel);
       return;
     }

@@ -435,3 +435,26 @@ TEST(SameHostPlacement, LargeFilesAreMappedByWindows) {
   munmap(big, kLarge);
   close(fd);
 }
+
+// Many regions in one file hold one descriptor between them, kept until the last goes.
+TEST(SharedRegions, RegionsOfOneFileShareADescriptor) {
+  Memory shared(true);
+  link::SharedRegions r;
+  std::vector<link::SharedRegions::Entry> e;
+  int keys[3];
+  for (int i = 0; i < 3; ++i) r.add(&keys[i], shared.p + size_t(i) * 65536, 65536);
+  r.snapshot(e);
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[1].backing.fd, e[0].backing.fd);
+  EXPECT_EQ(e[2].backing.fd, e[0].backing.fd);
+  EXPECT_EQ(e[2].backing.offset, 2 * 65536u);
+  const int fd = e[0].backing.fd;
+  r.remove(&keys[0]);
+  r.remove(&keys[2]);
+  EXPECT_EQ(fcntl(fd, F_GETFD), FD_CLOEXEC) << "still open for the region left";
+  r.remove(&keys[1]);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "closed with the last";
+  r.add(&keys[0], shared.p, 4096);  // below kMinSharedRegion: not looked up
+  r.snapshot(e);
+  EXPECT_TRUE(e.empty());
+}
