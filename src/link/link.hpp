@@ -42,10 +42,14 @@ class PacketSink {
                                          const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
     if (payload.at > rest.size() || payload.bytes.size() > wire::kMaxPacket - rest.size()) return ip;
     uint8_t whole[wire::kMaxPacket];
-    std::memcpy(whole, rest.data(), payload.at);
-    std::memcpy(whole + payload.at, payload.bytes.data(), payload.bytes.size());
-    std::memcpy(whole + payload.at + payload.bytes.size(), rest.data() + payload.at, rest.size() - payload.at);
-    return deliver({whole, rest.size() + payload.bytes.size()}, from, now, ip);
+    return deliver({whole, assemble(rest, payload, whole)}, from, now, ip);
+  }
+  // The packet whole in `out` (the caller checked it fits); its length.
+  static size_t assemble(std::span<const uint8_t> rest, const wire::ApartPayload& payload, uint8_t* out) {
+    std::memcpy(out, rest.data(), payload.at);
+    std::memcpy(out + payload.at, payload.bytes.data(), payload.bytes.size());
+    std::memcpy(out + payload.at + payload.bytes.size(), rest.data() + payload.at, rest.size() - payload.at);
+    return rest.size() + payload.bytes.size();
   }
 };
 

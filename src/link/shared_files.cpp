@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace uroce::link::shared_files {
@@ -111,15 +112,29 @@ bool shared_file_device(uint64_t dev) {
   return std::find(g_devs.begin(), g_devs.end(), dev) != g_devs.end();
 }
 
-bool identify(int fd, uint64_t& dev, uint64_t& ino, uint64_t& size) {
+bool identify(int fd, FileId& id) {
   struct statx stx{};
   if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO | STATX_SIZE, &stx) != 0 ||
       !S_ISREG(stx.stx_mode))
     return false;
-  dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-  ino = stx.stx_ino;
-  size = stx.stx_size;
+  id = {makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino, stx.stx_size, stx.stx_blksize};
   return true;
+}
+
+int open_shared(const char* path, bool follow, uint64_t dev, uint64_t ino, uint64_t min_size, FileId& id) {
+  if (!shared_file_device(dev)) return -1;
+  const int at = open(path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+  if (at < 0) return -1;
+  int fd = -1;
+  if (identify(at, id) && id.dev == dev && id.ino == ino && id.size >= min_size)
+    fd = open(("/proc/self/fd/" + std::to_string(at)).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  close(at);
+  FileId again;
+  if (fd >= 0 && (!identify(fd, again) || again.dev != dev || again.ino != ino)) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
 }
 
 bool guard(const uint8_t* p, size_t n) {
@@ -136,7 +151,8 @@ bool guard(const uint8_t* p, size_t n) {
   std::lock_guard g(g_guarded_mu);
   for (Guarded& s : g_guarded)
     if (s.start.load(std::memory_order_relaxed) == 0) {
-      s.seq.fetch_add(1, std::memory_order_acq_rel);
+      s.seq.fetch_add(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_release);  // the odd count before the new values
       s.end.store(reinterpret_cast<uintptr_t>(p) + n, std::memory_order_relaxed);
       s.start.store(reinterpret_cast<uintptr_t>(p), std::memory_order_relaxed);
       s.seq.fetch_add(1, std::memory_order_release);
@@ -150,7 +166,8 @@ void unmap(const uint8_t* p, size_t n) {
     std::lock_guard g(g_guarded_mu);
     for (Guarded& s : g_guarded)
       if (s.start.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(p)) {
-        s.seq.fetch_add(1, std::memory_order_acq_rel);
+        s.seq.fetch_add(1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);
         s.start.store(0, std::memory_order_relaxed);
         s.end.store(0, std::memory_order_relaxed);
         s.seq.fetch_add(1, std::memory_order_release);

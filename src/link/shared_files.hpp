@@ -19,10 +19,21 @@ namespace uroce::link::shared_files {
 // (/proc/self/mountinfo, read again at most once a second when a device is not known).
 bool shared_file_device(uint64_t dev);
 
+// What a descriptor names.
+struct FileId {
+  uint64_t dev = 0, ino = 0, size = 0, blksize = 0;
+};
+
 // The identity of what fd (a path-only descriptor will do) names, without asking its file
 // system anything it does not have at hand (AT_STATX_DONT_SYNC: a FUSE server that never
 // answers stalls nobody). False if it is not a regular file.
-bool identify(int fd, uint64_t& dev, uint64_t& ino, uint64_t& size);
+bool identify(int fd, FileId& id);
+
+// A read-only descriptor of the file at `path` if it is the file (dev, ino) on a tmpfs or
+// hugetlbfs device, at least min_size bytes long; else -1. Nothing but that file is opened
+// (path-only first: a device or FIFO named there is never opened, an open may do things), and
+// no other file system is asked anything. `follow`: path may be a link (/proc/<pid>/fd/<n>).
+int open_shared(const char* path, bool follow, uint64_t dev, uint64_t ino, uint64_t min_size, FileId& id);
 
 // Guards [p, p + n), a mapping of a peer's file; false if too many are guarded already.
 bool guard(const uint8_t* p, size_t n);

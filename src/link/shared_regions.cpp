@@ -69,27 +69,14 @@ std::optional<Mapping> mapping_of(uintptr_t addr, size_t len) {
   return run;
 }
 
-// fd if it names the file (dev, ino), a regular file on a tmpfs or hugetlbfs device; else
-// closed, and -1. Nothing is asked of any other file system (shared_files::identify).
-int checked(int fd, uint64_t dev, uint64_t ino) {
-  uint64_t d = 0, i = 0, size = 0;
-  if (fd >= 0 && shared_files::identify(fd, d, i, size) && d == dev && i == ino && shared_files::shared_file_device(d))
-    return fd;
-  if (fd >= 0) close(fd);
-  return -1;
-}
-
 // The file by its path if it still has one, else among this process's descriptors (a memfd,
-// or a file unlinked after mapping it).
+// or a file unlinked after mapping it). Only a tmpfs or hugetlbfs file (m.dev says) is looked for.
 int open_file(const Mapping& m) {
+  if (!shared_files::shared_file_device(m.dev)) return -1;
+  shared_files::FileId id;
   if (!m.path.empty() && m.path[0] == '/' && !m.path.ends_with(" (deleted)")) {
-    // Looked at through a path-only descriptor: a device mapped shared is never opened.
-    int at = checked(open(m.path.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW), m.dev, m.ino);
-    if (at >= 0) {
-      int fd = checked(open(("/proc/self/fd/" + std::to_string(at)).c_str(), O_RDONLY | O_CLOEXEC), m.dev, m.ino);
-      close(at);
-      if (fd >= 0) return fd;
-    }
+    int fd = shared_files::open_shared(m.path.c_str(), false, m.dev, m.ino, 0, id);
+    if (fd >= 0) return fd;
   }
   DIR* d = opendir("/proc/self/fd");
   if (!d) return -1;
@@ -98,9 +85,8 @@ int open_file(const Mapping& m) {
     char* end = nullptr;
     long n = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end || n == dirfd(d)) continue;
-    uint64_t dev = 0, ino = 0, size = 0;
-    if (shared_files::identify(int(n), dev, ino, size) && dev == m.dev && ino == m.ino) {
-      found = checked(fcntl(int(n), F_DUPFD_CLOEXEC, 0), m.dev, m.ino);
+    if (shared_files::identify(int(n), id) && id.dev == m.dev && id.ino == m.ino) {
+      found = fcntl(int(n), F_DUPFD_CLOEXEC, 0);
       if (found >= 0) break;
     }
   }

@@ -1,5 +1,4 @@
-// A same-host channel's parts (shm_link.hpp): the files of shm_link.cpp, shm_dial.cpp and
-// shm_place.cpp share them.
+// A same-host channel's parts (shm_link.hpp), which shm_link.cpp and shm_place.cpp share.
 #pragma once
 #include <sys/types.h>
 

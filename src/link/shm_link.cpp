@@ -409,7 +409,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   const size_t k = live_.size(), first = k ? first_ring_++ % k : 0;
   for (size_t j = 0; j < k; ++j) {
     Channel* c = live_[(first + j) % k];
-    if (c->placed_again_at && now >= c->placed_again_at) {  // a refusal's pause is over
+    if (c->placed_again_at && now >= c->placed_again_at && c->peer_pid) {  // a refusal's pause is over
       c->placed_again_at = 0;
       c->rx->takes_placed.store(1, std::memory_order_relaxed);
     }
@@ -425,8 +425,9 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       if (flags & shm::kSlotPlaced) {
         wire::Ipv4Fields sent;
         sent.icrc_absent = rx_buf_.icrc_skipped;
+        const uint32_t slot_len = rx_buf_.len;  // a capture makes rx_buf_ the whole packet
         const bool delivered = deliver_placed(*c, *s, sink, now, sent);
-        c->rx->expire_front(rx_buf_.len);
+        c->rx->expire_front(slot_len);
         c->rx->pop();
         st_.rx_packets += delivered;
         ++n;

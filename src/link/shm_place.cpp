@@ -11,8 +11,8 @@
 // file must be the one named (device and inode), a regular file on a tmpfs or hugetlbfs device,
 // long enough for the payload, and it is looked at without asking any other file system
 // anything (link/shared_files.hpp). It maps a window of the file around the payload, not the
-// file. A packet that fails is dropped and counted, and the receiver stops taking placed
-// payloads on that channel for a second: the transport sends the packet again, copied. A peer
+// file. A packet that fails is dropped and counted, and the receiver asks the sender to copy
+// for a second: the transport sends the packet again, copied. A peer
 // that shrinks its file under a payload in flight reads as zeros from then on
 // (shared_files.hpp), and never kills the receiver.
 #include <dirent.h>
@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "link/shared_files.hpp"
@@ -36,7 +35,8 @@ namespace uroce::link {
 namespace {
 
 constexpr size_t kMaxImports = 16;  // windows mapped per channel; the least recently used goes
-// A window of a peer's file: at least this much, aligned to it (or to the file's huge pages).
+// A window of a peer's file: this much, aligned to it (or to the file's huge pages), cut at
+// the file's end.
 constexpr uint64_t kWindow = 64ull << 20;
 constexpr uint64_t kRefusedBackoffNs = 1'000'000'000;  // placed payloads refused for this long
 
@@ -124,38 +124,32 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
       return i.base + (d.offset - i.file_offset);
     }
   if (!c.peer_pid || d.fd < 0) return nullptr;
-  // Looked at through a path-only descriptor first: a device or FIFO the peer names is never
-  // opened (an open may do things), nor is a file of any other file system asked anything.
   const std::string path = "/proc/" + std::to_string(c.peer_pid) + "/fd/" + std::to_string(d.fd);
-  const int at = open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (at < 0) return nullptr;
-  uint64_t dev = 0, ino = 0, size = 0;
-  int fd = -1;
-  if (shared_files::identify(at, dev, ino, size) && dev == d.dev && ino == d.ino && size >= end &&
-      shared_files::shared_file_device(dev))
-    fd = open(("/proc/self/fd/" + std::to_string(at)).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  close(at);
-  struct stat st{};
-  void* m = MAP_FAILED;
-  uint64_t from = 0, len = 0;
-  if (fd >= 0 && fstat(fd, &st) == 0 && uint64_t(st.st_dev) == dev && uint64_t(st.st_ino) == ino) {
-    // The window: aligned to kWindow, or to the file's huge pages where they are larger.
-    const uint64_t align = std::max<uint64_t>(kWindow, uint64_t(st.st_blksize));
-    from = d.offset / align * align;
-    len = std::min<uint64_t>(std::max(from + align, (end + align - 1) / align * align), size) - from;
-    m = mmap(nullptr, size_t(len), PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, off_t(from));
-  }
-  if (fd >= 0) close(fd);
+  shared_files::FileId id;
+  const int fd = shared_files::open_shared(path.c_str(), true, d.dev, d.ino, end, id);
+  if (fd < 0) return nullptr;
+  // The window: aligned to kWindow, or to the file's huge pages where they are larger; it ends
+  // at the file's end if that comes first.
+  const uint64_t align = std::max<uint64_t>(kWindow, id.blksize);
+  const uint64_t from = d.offset / align * align;
+  const uint64_t len = std::min<uint64_t>(std::max(from + align, (end + align - 1) / align * align), id.size) - from;
+  void* m = mmap(nullptr, size_t(len), PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, off_t(from));
+  close(fd);
   if (m == MAP_FAILED) return nullptr;
-  if (!shared_files::guard(static_cast<const uint8_t*>(m), size_t(len))) {
-    munmap(m, size_t(len));
-    return nullptr;
-  }
-  if (c.imports.size() >= kMaxImports) {
+  // The channel's least recently used window goes first when it has its fill, or when the
+  // process's guards are all taken.
+  const bool full = c.imports.size() >= kMaxImports;
+  bool guarded = !full && shared_files::guard(static_cast<const uint8_t*>(m), size_t(len));
+  if (!guarded && !c.imports.empty()) {
     auto old = std::min_element(c.imports.begin(), c.imports.end(),
                                 [](const shm::Import& a, const shm::Import& b) { return a.used < b.used; });
     shared_files::unmap(old->base, old->size);
     c.imports.erase(old);
+    guarded = shared_files::guard(static_cast<const uint8_t*>(m), size_t(len));
+  }
+  if (!guarded) {
+    munmap(m, size_t(len));
+    return nullptr;
   }
   c.imports.push_back({d.dev, d.ino, from, static_cast<const uint8_t*>(m), size_t(len), ++receives_});
   return c.imports.back().base + (d.offset - from);
@@ -185,10 +179,7 @@ bool SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink& si
   }
   ++st_.rx_placed;
   if (pcap_) {  // a capture shows the packet whole, as a NIC would have sent it
-    std::memcpy(rx_buf_.data, s.data + sizeof d, d.at);
-    std::memcpy(rx_buf_.data + d.at, payload, d.len);
-    std::memcpy(rx_buf_.data + d.at + d.len, s.data + sizeof d + d.at, rest - d.at);
-    rx_buf_.len = rest + d.len;
+    rx_buf_.len = uint32_t(PacketSink::assemble({s.data + sizeof d, rest}, {d.at, {payload, d.len}}, rx_buf_.data));
     wire::Ipv4Fields ip = sink.deliver({rx_buf_.data, rx_buf_.len}, rx_buf_.flow, now, sent);
     shm::complete_icrc(rx_buf_);
     pcap_->write(rx_buf_.flow, {rx_buf_.data, rx_buf_.len}, now, ip);

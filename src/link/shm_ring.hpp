@@ -1,7 +1,7 @@
 // The shared memory of a same-host channel between two devices: two single-producer,
 // single-consumer rings of packet slots (one per direction) in one memfd both processes map.
 // Indices are free-running; a slot holds one RoCEv2 packet (UDP payload, BTH .. ICRC) and its
-// flow. The producer never waits on the consumer: a full ring is the sender's to handle.
+// flow, or a placed packet: where its payload lies, and its other bytes (kSlotPlaced). The producer never waits on the consumer: a full ring is the sender's to handle.
 //
 // A slot says itself when its packet is complete (its seq), so the consumer polls the slot it
 // reads next and nothing else: one cache line comes over per small packet, not a shared tail
@@ -52,7 +52,7 @@ struct alignas(64) Slot {
   // Index + 1 of the packet it holds, written last: the slot is ready when it equals the
   // consumer's head + 1 (before that it holds the previous lap's, or 0 if never written).
   std::atomic<uint32_t> seq;
-  uint32_t len;  // with kSlotNoIcrc
+  uint32_t len;  // of data's bytes, with kSlotFlags
   uint16_t src_port, dst_port;
   Gid src, dst;
   uint8_t data[wire::kMaxPacket];

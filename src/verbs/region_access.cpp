@@ -3,7 +3,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 
 namespace uroce::verbs {
 
@@ -18,7 +20,18 @@ bool odp_read(void* to, const uint8_t* from, size_t n) {
 bool odp_write(uint8_t* to, const void* from, size_t n) {
   if (n == 0) return true;
   iovec local{const_cast<void*>(from), n}, remote{to, n};
-  return process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n);
+  if (process_vm_writev(getpid(), &local, 1, &remote, 1, 0) == ssize_t(n)) return true;
+  // The fault may be the source's: a payload read where it lies in a same-host peer's file,
+  // shrunk since. Copied first by the CPU, whose fault there reads zeros (link/shared_files.hpp),
+  // only a fault in the region fails.
+  uint8_t bounce[4096];
+  for (size_t at = 0; at < n; at += sizeof bounce) {
+    const size_t k = std::min(sizeof bounce, n - at);
+    std::memcpy(bounce, static_cast<const uint8_t*>(from) + at, k);
+    iovec l{bounce, k}, r{to + at, k};
+    if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) != ssize_t(k)) return false;
+  }
+  return true;
 }
 
 bool odp_available() {

@@ -7,8 +7,11 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -136,6 +139,8 @@ TEST(SharedRegions, FindsTheFileBehindSharedMemoryOnly) {
   const std::string name = "/uroce_place_test_" + std::to_string(getpid());
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   ASSERT_GE(fd, 0);
+  std::unique_ptr<const std::string, void (*)(const std::string*)> unlink_at_end(
+      &name, [](const std::string* n) { shm_unlink(n->c_str()); });
   ASSERT_EQ(ftruncate(fd, 3 * 4096), 0);
   auto* m = static_cast<uint8_t*>(mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 4096));
   ASSERT_NE(m, MAP_FAILED);
@@ -144,7 +149,6 @@ TEST(SharedRegions, FindsTheFileBehindSharedMemoryOnly) {
   ASSERT_TRUE(b);
   EXPECT_EQ(b->offset, 4196u);
   close(b->fd);
-  shm_unlink(name.c_str());
   munmap(m, 2 * 4096);
 
   // A hugetlbfs memfd, where the machine has huge pages to give.
@@ -270,15 +274,24 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  link::shm::Placed bad[5] = {good, good, good, good, good};
+  std::vector<link::shm::Placed> bad(5, good);
   bad[0].ino += 1;               // another file than the one named
   bad[1].fd = pipefd[0];         // not a file
-  bad[2].fd = devnull;           // not a tmpfs or hugetlbfs file
+  bad[2].fd = devnull;           // a device
   bad[3].offset = kFile - 2048;  // past the file's end
   bad[4].fd = 1 << 20;           // no such descriptor
-  for (int i = 0; i < 5; ++i) {
+  // A regular file on no tmpfs or hugetlbfs device (this program, where it is on a disk).
+  int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  struct statfs efs{};
+  struct stat est{};
+  if (exe >= 0 && fstatfs(exe, &efs) == 0 && efs.f_type != TMPFS_MAGIC && fstat(exe, &est) == 0) {
+    bad.push_back({uint64_t(est.st_dev), uint64_t(est.st_ino), 0, exe, 0, 4096, 0});
+  } else {
+    std::printf("this program lies on tmpfs: the case of a file elsewhere is not run\n");
+  }
+  for (size_t i = 0; i < bad.size(); ++i) {
     w.send(bad[i], 100, 0);
-    EXPECT_EQ(until("shm_rx_placed_refused", uint64_t(i + 1)), uint64_t(i + 1)) << "descriptor " << i;
+    EXPECT_EQ(until("shm_rx_placed_refused", i + 1), i + 1) << "descriptor " << i;
     // Told to copy from now on; asked again a second later.
     EXPECT_EQ(f.area->ring[0].takes_placed.load(), 0u) << "descriptor " << i;
   }
@@ -296,6 +309,7 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   close(pipefd[0]);
   close(pipefd[1]);
   close(devnull);
+  if (exe >= 0) close(exe);
 
   w.send(good, 100, 0);
   ASSERT_EQ(until("shm_rx_placed", 1), 1u);
@@ -316,12 +330,13 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   ASSERT_EQ(until("rx_packets", 3), 3u);
   EXPECT_EQ(std::memcmp(victim.mem.p + 16384, file.p, 4096), 0);
   EXPECT_EQ(victim.counter("rx_malformed"), 0u);
-  EXPECT_EQ(victim.counter("shm_rx_placed_refused"), 5u);
+  EXPECT_EQ(victim.counter("shm_rx_placed_refused"), bad.size());
 }
 
 // The handler that turns a shrunk peer file into zeros leaves every other SIGBUS as it was: a
 // program's own read past the end of its own shrunk mapping still ends it.
 TEST(SameHostPlacement, ASigbusOfTheProgramsOwnStillEndsIt) {
+  const std::string style = GTEST_FLAG_GET(death_test_style);
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   {
     Side a(true), b(true);
@@ -345,6 +360,7 @@ TEST(SameHostPlacement, ASigbusOfTheProgramsOwnStillEndsIt) {
   // A SIGBUS someone sends names no access: it does what it did before, here end the process.
   EXPECT_EXIT(raise(SIGBUS), testing::KilledBySignal(SIGBUS), "");
 #endif
+  GTEST_FLAG_SET(death_test_style, style);
 }
 
 // More in flight than the ring holds (two QPs, each with a ring's worth): what waits behind it
@@ -431,6 +447,23 @@ TEST(SameHostPlacement, LargeFilesAreMappedByWindows) {
   }
   EXPECT_EQ(b.counter("shm_rx_placed"), 3 * 16u);
   EXPECT_EQ(b.counter("shm_rx_placed_refused"), 0u);
+  // b's mappings of the file (read-only, shared): windows, none of it whole.
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  ASSERT_TRUE(maps);
+  char line[512];
+  size_t windows = 0, largest = 0;
+  while (std::fgets(line, sizeof line, maps)) {
+    uintptr_t lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::strstr(line, "place_test_large") && std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+        std::strcmp(perms, "r--s") == 0) {
+      ++windows;
+      largest = std::max<size_t>(largest, hi - lo);
+    }
+  }
+  std::fclose(maps);
+  EXPECT_GE(windows, 2u);
+  EXPECT_LE(largest, size_t(128) << 20);
   mr.reset();
   munmap(big, kLarge);
   close(fd);
@@ -451,10 +484,40 @@ TEST(SharedRegions, RegionsOfOneFileShareADescriptor) {
   const int fd = e[0].backing.fd;
   r.remove(&keys[0]);
   r.remove(&keys[2]);
-  EXPECT_EQ(fcntl(fd, F_GETFD), FD_CLOEXEC) << "still open for the region left";
+  struct stat st{}, mine{};
+  ASSERT_EQ(fstat(shared.fd, &mine), 0);
+  ASSERT_EQ(fstat(fd, &st), 0) << "still open for the region left";
+  EXPECT_EQ(st.st_ino, mine.st_ino);
   r.remove(&keys[1]);
-  EXPECT_EQ(fcntl(fd, F_GETFD), -1) << "closed with the last";
+  EXPECT_TRUE(fstat(fd, &st) != 0 || st.st_ino != mine.st_ino) << "closed with the last";
   r.add(&keys[0], shared.p, 4096);  // below kMinSharedRegion: not looked up
   r.snapshot(e);
   EXPECT_TRUE(e.empty());
+}
+
+// An honest pair where the receiver cannot read the sender's file (here its descriptor names
+// /dev/null by then): the one packet refused is sent again, copied, and the data arrives whole.
+TEST(SameHostPlacement, ARefusalCostsAResendNotTheData) {
+  uint64_t seed = test::test_seed(47);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Side a(true), b(true);
+  connect(a, b);
+  std::vector<link::SharedRegions::Entry> regions;
+  link::shared_regions().snapshot(regions);
+  auto mine = std::find_if(regions.begin(), regions.end(), [&](const auto& e) { return e.addr == a.mem.p; });
+  ASSERT_NE(mine, regions.end());
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(dup2(devnull, mine->backing.fd), 0);
+  close(devnull);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < kBytes; ++i) a.mem.p[i] = uint8_t(rng());
+  Sge w = a.mr->sge(0, 65536);
+  SendWr wr{1, WrOpcode::RdmaWrite, kSendSignaled, {&w, 1}};
+  wr.remote_addr = uint64_t(b.mem.p);
+  wr.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(wr));
+  ASSERT_EQ(a.wait_one().status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(b.mem.p, a.mem.p, 65536), 0);
+  EXPECT_GE(b.counter("shm_rx_placed_refused"), 1u);
+  EXPECT_GE(a.counter("retransmitted_packets"), 1u);
 }
