@@ -12,9 +12,9 @@
 // long enough for the payload, and it is looked at without asking any other file system
 // anything (link/shared_files.hpp). It maps a window of the file around the payload, not the
 // file. A packet that fails is dropped and counted, and the receiver asks the sender to copy
-// for a second: the transport sends the packet again, copied. A peer
-// that shrinks its file under a payload in flight reads as zeros from then on
-// (shared_files.hpp), and never kills the receiver.
+// for a second: the transport sends the packet again, copied. A peer that shrinks its file
+// under a payload in flight reads as zeros from then on (shared_files.hpp), and never kills
+// the receiver.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -38,7 +38,7 @@ constexpr size_t kMaxImports = 16;  // windows mapped per channel; the least rec
 // A window of a peer's file: this much, aligned to it (or to the file's huge pages), cut at
 // the file's end.
 constexpr uint64_t kWindow = 64ull << 20;
-constexpr uint64_t kRefusedBackoffNs = 1'000'000'000;  // placed payloads refused for this long
+constexpr uint64_t kRefusedBackoffNs = 1'000'000'000;  // after a refusal, the sender copies for this long
 
 }  // namespace
 
