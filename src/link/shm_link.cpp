@@ -422,9 +422,9 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
         ++st_.rx_malformed;
         continue;
       }
+      wire::Ipv4Fields sent;  // what our sender writes
+      sent.icrc_absent = rx_buf_.icrc_skipped;
       if (flags & shm::kSlotPlaced) {
-        wire::Ipv4Fields sent;
-        sent.icrc_absent = rx_buf_.icrc_skipped;
         const uint32_t slot_len = rx_buf_.len;  // a capture makes rx_buf_ the whole packet
         const bool delivered = deliver_placed(*c, *s, sink, now, sent);
         c->rx->expire_front(slot_len);
@@ -437,8 +437,6 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       const uint8_t* bytes = s->data;
       if (pcap_) bytes = static_cast<const uint8_t*>(std::memcpy(rx_buf_.data, s->data, rx_buf_.len));
       std::span<const uint8_t> pkt(bytes, rx_buf_.len);
-      wire::Ipv4Fields sent;  // what our sender writes
-      sent.icrc_absent = rx_buf_.icrc_skipped;
       wire::Ipv4Fields ip = sink.deliver(pkt, rx_buf_.flow, now, sent);
       c->rx->expire_front(rx_buf_.len);
       c->rx->pop();

@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,9 +74,9 @@ void SameHostLink::unmap_imports(Channel& c) {
 // of a hundred bytes, where a copied packet would take its whole payload). 1: queued, 0: the
 // backlog is full (dropped), -1: not placed (the caller copies it).
 int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
-  // Only packets built for this link (no ICRC: the receiver's transport takes a payload apart
-  // from nothing else).
-  if (!p.ref || !p.ref_until_answered || p.ref_len < shm::kMinPlaced || p.ref_len % 4 || !p.icrc_skipped || pcap_ ||
+  // push() saw a payload by reference of kMinPlaced or more. Only packets built for this link
+  // (no ICRC: the receiver's transport takes a payload apart from nothing else).
+  if (!p.ref_until_answered || p.ref_len % 4 || !p.icrc_skipped || pcap_ ||
       !c.tx->takes_placed.load(std::memory_order_relaxed))
     return -1;
   const SharedRegions::Entry* e = nullptr;
