@@ -396,7 +396,7 @@ QpAttr QueuePair::query() const {
 // answer is waited for with the lock released (a stopped process never answers, and the
 // device's other traffic must not wait for it); a QP whose peer is slower than that starts
 // on UDP.
-static void note_peer(detail::DeviceStack& c, transport::Qp& qp, std::unique_lock<transport::CoreMutex>& g) {
+static void note_peer(detail::DeviceStack& c, transport::Qp& qp, detail::ControlLock& g) {
   bool shm = false;
   if (c.shm && qp.type() != QpType::UD) {
     const Gid dst = qp.attr().dgid;

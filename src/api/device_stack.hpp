@@ -14,6 +14,32 @@ namespace uroce::detail {
 
 inline constexpr uint64_t kMaxDmBytes = 256 << 10;  // device memory per device (mlx5's on-chip: 128 KiB to 256 KiB)
 
+// The engine lock for a control call. Released, it first hands on what the call made
+// (Engine::after_control): a program blocked on a completion channel or the async fd must
+// hear of completions and events now, and a modify_qp to ERR must see its flush done, not at
+// the engine's next pass, which may never come while the device is idle.
+class ControlLock {
+ public:
+  explicit ControlLock(engine::Engine& e) : e_(&e), g_(e.control_lock()) {}
+  ControlLock(ControlLock&&) = default;
+  ControlLock& operator=(ControlLock&& o) {
+    unlock();
+    e_ = o.e_;
+    g_ = std::move(o.g_);
+    return *this;
+  }
+  ~ControlLock() { unlock(); }
+  void unlock() {
+    if (!g_.owns_lock()) return;
+    e_->after_control();
+    g_.unlock();
+  }
+
+ private:
+  engine::Engine* e_;
+  std::unique_lock<transport::CoreMutex> g_;
+};
+
 struct DeviceStack {
   std::string name;
   std::unique_ptr<link::UdpLink> link;
@@ -23,7 +49,7 @@ struct DeviceStack {
   std::atomic<uint64_t> dm_used{0};  // device memory allocated (DmHold)
   uint32_t raw_qps = 0;              // raw packet QPs, which keep the raw port open (engine lock)
 
-  std::unique_lock<transport::CoreMutex> lock() { return engine->control_lock(); }
+  ControlLock lock() { return ControlLock(*engine); }
   link::Link& active_link() { return shm ? static_cast<link::Link&>(*shm) : *link; }
   ~DeviceStack() {
     if (engine) engine->stop();

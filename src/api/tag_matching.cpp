@@ -19,9 +19,7 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_tm_srq(Comp
 Status SharedReceiveQueue::post_ops(std::span<TmOp> ops, size_t* bad) {
   auto& stack = h_->stack;
   auto g = stack->lock();
-  Status s = stack->pc->post_srq_ops(*h_->srq, ops, bad);
-  stack->engine->signal_events();  // a program waiting on the CQ's channel hears of them now
-  return s;
+  return stack->pc->post_srq_ops(*h_->srq, ops, bad);  // the lock's release signals what they made
 }
 
 uint32_t SharedReceiveQueue::max_tags() const { return h_->srq->tm ? h_->srq->tm->capacity() : 0; }

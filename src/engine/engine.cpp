@@ -264,6 +264,11 @@ void Engine::signal_events() {
   }
 }
 
+void Engine::after_control() {
+  signal_events();
+  if (pc_.has_work()) wake();
+}
+
 void Engine::wake() {
   if (t_posting == this) return;  // after_post() follows
   // Pairs with the seq_cst store of sleeping_ and the doorbell re-check in run().

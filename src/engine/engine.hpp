@@ -66,6 +66,10 @@ class Engine {
   // Signals the completion channels of CQs with new completions, and the async fd if events
   // wait: what a pass does, for completions a control operation made (control lock held).
   void signal_events();
+  // At the end of a control operation (control lock held): signal_events(), and a pass soon
+  // for the work it left the core (a QP's flush after modify_qp to ERR), even on an idle
+  // device whose engine thread sleeps with no timer to wake it.
+  void after_control();
   bool has_raw() const { return raw_ != nullptr; }
 
   // Application side of run to completion. PostScope brackets a post: the doorbell it rings

@@ -472,6 +472,26 @@ int main(void) {
             strcmp(buf + 4096, "event") == 0, "the receive completes with the data");
   CHECK(wait_wc(cq2, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND, "the send completes");
 
+  /* modify_qp to ERR on an idle device: its receive is flushed, and the armed CQ's channel says
+     so. The engine thread, asleep with no timer after 100 ms without traffic, has nothing else
+     to wake it; before, the flush and its event waited for the next traffic. */
+  {
+    struct ibv_qp* idle = make_qp(IBV_QPT_RC, cq, NULL);
+    CHECK(idle && connect_rc(idle, a->qp_num, 30, 40) == 0 && post_recv(idle, NULL, mr, buf + 4096, 64, 8) == 0,
+          "a third RC QP with a receive posted");
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    CHECK(ibv_req_notify_cq(cq, 0) == 0 && ibv_modify_qp(idle, &err, IBV_QP_STATE) == 0, "armed, then the QP to ERR");
+    struct pollfd ipf = {.fd = ch->fd, .events = POLLIN};
+    CHECK(poll(&ipf, 1, 3000) == 1 && ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq,
+          "the flush's event arrives on an idle device");
+    ibv_ack_cq_events(cq, 1);
+    CHECK(wait_wc(cq, &wc) == 1 && wc.status == IBV_WC_WR_FLUSH_ERR && wc.wr_id == 8 && wc.qp_num == idle->qp_num,
+          "its receive: WR_FLUSH_ERR");
+    CHECK(idle && ibv_destroy_qp(idle) == 0, "destroy_qp");
+  }
+
   /* Error completions: a bad rkey, then everything behind it is flushed. */
   post_send(a, IBV_WR_RDMA_WRITE, mr, buf, 64, (uintptr_t)(buf + 4096), mr->rkey ^ 0x5a5a, 2);
   post_send(a, IBV_WR_RDMA_WRITE, mr, buf, 64, (uintptr_t)(buf + 4096), mr->rkey, 3);
