@@ -338,7 +338,7 @@ void Engine::run() {
       busy_tries = 0;
       now = monotonic_ns();
       did = pass(now);
-      deadline = pc_.next_deadline();
+      deadline = std::min(pc_.next_deadline(), link_.next_deadline());
     }
     if (did) {
       idle_since = now;

@@ -73,6 +73,9 @@ class Link {
   // arrived meanwhile (do not block); woke() follows every prepare_sleep() that returned true.
   virtual bool prepare_sleep() { return true; }
   virtual void woke() {}
+  // When the link needs a pass though nothing arrives (monotonic ns; UINT64_MAX: never): the
+  // engine sleeps no longer.
+  virtual uint64_t next_deadline() const { return UINT64_MAX; }
   // A file descriptor that becomes readable when packets arrive, or -1.
   virtual int rx_fd() const { return -1; }
   // The largest IP packet it carries (the interface MTU): RoCE packets must fit, DF is set.

@@ -55,7 +55,7 @@ void read_devices() {
 
 // ---- guarded mappings
 
-constexpr size_t kMaxGuarded = 1024;  // mappings guarded at once in the process, all channels
+constexpr size_t kMaxGuarded = 4096;  // mappings guarded at once in the process, all channels (16 each)
 // A slot's seq is odd while it is rewritten: the handler takes start and end only between two
 // equal even reads of it.
 struct Guarded {

@@ -105,11 +105,38 @@ std::optional<Backing> find_backing(const void* addr, size_t len) {
   return Backing{fd, m->dev, m->ino, m->offset + (a - m->start)};
 }
 
+// Whether [p, p + n) of entry e still lies where e says in e's file.
+static bool still_backed(const SharedRegions::Entry& e, const uint8_t* p, size_t n) {
+  std::optional<Backing> now = find_backing(p, n);
+  if (!now) return false;
+  close(now->fd);
+  return now->dev == e.backing.dev && now->ino == e.backing.ino &&
+         now->offset == e.backing.offset + uint64_t(p - e.addr);
+}
+
 void SharedRegions::add(const void* key, const void* addr, size_t len) {
-  if (len < kMinSharedRegion) return;
-  std::optional<Backing> b = find_backing(addr, len);
-  if (!b) return;
+  const auto* p = static_cast<const uint8_t*>(addr);
+  // A region still registered whose addresses a new registration finds holding other memory
+  // (unmapped and mapped again meanwhile) places nothing more: its file no longer holds what a
+  // work request there sends. Each overlap is looked up apart (/proc, without the lock).
+  std::vector<Entry> over;
+  {
+    std::lock_guard g(mu_);
+    for (const Entry& e : all_)
+      if (!e.stale && e.addr < p + len && p < e.addr + e.len) over.push_back(e);
+  }
+  std::vector<const void*> gone;
+  for (const Entry& e : over) {
+    const uint8_t* lo = std::max(p, e.addr);
+    if (!still_backed(e, lo, size_t(std::min(p + len, e.addr + e.len) - lo))) gone.push_back(e.key);
+  }
+  std::optional<Backing> b = len >= kMinSharedRegion ? find_backing(addr, len) : std::nullopt;
   std::lock_guard g(mu_);
+  bool changed = false;
+  for (Entry& e : all_)
+    if (!e.stale && std::find(gone.begin(), gone.end(), e.key) != gone.end()) e.stale = changed = true;
+  if (changed) gen_.fetch_add(1, std::memory_order_acq_rel);
+  if (!b) return;
   for (const Entry& e : all_)  // one descriptor per file, however many regions lie in it
     if (e.backing.dev == b->dev && e.backing.ino == b->ino) {
       close(b->fd);

@@ -39,8 +39,12 @@ class SharedRegions {
     const uint8_t* addr;
     size_t len;
     Backing backing;
+    // A later region found other memory at some of these addresses (this one's mapping was
+    // replaced while it stayed registered): a payload there is not looked for in this file.
+    bool stale = false;
   };
   // Looks [addr, addr + len) up and, if it is shared, keeps it under key until remove(key).
+  // Regions kept before that overlap it and map those addresses otherwise become stale.
   void add(const void* key, const void* addr, size_t len);
   void remove(const void* key);
   // Changes with every add that kept a region and every remove of one.
@@ -59,7 +63,7 @@ SharedRegions& shared_regions();
 
 // Whether [p, p + n) lies in e's region.
 inline bool backing_of(const SharedRegions::Entry& e, const uint8_t* p, size_t n) {
-  return p >= e.addr && n <= e.len && size_t(p - e.addr) <= e.len - n;
+  return !e.stale && p >= e.addr && n <= e.len && size_t(p - e.addr) <= e.len - n;
 }
 
 // The region of `entries` (a snapshot) that holds [p, p + n), or null.

@@ -21,7 +21,7 @@ struct Import {
   uint64_t file_offset = 0;  // of the window mapped at base
   const uint8_t* base = nullptr;
   size_t size = 0;
-  uint64_t used = 0;  // the receive that used it last, for letting the oldest go
+  uint64_t used_ns = 0;  // when it was used last: the oldest goes first, and any idle for long
 };
 // The ICRC a packet built for shared memory lacks, for the wire or a capture.
 inline void complete_icrc(wire::PacketBuf& p) {
@@ -50,6 +50,7 @@ struct SameHostLink::Channel {
   std::vector<shm::Import> imports;  // engine side: the peer's files mapped for placed payloads
   uint64_t zeroed_seen = 0;           // engine side: mappings zeroed in the process, as of imports
   uint64_t placed_again_at = 0;       // engine side: after a refusal, when placed payloads are taken again
+  uint32_t refusals = 0;              // engine side: refusals in a row, without a placed payload taken
 };
 
 }  // namespace uroce::link

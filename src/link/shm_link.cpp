@@ -409,6 +409,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   const size_t k = live_.size(), first = k ? first_ring_++ % k : 0;
   for (size_t j = 0; j < k; ++j) {
     Channel* c = live_[(first + j) % k];
+    if (!c->imports.empty()) unmap_idle_imports(*c, now);
     if (c->placed_again_at && now >= c->placed_again_at && c->peer_pid) {  // a refusal's pause is over
       c->placed_again_at = 0;
       c->rx->takes_placed.store(1, std::memory_order_relaxed);

@@ -79,6 +79,7 @@ class SameHostLink final : public Link {
   int poll_rx_inline(PacketSink& sink, uint64_t now, int max) override;
   bool prepare_sleep() override;
   void woke() override;
+  uint64_t next_deadline() const override;  // a window of a peer's file to let go
   ShmStats stats() const;  // engine lock held
   // True if packets to dst (QP dest_qpn) go through shared memory now (engine lock held).
   bool carries(const Gid& dst, uint32_t dest_qpn = 0) const { return find(peer_of(dst, dest_qpn)) != nullptr; }
@@ -122,9 +123,10 @@ class SameHostLink final : public Link {
   // channel's receiver makes.
   int push_placed(Channel& c, const wire::PacketBuf& p);  // 1: queued, 0: dropped, -1: not placed
   bool deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
-  const uint8_t* resolve(Channel& c, const shm::Placed& d);
+  const uint8_t* resolve(Channel& c, const shm::Placed& d, uint64_t now);
   static void offer_placed(Channel& c, int sock);
   static void unmap_imports(Channel& c);
+  static void unmap_idle_imports(Channel& c, uint64_t now);
   void drain_backlogs();
   void drop_backlog(Channel& c);
   void wake_peer(Channel& c);
@@ -170,7 +172,6 @@ class SameHostLink final : public Link {
   std::vector<SharedRegions::Entry> regions_;  // shared_regions() as of regions_gen_
   uint64_t regions_gen_ = ~uint64_t(0);
   size_t last_region_ = 0;  // the one the last placed payload came from
-  uint64_t receives_ = 0;  // placed payloads taken, the clock of Import::used
   ShmStats st_;
 };
 

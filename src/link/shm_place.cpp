@@ -37,7 +37,11 @@ constexpr size_t kMaxImports = 16;  // windows mapped per channel; the least rec
 // A window of a peer's file: this much, aligned to it (or to the file's huge pages), cut at
 // the file's end.
 constexpr uint64_t kWindow = 64ull << 20;
-constexpr uint64_t kRefusedBackoffNs = 1'000'000'000;  // after a refusal, the sender copies for this long
+// After a refusal the sender copies for this long, twice as long after each refusal in a row
+// (up to 64 times): a file this side can never map (another mount namespace's tmpfs, no guard
+// left) costs a resend now and then, not every second.
+constexpr uint64_t kRefusedBackoffNs = 1'000'000'000;
+constexpr uint32_t kRefusedBackoffDoublings = 6;
 
 }  // namespace
 
@@ -67,6 +71,26 @@ void SameHostLink::offer_placed(Channel& c, int sock) {
 void SameHostLink::unmap_imports(Channel& c) {
   for (const shm::Import& i : c.imports) shared_files::unmap(i.base, i.size);
   c.imports.clear();
+}
+
+// A window holds its whole file: pages a peer let go of (a region deregistered, its file
+// closed) stay allocated while it is mapped, huge pages out of their pool. One unused for this
+// long goes, whether or not packets arrive (next_deadline()).
+constexpr uint64_t kImportIdleNs = 2'000'000'000;
+
+void SameHostLink::unmap_idle_imports(Channel& c, uint64_t now) {
+  std::erase_if(c.imports, [now](const shm::Import& i) {
+    if (now - i.used_ns < kImportIdleNs) return false;
+    shared_files::unmap(i.base, i.size);
+    return true;
+  });
+}
+
+uint64_t SameHostLink::next_deadline() const {
+  uint64_t at = UINT64_MAX;
+  for (const Channel* c : live_)
+    for (const shm::Import& i : c->imports) at = std::min(at, i.used_ns + kImportIdleNs);
+  return at;
 }
 
 // A packet whose payload lies in a shared file goes as its slot: the descriptor, then the
@@ -110,7 +134,7 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
 
 // The payload a descriptor names, in this side's mapping of a window of the peer's file; null
 // if the file cannot be opened or mapped, is not the one named, or is too short.
-const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
+const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d, uint64_t now) {
   const uint64_t end = d.offset + d.len;
   if (end < d.offset) return nullptr;
   if (const uint64_t z = shared_files::zeroed(); z != c.zeroed_seen) {
@@ -119,7 +143,7 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
   }
   for (shm::Import& i : c.imports)
     if (i.dev == d.dev && i.ino == d.ino && d.offset >= i.file_offset && end <= i.file_offset + i.size) {
-      i.used = ++receives_;
+      i.used_ns = now;
       return i.base + (d.offset - i.file_offset);
     }
   if (!c.peer_pid || d.fd < 0) return nullptr;
@@ -141,7 +165,7 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
   bool guarded = !full && shared_files::guard(static_cast<const uint8_t*>(m), size_t(len));
   if (!guarded && !c.imports.empty()) {
     auto old = std::min_element(c.imports.begin(), c.imports.end(),
-                                [](const shm::Import& a, const shm::Import& b) { return a.used < b.used; });
+                                [](const shm::Import& a, const shm::Import& b) { return a.used_ns < b.used_ns; });
     shared_files::unmap(old->base, old->size);
     c.imports.erase(old);
     guarded = shared_files::guard(static_cast<const uint8_t*>(m), size_t(len));
@@ -150,7 +174,7 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d) {
     munmap(m, size_t(len));
     return nullptr;
   }
-  c.imports.push_back({d.dev, d.ino, from, static_cast<const uint8_t*>(m), size_t(len), ++receives_});
+  c.imports.push_back({d.dev, d.ino, from, static_cast<const uint8_t*>(m), size_t(len), now});
   return c.imports.back().base + (d.offset - from);
 }
 
@@ -168,14 +192,15 @@ bool SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink& si
     ++st_.rx_malformed;
     return false;
   }
-  const uint8_t* payload = resolve(c, d);
+  const uint8_t* payload = resolve(c, d, now);
   if (!payload) {
     ++st_.rx_placed_refused;
     // The sender copies from now on, its resends too, until the channel takes them again.
     c.rx->takes_placed.store(0, std::memory_order_relaxed);
-    c.placed_again_at = now + kRefusedBackoffNs;
+    c.placed_again_at = now + (kRefusedBackoffNs << std::min(c.refusals++, kRefusedBackoffDoublings));
     return false;
   }
+  c.refusals = 0;
   ++st_.rx_placed;
   if (pcap_) {  // a capture shows the packet whole, as a NIC would have sent it
     rx_buf_.len = uint32_t(PacketSink::assemble({s.data + sizeof d, rest}, {d.at, {payload, d.len}}, rx_buf_.data));
