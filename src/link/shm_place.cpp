@@ -80,7 +80,7 @@ constexpr uint64_t kImportIdleNs = 2'000'000'000;
 
 void SameHostLink::unmap_idle_imports(Channel& c, uint64_t now) {
   std::erase_if(c.imports, [now](const shm::Import& i) {
-    if (now - i.used_ns < kImportIdleNs) return false;
+    if (now < i.used_ns || now - i.used_ns < kImportIdleNs) return false;  // a pass's clock may be a little behind
     shared_files::unmap(i.base, i.size);
     return true;
   });
