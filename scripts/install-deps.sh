@@ -2,7 +2,7 @@
 # Installs the Debian packages the build, tests and benchmarks need, only those missing.
 set -e
 PKGS="cmake make g++ clang libclang-rt-14-dev libgtest-dev libgmock-dev libbenchmark-dev \
-zlib1g-dev libxdp-dev libbpf-dev pkg-config tshark iproute2 python3 libibverbs-dev ibverbs-utils perftest \
+zlib1g-dev libxdp-dev libbpf-dev pkg-config tshark tcpdump iproute2 python3 libibverbs-dev ibverbs-utils perftest \
 ucx-utils libfabric-bin openmpi-bin libopenmpi-dev python3-pyverbs librdmacm-dev rdmacm-utils qperf iperf3"
 # `install-deps.sh bench`: also the baselines make bench measures, and its plotter.
 [ "$1" = bench ] && PKGS="$PKGS sockperf gnuplot-nox"

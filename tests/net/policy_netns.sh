@@ -18,6 +18,7 @@ skip() { echo "## POLICY NAMESPACE TEST NOT RUN: $*"; exit 77; }
 
 tag=$$
 . "$HERE/../common/two_hosts.sh"
+. "$HERE/../common/capture.sh"
 two_hosts policy "10.78.$((tag % 200 + 20))" "ura$tag" "urb$tag" off
 
 port=$((21000 + tag % 20000))
@@ -42,9 +43,7 @@ dscp() {
   name=$1 want=$2
   shift 2
   port=$((port + 1))
-  ip netns exec "$B" tcpdump -i "urb$tag" -U -w "$tmp/$name.pcap" udp port 4791 > /dev/null 2>&1 &
-  dump=$!
-  sleep 0.5
+  capture_start "$B" "urb$tag" "$tmp/$name.pcap" udp port 4791 || bad "$name: no capture on B's side"
   inB timeout 60 "$BIN/uroce-run" -- ib_write_bw -p $port -s 4096 -n 200 "$@" > "$tmp/$name.srv" 2>&1 &
   srv=$!
   inB sh -c ". '$HERE/../common/listen.sh'; listen_wait $port" || true
@@ -52,9 +51,7 @@ dscp() {
   c=$?
   wait $srv
   s=$?
-  sleep 0.3
-  kill -INT $dump 2>/dev/null
-  wait $dump 2>/dev/null
+  capture_stop
   marks=$(tshark -r "$tmp/$name.pcap" -T fields -e ip.src -e ip.dsfield.dscp -e ip.dsfield.ecn 2>/dev/null | sort | uniq -c)
   from_a=$(echo "$marks" | awk -v a="$net.1" -v d="$want" '$2 == a && $3 == d {n += $1} END {print n + 0}')
   from_b=$(echo "$marks" | awk -v b="$net.2" -v d="$want" '$2 == b && $3 == d {n += $1} END {print n + 0}')

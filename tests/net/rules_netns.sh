@@ -22,6 +22,7 @@ PY=/usr/bin/python3
 
 tag=$$
 . "$HERE/../common/two_hosts.sh"
+. "$HERE/../common/capture.sh"
 two_hosts rules "10.79.$((tag % 200 + 20))" "ura$tag" "urb$tag" off
 ip -n "$B" addr add "$net.3/24" dev "urb$tag"
 export UROCE_RULES="$tmp/rules"
@@ -77,14 +78,10 @@ perf 2 256 && ok "before any rule: .2 verified" || bad "before any rule: .2 fail
 if out=$(rule add src "$net.3" action drop); then ok "rule added: $out"; else bad "rule add: $out"; fi
 
 # A capture on A's side: nothing of A's may go to .3 on UDP 4791.
-ip netns exec "$A" tcpdump -i "ura$tag" -U -w "$tmp/a.pcap" udp port 4791 > /dev/null 2>&1 &
-dump=$!
-sleep 0.5
+capture_start "$A" "ura$tag" "$tmp/a.pcap" udp port 4791 || bad "no capture on A's side"
 perf 3 64 && bad "dropped source .3 verified" || ok ".3 stopped by the drop rule"
 perf 2 256 && ok "beside it .2 verified" || bad ".2 failed beside the drop rule: $(tail -2 "$tmp/cli2.log")"
-sleep 0.3
-kill -INT $dump 2>/dev/null
-wait $dump 2>/dev/null
+capture_stop
 to_3=$(tshark -r "$tmp/a.pcap" -Y "ip.src == $net.1 && ip.dst == $net.3" 2>/dev/null | wc -l)
 from_3=$(tshark -r "$tmp/a.pcap" -Y "ip.src == $net.3" 2>/dev/null | wc -l)
 [ "$to_3" = 0 ] && [ "$from_3" -gt 0 ] && ok "A answered none of .3's $from_3 packets" || bad "A sent $to_3 packets to .3 ($from_3 from it)"
