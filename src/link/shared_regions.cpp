@@ -105,32 +105,43 @@ std::optional<Backing> find_backing(const void* addr, size_t len) {
   return Backing{fd, m->dev, m->ino, m->offset + (a - m->start)};
 }
 
-// Whether [p, p + n) of entry e still lies where e says in e's file.
-static bool still_backed(const SharedRegions::Entry& e, const uint8_t* p, size_t n) {
-  std::optional<Backing> now = find_backing(p, n);
-  if (!now) return false;
-  close(now->fd);
-  return now->dev == e.backing.dev && now->ino == e.backing.ino &&
-         now->offset == e.backing.offset + uint64_t(p - e.addr);
+// Whether [p, p + n), which e's region covers, lies where e says in e's file: by `now`, the
+// backing of a range from p that holds all of it, or else by a look of its own.
+static bool still_backed(const SharedRegions::Entry& e, const uint8_t* p, size_t n, const std::optional<Backing>& now,
+                         const uint8_t* now_at) {
+  if (now)
+    return now->dev == e.backing.dev && now->ino == e.backing.ino &&
+           now->offset + uint64_t(p - now_at) == e.backing.offset + uint64_t(p - e.addr);
+  std::optional<Backing> own = find_backing(p, n);
+  if (!own) return false;
+  close(own->fd);
+  return own->dev == e.backing.dev && own->ino == e.backing.ino && own->offset == e.backing.offset + uint64_t(p - e.addr);
 }
 
 void SharedRegions::add(const void* key, const void* addr, size_t len) {
   const auto* p = static_cast<const uint8_t*>(addr);
   // A region still registered whose addresses a new registration finds holding other memory
   // (unmapped and mapped again meanwhile) places nothing more: its file no longer holds what a
-  // work request there sends. Each overlap is looked up apart (/proc, without the lock).
+  // work request there sends. One look at /proc (without the lock) when the new region lies
+  // in one shared mapping, as a region registered again over the same memory does.
   std::vector<Entry> over;
   {
     std::lock_guard g(mu_);
     for (const Entry& e : all_)
       if (!e.stale && e.addr < p + len && p < e.addr + e.len) over.push_back(e);
   }
+  const bool keep = len >= kMinSharedRegion;
+  if (!keep && over.empty()) return;
+  std::optional<Backing> b = find_backing(addr, len);
   std::vector<const void*> gone;
   for (const Entry& e : over) {
     const uint8_t* lo = std::max(p, e.addr);
-    if (!still_backed(e, lo, size_t(std::min(p + len, e.addr + e.len) - lo))) gone.push_back(e.key);
+    if (!still_backed(e, lo, size_t(std::min(p + len, e.addr + e.len) - lo), b, p)) gone.push_back(e.key);
   }
-  std::optional<Backing> b = len >= kMinSharedRegion ? find_backing(addr, len) : std::nullopt;
+  if (b && !keep) {
+    close(b->fd);
+    b.reset();
+  }
   std::lock_guard g(mu_);
   bool changed = false;
   for (Entry& e : all_)
