@@ -63,9 +63,6 @@ class Engine {
   // frames they made and hands arriving frames to the core. Control lock held; once.
   Status attach_raw(std::unique_ptr<link::RawPort> port);
   void detach_raw();  // closes it (control lock held); frames not yet sent are dropped
-  // Signals the completion channels of CQs with new completions, and the async fd if events
-  // wait: what a pass does, for completions a control operation made (control lock held).
-  void signal_events();
   // At the end of a control operation (control lock held): signal_events(), and a pass soon
   // for the work it left the core (a QP's flush after modify_qp to ERR), even on an idle
   // device whose engine thread sleeps with no timer to wake it.
@@ -91,6 +88,9 @@ class Engine {
   void cq_armed();
 
  private:
+  // Signals the completion channels of CQs with new completions, and the async fd if events
+  // wait (lock held): at the end of a pass, and of a control operation.
+  void signal_events();
   void run();
   void wake();
   int made(int r, const char* what);

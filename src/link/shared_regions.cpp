@@ -106,16 +106,16 @@ std::optional<Backing> find_backing(const void* addr, size_t len) {
 }
 
 // Whether [p, p + n), which e's region covers, lies where e says in e's file: by `now`, the
-// backing of a range from p that holds all of it, or else by a look of its own.
-static bool still_backed(const SharedRegions::Entry& e, const uint8_t* p, size_t n, const std::optional<Backing>& now,
+// backing of a range from now_at that holds all of it, or else by a look of its own.
+static bool still_backed(const SharedRegions::Entry& e, const uint8_t* p, size_t n, std::optional<Backing> now,
                          const uint8_t* now_at) {
-  if (now)
-    return now->dev == e.backing.dev && now->ino == e.backing.ino &&
-           now->offset + uint64_t(p - now_at) == e.backing.offset + uint64_t(p - e.addr);
-  std::optional<Backing> own = find_backing(p, n);
-  if (!own) return false;
-  close(own->fd);
-  return own->dev == e.backing.dev && own->ino == e.backing.ino && own->offset == e.backing.offset + uint64_t(p - e.addr);
+  if (!now) {
+    if (!(now = find_backing(p, n))) return false;
+    close(now->fd);
+    now_at = p;
+  }
+  return now->dev == e.backing.dev && now->ino == e.backing.ino &&
+         now->offset + uint64_t(p - now_at) == e.backing.offset + uint64_t(p - e.addr);
 }
 
 void SharedRegions::add(const void* key, const void* addr, size_t len) {
