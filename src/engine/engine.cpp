@@ -214,7 +214,19 @@ bool Engine::run_inline(uint64_t now) {
   std::unique_lock g(mu_, std::try_to_lock);
   if (!g.owns_lock()) return false;
   pass(now, true);
+  keep_sleep_plan();
   return true;
+}
+
+void Engine::keep_sleep_plan() {
+  if (!threaded_) return;
+  const uint64_t d = std::min(pc_.next_deadline(), link_.next_deadline());
+  if (d >= sleep_plan_) return;
+  // Not only while it sleeps: it may be on its way there with the old plan. A write it finds
+  // before sleeping costs it one more pass.
+  sleep_plan_ = d;
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
 }
 
 bool Engine::may_defer(uint64_t now) {
@@ -267,6 +279,7 @@ void Engine::signal_events() {
 void Engine::after_control() {
   signal_events();
   if (pc_.has_work()) wake();
+  keep_sleep_plan();
 }
 
 void Engine::wake() {
@@ -338,7 +351,7 @@ void Engine::run() {
       busy_tries = 0;
       now = monotonic_ns();
       did = pass(now);
-      deadline = std::min(pc_.next_deadline(), link_.next_deadline());
+      deadline = sleep_plan_ = std::min(pc_.next_deadline(), link_.next_deadline());
     }
     if (did) {
       idle_since = now;

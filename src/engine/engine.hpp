@@ -97,6 +97,9 @@ class Engine {
   // One pass of the loop, lock held; true if anything happened. inline: on an application thread.
   bool pass(uint64_t now, bool on_app_thread = false);
   bool run_inline(uint64_t now);  // a pass on the caller's thread if the core is free
+  // Under mu_, on an application's thread: a timer it armed (a post's retransmission timer)
+  // that falls before the engine thread's planned wake-up wakes it, to plan again.
+  void keep_sleep_plan();
   // True if a post may wait for the polling application's next poll: the application polls,
   // and the engine thread comes round by itself (awake, or asleep only until polling stops).
   bool may_defer(uint64_t now);
@@ -114,6 +117,7 @@ class Engine {
   std::atomic<bool> running_{false};  // started, and not stopped
   bool threaded_ = false;
   uint32_t inline_passes_ = 0;  // under mu_
+  uint64_t sleep_plan_ = 0;     // under mu_: the deadline of the engine thread's last pass
   std::atomic<bool> sleeping_{false};
   std::atomic<uint32_t> control_waiting_{0};
   std::atomic<uint64_t> passes_{0};

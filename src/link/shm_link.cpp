@@ -284,11 +284,15 @@ ShmPeer SameHostLink::peer_of(const Gid& dst, uint32_t dest_qpn) const {
   return {dst, slot_ ? steering::slot_of_qpn(dest_qpn) : 0};
 }
 
+// The newest channel first: a slot is given again once its process leaves, and the channel
+// of its next holder may come before the watcher has seen the last one's hang up.
 SameHostLink::Channel* SameHostLink::find(const ShmPeer& dst) const {
-  for (Channel* c : live_)
+  for (auto it = live_.rbegin(); it != live_.rend(); ++it) {
+    Channel* c = *it;
     if (!c->dead.load(std::memory_order_relaxed) && c->peer_slot == dst.slot)
       for (const Gid& g : c->peer)
         if (g == dst.addr) return c;
+  }
   return nullptr;
 }
 

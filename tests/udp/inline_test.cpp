@@ -153,6 +153,32 @@ TEST_P(RunToCompletionOn, APostLeftForAPollThatNeverComesIsSent) {
   EXPECT_EQ(std::memcmp(b.buf.data() + 64, "left-for-a-poll", 15), 0);
 }
 
+// A post sent on the application's thread arms its retransmission timer there. If nothing
+// answers, that timer is the engine thread's to run once the application blocks, also when the
+// engine thread was asleep with no timer at all: the post must not wait for other traffic.
+TEST(RunToCompletion, ATimerArmedByAPostWakesASleepingEngine) {
+  Side a(true), b(true);
+  ConnectOptions o;
+  o.timeout = 8;  // ~1 ms
+  o.retry_cnt = 2;
+  ASSERT_TRUE(a.qp->connect(b.endpoint(2), 1, o));  // b's QP stays in RESET: it answers nothing
+  usleep(20'000);  // both engines idle: asleep, no timers
+  Sge s = a.mr->sge(0, 64);
+  SendWr w{5, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  w.remote_addr = uint64_t(b.buf.data());
+  w.rkey = b.mr->rkey();
+  ASSERT_TRUE(a.qp->post_send(w));  // sent on this thread: over shared memory, no system call
+  Wc wc[4];
+  auto n = a.cq->wait(wc, 5000);
+  ASSERT_TRUE(n);
+  ASSERT_EQ(*n, 1) << "the retransmission timer never ran";
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  EXPECT_EQ(wc[0].status, WcStatus::RetryExcErr);
+  EXPECT_EQ(a.counter("retransmit_timeouts"), 3u);  // the first try and retry_cnt more
+  EXPECT_EQ(a.counter("retransmitted_packets"), 2u);
+  EXPECT_EQ(a.counter("shm_tx_packets"), 3u);
+}
+
 // On shared memory the first post after an empty poll (a reply, a request after a wait) is
 // sent before post_send returns: someone is waiting for it. (No engine thread here: nobody
 // else could send it.)
