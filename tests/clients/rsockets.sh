@@ -74,7 +74,7 @@ if [ -n "$PRELOAD" ]; then
       if [ -z "$dir" ]; then tx=client rx=server; else tx=server rx=client; fi
       iperf3_verdict "iperf3 ${dir:+$dir }through librspreload, 128 MiB $tx to $rx" $crc $src "$kernel" \
         "$TMP/$name.$tx-tap" "$TMP/$name.$rx-tap" "$TMP/$name.client" ||
-        { fail=1; tail -4 "$TMP/$name.client" "$TMP/$name.server" "$TMP/$name.client-tap" "$TMP/$name.server-tap"; }
+        { fail=1; tail -n 4 "$TMP/$name.client" "$TMP/$name.server" "$TMP/$name.client-tap" "$TMP/$name.server-tap"; }
     done
   fi
 fi

@@ -4,7 +4,7 @@
 # one differs from the sender's at the same point, or if the receiver reached none.
 tap_agree() {
   awk '$1 == "stream_tap:" && $2 == "w" { w[$3] = $4 }
-       $1 == "stream_tap:" && $2 == "r" { n++; if (w[$3] != $4) bad++ }
+       $1 == "stream_tap:" && $2 == "r" { n++; if (w[$3] != $4 && !bad++) print "at " $3 " MiB: sent " w[$3] ", received " $4 > "/dev/stderr" }
        END { print n + 0; exit (bad || !n) }' "$1" "$2"
 }
 

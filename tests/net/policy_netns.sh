@@ -145,7 +145,7 @@ for w in "1 1" "3 1"; do
   if res=$(procs $1 $2); then
     ok "two processes of shares $1:$2 on one 500 Mb/s port: $res"
   else
-    bad "two processes of shares $1:$2 on one 500 Mb/s port: $res $(tail -2 "$tmp/p1.out" "$tmp/p2.out")"
+    bad "two processes of shares $1:$2 on one 500 Mb/s port: $res $(tail -n 2 "$tmp/p1.out" "$tmp/p2.out")"
   fi
 done
 
