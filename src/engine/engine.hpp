@@ -117,7 +117,7 @@ class Engine {
   std::atomic<bool> running_{false};  // started, and not stopped
   bool threaded_ = false;
   uint32_t inline_passes_ = 0;  // under mu_
-  uint64_t sleep_plan_ = 0;     // under mu_: the deadline of the engine thread's last pass
+  uint64_t sleep_plan_ = 0;     // under mu_: the engine thread's next wake-up at the latest
   std::atomic<bool> sleeping_{false};
   std::atomic<uint32_t> control_waiting_{0};
   std::atomic<uint64_t> passes_{0};

@@ -26,7 +26,7 @@
 namespace uroce::link::shm {
 
 inline constexpr uint32_t kMagic = 0x75726f34;  // "uro4"
-inline constexpr uint32_t kSlots = 256;         // a power of two
+inline constexpr uint32_t kSlots = 256;          // a power of two
 
 inline constexpr uint32_t kSlotNoIcrc = 1u << 31;  // in Slot::len: the sender left the ICRC out
 // In Slot::len: the payload is not in the slot but in a file of the sender's that the consumer
