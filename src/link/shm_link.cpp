@@ -408,12 +408,12 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
 
 int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
   int n = 0;
+  if (now >= sweep_at_) unmap_idle_imports(now);
   // Each pass starts one channel further on: a peer that always has a pass's worth waiting
   // cannot keep the others' packets unread (and their senders timing out).
   const size_t k = live_.size(), first = k ? first_ring_++ % k : 0;
   for (size_t j = 0; j < k; ++j) {
     Channel* c = live_[(first + j) % k];
-    if (!c->imports.empty()) unmap_idle_imports(*c, now);
     if (c->placed_again_at && now >= c->placed_again_at && c->peer_pid) {  // a refusal's pause is over
       c->placed_again_at = 0;
       c->rx->takes_placed.store(1, std::memory_order_relaxed);

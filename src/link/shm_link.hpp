@@ -126,7 +126,7 @@ class SameHostLink final : public Link {
   const uint8_t* resolve(Channel& c, const shm::Placed& d, uint64_t now);
   static void offer_placed(Channel& c, int sock);
   static void unmap_imports(Channel& c);
-  static void unmap_idle_imports(Channel& c, uint64_t now);
+  void unmap_idle_imports(uint64_t now);  // every channel's, once sweep_at_ is due
   void drain_backlogs();
   void drop_backlog(Channel& c);
   void wake_peer(Channel& c);
@@ -172,6 +172,9 @@ class SameHostLink final : public Link {
   std::vector<SharedRegions::Entry> regions_;  // shared_regions() as of regions_gen_
   uint64_t regions_gen_ = ~uint64_t(0);
   size_t last_region_ = 0;  // the one the last placed payload came from
+  // When a window may first be idle for long enough to go (next_deadline()): a window's use
+  // only makes that later, so the channels are looked at then, not on every pass.
+  uint64_t sweep_at_ = UINT64_MAX;
   ShmStats st_;
 };
 

@@ -78,20 +78,21 @@ void SameHostLink::unmap_imports(Channel& c) {
 // long goes, whether or not packets arrive (next_deadline()).
 constexpr uint64_t kImportIdleNs = 2'000'000'000;
 
-void SameHostLink::unmap_idle_imports(Channel& c, uint64_t now) {
-  std::erase_if(c.imports, [now](const shm::Import& i) {
-    if (now < i.used_ns || now - i.used_ns < kImportIdleNs) return false;  // a pass's clock may be a little behind
-    shared_files::unmap(i.base, i.size);
-    return true;
-  });
+void SameHostLink::unmap_idle_imports(uint64_t now) {
+  sweep_at_ = UINT64_MAX;
+  for (Channel* c : live_)
+    std::erase_if(c->imports, [this, now](const shm::Import& i) {
+      // A pass's clock may be a little behind the use it sees.
+      if (now < i.used_ns || now - i.used_ns < kImportIdleNs) {
+        sweep_at_ = std::min(sweep_at_, i.used_ns + kImportIdleNs);
+        return false;
+      }
+      shared_files::unmap(i.base, i.size);
+      return true;
+    });
 }
 
-uint64_t SameHostLink::next_deadline() const {
-  uint64_t at = UINT64_MAX;
-  for (const Channel* c : live_)
-    for (const shm::Import& i : c->imports) at = std::min(at, i.used_ns + kImportIdleNs);
-  return at;
-}
+uint64_t SameHostLink::next_deadline() const { return sweep_at_; }
 
 // A packet whose payload lies in a shared file goes as its slot: the descriptor, then the
 // packet's bytes before and after the payload. Into the ring, or the backlog behind it (a slot
@@ -175,6 +176,7 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d, uint64_t 
     return nullptr;
   }
   c.imports.push_back({d.dev, d.ino, from, static_cast<const uint8_t*>(m), size_t(len), now});
+  sweep_at_ = std::min(sweep_at_, now + kImportIdleNs);
   return c.imports.back().base + (d.offset - from);
 }
 
