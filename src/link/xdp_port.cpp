@@ -220,21 +220,31 @@ Result<std::unique_ptr<XdpPort>> XdpPort::open(const Config& c) {
   xc.rx_size = kRingSize;
   xc.tx_size = kRingSize;
   xc.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-  int r = -EOPNOTSUPP;
   // Zero copy before copy mode; multi-buffer where the kernel has it (needed above MTU ~3800).
   constexpr uint16_t kWake = XDP_USE_NEED_WAKEUP;
-  for (uint16_t bind : {uint16_t(XDP_ZEROCOPY | kWake | XDP_USE_SG), uint16_t(XDP_COPY | kWake | XDP_USE_SG),
-                        uint16_t(XDP_ZEROCOPY | kWake), uint16_t(XDP_COPY | kWake)}) {
-    if (need_sg && !(bind & XDP_USE_SG)) break;
-    xc.bind_flags = bind;
-    r = xsk_socket__create(&s.xsk, name, 0, s.umem, &s.rx, &s.tx, &xc);
-    if (r == 0) {
-      p->zero_copy_ = bind & XDP_ZEROCOPY;
-      p->multi_buffer_ = bind & XDP_USE_SG;
-      break;
+  auto bind_queue = [&] {
+    int r = -EOPNOTSUPP;
+    for (uint16_t bind : {uint16_t(XDP_ZEROCOPY | kWake | XDP_USE_SG), uint16_t(XDP_COPY | kWake | XDP_USE_SG),
+                          uint16_t(XDP_ZEROCOPY | kWake), uint16_t(XDP_COPY | kWake)}) {
+      if (need_sg && !(bind & XDP_USE_SG)) break;
+      xc.bind_flags = bind;
+      if ((r = xsk_socket__create(&s.xsk, name, 0, s.umem, &s.rx, &s.tx, &xc)) == 0) {
+        p->zero_copy_ = bind & XDP_ZEROCOPY;
+        p->multi_buffer_ = bind & XDP_USE_SG;
+        break;
+      }
+      if (r == -EBUSY) break;
     }
-    if (r == -EBUSY) return make_error(EBUSY, std::string("queue 0 of ") + name + " has an AF_XDP socket already");
+    return r;
+  };
+  // Our program is attached, so no other live link has the queue; a socket of a process that
+  // just exited may still hold it, until the kernel's deferred release: asked again for 1 s.
+  int r = bind_queue();
+  for (int i = 0; i < 50 && r == -EBUSY; ++i) {
+    usleep(20'000);
+    r = bind_queue();
   }
+  if (r == -EBUSY) return make_error(EBUSY, std::string("queue 0 of ") + name + " has an AF_XDP socket already");
   if (r != 0 && need_sg)
     return make_error(-r, "MTU " + std::to_string(c.ip_mtu) + " needs multi-buffer AF_XDP, which " + name +
                               " does not offer: " + std::strerror(-r));
