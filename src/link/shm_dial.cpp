@@ -25,6 +25,22 @@ using shm::registry_name;
 using shm::set_timeout;
 using shm::trusted;
 
+namespace {
+
+// A descriptor a peer passed as an eventfd: one it must be, and one that never blocks (the
+// engine reads its own after every sleep and writes the peer's to wake it, under the engine
+// lock). O_NONBLOCK is set on the open file, which the peer shares: an honest peer made it so.
+bool nonblocking_eventfd(int fd) {
+  char link[64] = {};
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
+  if (n <= 0 || std::string(link, size_t(n)) != "anon_inode:[eventfd]") return false;
+  const int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && ((fl & O_NONBLOCK) || fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+}
+
+}  // namespace
+
 // Someone holds the name this device would listen on (anyone may take a name first): peers
 // that look the address up reach them, and hand them nothing unless they are us, so the
 // address stays on UDP. Said once, with who holds it if they answer, and counted.
@@ -123,7 +139,7 @@ void SameHostLink::accept_one() {
     int got = 0;
     ssize_t n = recv_with_fds(s, &h, sizeof h, fds, 3, &got);
     if (n != ssize_t(sizeof h) || got != 3 || h.magic != shm::kMagic || h.area_bytes != sizeof(shm::Area) ||
-        h.ngids == 0 || h.ngids > shm::kMaxPeerGids) {
+        h.ngids == 0 || h.ngids > shm::kMaxPeerGids || !nonblocking_eventfd(fds[1]) || !nonblocking_eventfd(fds[2])) {
       refused_.fetch_add(1, std::memory_order_relaxed);
       close_all({s, fds[0], fds[1], fds[2]});
       continue;

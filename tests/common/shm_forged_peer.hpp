@@ -21,10 +21,13 @@ namespace uroce::test {
 
 struct ForgedPeer {
   int s = -1, memfd = -1, e0 = -1, e1 = -1;
+  int pipe_w[2] = {-1, -1};  // with `pipes`: the write ends of what it passed as eventfds
   link::shm::Area* area = nullptr;
   char answer = 0;  // 'Y' once the victim mapped the rings; 0 if it hung up instead
 
-  ForgedPeer(const Gid& victim, bool sealed) {
+  // Its eventfds block (a uroce device makes them non-blocking); `pipes`: it passes pipes
+  // instead of eventfds.
+  ForgedPeer(const Gid& victim, bool sealed, bool pipes = false) {
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un a;
     const socklen_t len = link::shm::registry_name(victim, 0, a);
@@ -43,6 +46,15 @@ struct ForgedPeer {
     area->slot_bytes = sizeof(link::shm::Slot);
     e0 = eventfd(0, EFD_CLOEXEC);
     e1 = eventfd(0, EFD_CLOEXEC);
+    if (pipes) {
+      int p0[2], p1[2];
+      EXPECT_EQ(pipe2(p0, O_CLOEXEC), 0);
+      EXPECT_EQ(pipe2(p1, O_CLOEXEC), 0);
+      close(e0);
+      close(e1);
+      e0 = p0[0], pipe_w[0] = p0[1];
+      e1 = p1[0], pipe_w[1] = p1[1];
+    }
     link::shm::Hello hello{link::shm::kMagic, uint32_t(sizeof(link::shm::Area)), 1, 0, {Gid::from_ipv4(0x7f0000fe)}};
     int fds[3] = {memfd, e0, e1};
     EXPECT_TRUE(link::send_with_fds(s, &hello, sizeof hello, fds, 3));
@@ -52,7 +64,8 @@ struct ForgedPeer {
   }
   ~ForgedPeer() {
     if (area) munmap(area, sizeof(link::shm::Area));
-    for (int fd : {s, memfd, e0, e1}) close(fd);
+    for (int fd : {s, memfd, e0, e1, pipe_w[0], pipe_w[1]})
+      if (fd >= 0) close(fd);
   }
 };
 

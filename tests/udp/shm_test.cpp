@@ -290,6 +290,30 @@ TEST(SameHost, GarbageInTheRingsIsCountedAndTheChannelDropped) {
   EXPECT_GT(victim.counter("shm_rx_packets"), 0u);
 }
 
+// The engine reads its wake-up descriptor after every sleep and writes its peer's, under the
+// engine lock: one that blocks would stop the device. A peer's blocking eventfds are made
+// non-blocking (the peer shares them: it sees the flag), and a pipe passed as one is refused.
+TEST(SameHost, WakeDescriptorsThatCouldBlockAreMadeNotToOrRefused) {
+  Side victim(true), other(true);
+  {
+    test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+    ASSERT_EQ(f.answer, 'Y');
+    EXPECT_TRUE(fcntl(f.e0, F_GETFL) & O_NONBLOCK);
+    EXPECT_TRUE(fcntl(f.e1, F_GETFL) & O_NONBLOCK);
+    Wc wc[4];
+    for (int i = 0; i < 50; ++i) (void)victim.cq->wait(wc, 1);  // the engine sleeps and wakes
+  }
+  {
+    test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true, /*pipes=*/true);
+    EXPECT_EQ(f.answer, 0);
+    EXPECT_EQ(victim.counter("shm_offers_refused"), 1u);
+    EXPECT_FALSE(fcntl(f.e0, F_GETFL) & O_NONBLOCK);
+  }
+  connect(victim, other);
+  traffic(other, victim, test::test_seed(26), 5);
+  EXPECT_GT(victim.counter("shm_rx_packets"), 0u);
+}
+
 // Rings in a file the peer could shrink are refused: once shrunk, the victim's next read of a
 // slot past the file's end would be SIGBUS, the victim's process killed by its peer. The
 // victim hangs up, keeps no channel, and still talks to everyone else.
