@@ -163,6 +163,8 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_tx_placed"] = s.tx_placed;
     m["shm_rx_placed"] = s.rx_placed;
     m["shm_rx_placed_refused"] = s.rx_placed_refused;
+    m["shm_tx_runs"] = s.tx_runs;
+    m["shm_rx_runs"] = s.rx_runs;
     m["shm_rx_malformed"] = s.rx_malformed;
     m["shm_names_taken"] = s.names_taken;
     m["shm_offers_refused"] = s.offers_refused;

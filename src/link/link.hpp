@@ -23,7 +23,10 @@
 
 #include "uroce/result.hpp"
 #include "uroce/types.hpp"
+#include "wire/headers.hpp"
 #include "wire/ip_udp.hpp"
+#include "wire/opcode.hpp"
+#include "wire/psn.hpp"
 #include "wire/packet_buf.hpp"
 
 namespace uroce::link {
@@ -36,13 +39,32 @@ class PacketSink {
   // saw them. Returns the fields the ICRC matched (what a capture should show).
   virtual wire::Ipv4Fields deliver(std::span<const uint8_t> pkt, const wire::FlowAddr& from, uint64_t now,
                                    const wire::Ipv4Fields& ip) = 0;
-  // The same for a packet whose payload lies apart (only from a link that carries packets
-  // intact); a sink that cannot take it so gets it whole, copied together.
+  // The same for a packet whose payload lies apart, or a run of them (only from a link that
+  // carries packets intact); a sink that cannot take it so gets each packet whole, copied
+  // together.
   virtual wire::Ipv4Fields deliver_apart(std::span<const uint8_t> rest, const wire::ApartPayload& payload,
                                          const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip) {
-    if (payload.at > rest.size() || payload.bytes.size() > wire::kMaxPacket - rest.size()) return ip;
+    wire::Ipv4Fields seen = ip;
+    each_packet(rest, payload, [&](std::span<const uint8_t> whole) { seen = deliver(whole, from, now, ip); });
+    return seen;
+  }
+  // Each packet of `payload` whole, one after another, to fn(span) (a run's PSNs counted up
+  // from rest's BTH); nothing if a packet would not fit one.
+  template <class Fn>
+  static void each_packet(std::span<const uint8_t> rest, const wire::ApartPayload& payload, Fn fn) {
+    const uint32_t n = payload.packets;
+    if (n == 0 || n > wire::kMaxRunPackets || payload.bytes.size() % n || payload.at > rest.size() ||
+        (n > 1 && rest.size() < wire::kBthLen))
+      return;
+    const size_t unit = payload.bytes.size() / n;
+    if (unit > wire::kMaxPacket - rest.size()) return;
+    const uint32_t psn = n > 1 ? wire::bth_psn(rest.data()) : 0;
     uint8_t whole[wire::kMaxPacket];
-    return deliver({whole, assemble(rest, payload, whole)}, from, now, ip);
+    for (uint32_t i = 0; i < n; ++i) {
+      const size_t len = assemble(rest, {payload.at, payload.bytes.subspan(i * unit, unit)}, whole);
+      if (n > 1) wire::bth_set_psn(whole, (psn + i) & wire::Psn::kMask);
+      fn(std::span<const uint8_t>(whole, len));
+    }
   }
   // The packet whole in `out` (the caller checked it fits); its length.
   static size_t assemble(std::span<const uint8_t> rest, const wire::ApartPayload& payload, uint8_t* out) {

@@ -324,6 +324,7 @@ bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   if (p.ref && p.ref_len >= shm::kMinPlaced) {
     if (int r = push_placed(c, p); r >= 0) return r;
   }
+  close_run();  // before anything after it
   if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
   if (c.backlog.full()) return false;
   c.backlog.push(p);
@@ -386,6 +387,7 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
   for (wire::PacketBuf* p : pkts) {
     Channel* c = route(peer_of(p->flow.dst, wire::bth_dest_qp(p->data)), now);
     if (!c) {
+      close_run();  // before anything after it
       shm::complete_icrc(*p);  // the channel it was built for is gone
       rest_.push_back(p);
       continue;
@@ -402,6 +404,7 @@ void SameHostLink::send(std::span<wire::PacketBuf* const> pkts, uint64_t now) {
     if (pcap_) pcap_->write(p->flow, {p->data, p->len}, now);
     if (std::find(touched_.begin(), touched_.end(), c) == touched_.end()) touched_.push_back(c);
   }
+  close_run();
   for (Channel* c : touched_) wake_peer(*c);
   if (!rest_.empty()) wire_.send(rest_, now);
 }
@@ -416,7 +419,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
     Channel* c = live_[(first + j) % k];
     if (c->placed_again_at && now >= c->placed_again_at && c->peer_pid) {  // a refusal's pause is over
       c->placed_again_at = 0;
-      c->rx->takes_placed.store(1, std::memory_order_relaxed);
+      c->rx->takes_placed.store(shm::kTakesPlaced | shm::kTakesRuns, std::memory_order_relaxed);
     }
     int ready = 0;
     while (n < max && (ready = c->rx->ready()) > 0) {
@@ -431,11 +434,11 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       sent.icrc_absent = rx_buf_.icrc_skipped;
       if (flags & shm::kSlotPlaced) {
         const uint32_t slot_len = rx_buf_.len;  // a capture makes rx_buf_ the whole packet
-        const bool delivered = deliver_placed(*c, *s, sink, now, sent);
+        const uint32_t delivered = deliver_placed(*c, *s, sink, now, sent);
         c->rx->expire_front(slot_len);
         c->rx->pop();
         st_.rx_packets += delivered;
-        ++n;
+        n += std::max(delivered, 1u);  // a run counts as its packets against the pass's batch
         continue;
       }
       // Delivered from the slot itself; a capture needs a copy it can complete the ICRC of.

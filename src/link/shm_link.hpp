@@ -53,6 +53,8 @@ struct ShmStats {
   // Payloads sent as where they lie in a shared file, and taken so; and those refused (a file
   // that could not be opened or mapped, or is not what the packet said): dropped.
   uint64_t tx_placed = 0, rx_placed = 0, rx_placed_refused = 0;
+  // Slots that carried a run of placed packets (shm::Placed::packets > 1), sent and taken.
+  uint64_t tx_runs = 0, rx_runs = 0;
 };
 
 class SameHostLink final : public Link {
@@ -122,7 +124,11 @@ class SameHostLink final : public Link {
   // Placed payloads (shm_place.cpp): the sender's side, the receiver's, and the offer a new
   // channel's receiver makes.
   int push_placed(Channel& c, const wire::PacketBuf& p);  // 1: queued, 0: dropped, -1: not placed
-  bool deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
+  bool push_slot(Channel& c, std::span<const uint8_t> bytes, uint32_t flags, const wire::FlowAddr& flow);
+  bool extends_run(const Channel& c, const wire::PacketBuf& p, const shm::Placed& d) const;
+  void close_run();  // the run gathered so far goes as its slot
+  // The packets a placed slot delivered (0: none, it was dropped).
+  uint32_t deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
   const uint8_t* resolve(Channel& c, const shm::Placed& d, uint64_t now);
   static void offer_placed(Channel& c, int sock);
   static void unmap_imports(Channel& c);
@@ -172,6 +178,16 @@ class SameHostLink final : public Link {
   std::vector<SharedRegions::Entry> regions_;  // shared_regions() as of regions_gen_
   uint64_t regions_gen_ = ~uint64_t(0);
   size_t last_region_ = 0;  // the one the last placed payload came from
+  // Placed MIDDLE packets of one message gathered into one slot within a send() (a run,
+  // shm::Placed::packets): the channel (null: none open), its slot's bytes, the next packet's
+  // PSN and where its payload must begin to continue it.
+  struct Run {
+    Channel* c = nullptr;
+    wire::FlowAddr flow;
+    uint32_t bytes = 0, next_psn = 0;
+    const uint8_t* next_ref = nullptr;
+    uint8_t slot[sizeof(shm::Placed) + wire::kMaxPacket - shm::kMinPlaced];
+  } run_;
   // When a window may first be idle for long enough to go (next_deadline()): a window's use
   // only makes that later, so the channels are looked at then, not on every pass.
   uint64_t sweep_at_ = UINT64_MAX;

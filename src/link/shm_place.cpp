@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "link/shared_files.hpp"
 #include "link/shm_channel.hpp"
@@ -65,7 +66,7 @@ void SameHostLink::offer_placed(Channel& c, int sock) {
   closedir(d);
   if (!ok) return;
   c.peer_pid = cr.pid;
-  c.rx->takes_placed.store(1, std::memory_order_release);
+  c.rx->takes_placed.store(shm::kTakesPlaced | shm::kTakesRuns, std::memory_order_release);
 }
 
 void SameHostLink::unmap_imports(Channel& c) {
@@ -96,14 +97,15 @@ uint64_t SameHostLink::next_deadline() const { return sweep_at_; }
 
 // A packet whose payload lies in a shared file goes as its slot: the descriptor, then the
 // packet's bytes before and after the payload. Into the ring, or the backlog behind it (a slot
-// of a hundred bytes, where a copied packet would take its whole payload). 1: queued, 0: the
-// backlog is full (dropped), -1: not placed (the caller copies it).
+// of a hundred bytes, where a copied packet would take its whole payload). MIDDLE packets of
+// one message that follow one another in the file gather into one slot (a run) for a peer that
+// takes runs: its transport takes them as one. 1: queued, 0: the backlog is full (dropped),
+// -1: not placed (the caller copies it).
 int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
   // push() saw a payload by reference of kMinPlaced or more. Only packets built for this link
   // (no ICRC: the receiver's transport takes a payload apart from nothing else).
-  if (!p.ref_until_answered || p.ref_len % 4 || !p.icrc_skipped || pcap_ ||
-      !c.tx->takes_placed.load(std::memory_order_relaxed))
-    return -1;
+  const uint32_t takes = c.tx->takes_placed.load(std::memory_order_relaxed);
+  if (!p.ref_until_answered || p.ref_len % 4 || !p.icrc_skipped || pcap_ || !(takes & shm::kTakesPlaced)) return -1;
   const SharedRegions::Entry* e = nullptr;
   if (last_region_ < regions_.size() && backing_of(regions_[last_region_], p.ref, p.ref_len)) {
     e = &regions_[last_region_];
@@ -113,24 +115,70 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
     return -1;
   }
   const shm::Placed d{e->backing.dev, e->backing.ino, e->backing.offset + uint64_t(p.ref - e->addr), e->backing.fd,
-                      p.ref_at, p.ref_len, 0};
+                      p.ref_at, p.ref_len, 1};
   const uint32_t after = p.ref_at + p.ref_len, rest = p.len - p.ref_len;
-  uint8_t slot[sizeof d + wire::kMaxPacket - shm::kMinPlaced];
-  if (rest > sizeof slot - sizeof d) return -1;
-  std::memcpy(slot, &d, sizeof d);
-  std::memcpy(slot + sizeof d, p.data, p.ref_at);
-  std::memcpy(slot + sizeof d + p.ref_at, p.data + after, p.len - after);
-  const std::span<const uint8_t> bytes(slot, sizeof d + rest);
-  constexpr uint32_t kFlags = shm::kSlotPlaced | shm::kSlotNoIcrc;
-  if (c.backlog.empty() && c.tx->push(bytes, kFlags, p.flow, c.tx_tail, c.tx_head_seen)) {
-    ++st_.tx_placed;
+  if (rest > sizeof run_.slot - sizeof d) return -1;
+  if (run_.c && extends_run(c, p, d)) {
+    shm::Placed& first = *reinterpret_cast<shm::Placed*>(run_.slot);
+    first.len += p.ref_len;
+    ++first.packets;
+    run_.next_ref += p.ref_len;
+    run_.next_psn = (run_.next_psn + 1) & wire::Psn::kMask;
     return 1;
   }
-  if (c.backlog.full()) return 0;
-  c.backlog.push(bytes, kFlags, p.flow);
-  ++backlogged_;
+  close_run();
+  uint8_t slot[sizeof run_.slot];
+  uint8_t* out = (takes & shm::kTakesRuns) && (wire::opcode_info(wire::Opcode(p.data[0])).flags & wire::kMiddle) ? run_.slot : slot;
+  std::memcpy(out, &d, sizeof d);
+  std::memcpy(out + sizeof d, p.data, p.ref_at);
+  std::memcpy(out + sizeof d + p.ref_at, p.data + after, p.len - after);
+  if (out == run_.slot) {  // may gather the next ones
+    run_.c = &c;
+    run_.flow = p.flow;
+    run_.bytes = uint32_t(sizeof d + rest);
+    run_.next_psn = (wire::bth_psn(p.data) + 1) & wire::Psn::kMask;
+    run_.next_ref = p.ref + p.ref_len;
+    return 1;
+  }
+  if (!push_slot(c, {slot, sizeof d + rest}, shm::kSlotPlaced | shm::kSlotNoIcrc, p.flow)) return 0;
   ++st_.tx_placed;
   return 1;
+}
+
+// The next packet continues the run: the same message's next PSN, its payload right after the
+// run's in the same file, and every other byte the same.
+bool SameHostLink::extends_run(const Channel& c, const wire::PacketBuf& p, const shm::Placed& d) const {
+  const shm::Placed& first = *reinterpret_cast<const shm::Placed*>(run_.slot);
+  const uint8_t* h = run_.slot + sizeof first;  // the first packet's bytes but its payload
+  const uint32_t after = p.ref_at + p.ref_len;
+  return run_.c == &c && first.packets < wire::kMaxRunPackets && p.ref == run_.next_ref &&
+         d.len == first.len / first.packets && d.at == first.at && d.dev == first.dev && d.ino == first.ino &&
+         d.fd == first.fd && d.offset == first.offset + first.len && p.len - p.ref_len == run_.bytes - sizeof first &&
+         p.flow.src == run_.flow.src && p.flow.dst == run_.flow.dst && p.flow.src_port == run_.flow.src_port &&
+         p.flow.dst_port == run_.flow.dst_port && wire::bth_psn(p.data) == run_.next_psn && std::memcmp(p.data, h, 9) == 0 &&
+         std::memcmp(p.data + wire::kBthLen, h + wire::kBthLen, p.ref_at - wire::kBthLen) == 0 &&
+         std::memcmp(p.data + after, h + p.ref_at, p.len - after) == 0;
+}
+
+void SameHostLink::close_run() {
+  if (!run_.c) return;
+  Channel& c = *std::exchange(run_.c, nullptr);
+  const uint32_t n = reinterpret_cast<const shm::Placed*>(run_.slot)->packets;
+  if (push_slot(c, {run_.slot, run_.bytes}, shm::kSlotPlaced | shm::kSlotNoIcrc, run_.flow)) {
+    st_.tx_placed += n;
+    st_.tx_runs += n > 1;
+    return;
+  }
+  st_.tx_full_drops += n;  // send() counted them as sent
+  st_.tx_packets -= n;
+}
+
+bool SameHostLink::push_slot(Channel& c, std::span<const uint8_t> bytes, uint32_t flags, const wire::FlowAddr& flow) {
+  if (c.backlog.empty() && c.tx->push(bytes, flags, flow, c.tx_tail, c.tx_head_seen)) return true;
+  if (c.backlog.full()) return false;
+  c.backlog.push(bytes, flags, flow);
+  ++backlogged_;
+  return true;
 }
 
 // The payload a descriptor names, in this side's mapping of a window of the peer's file; null
@@ -180,19 +228,23 @@ const uint8_t* SameHostLink::resolve(Channel& c, const shm::Placed& d, uint64_t 
   return c.imports.back().base + (d.offset - from);
 }
 
-// A placed packet at the front of c's ring (rx_buf_ holds its slot's length and flow).
-bool SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now,
-                                  const wire::Ipv4Fields& sent) {
+// A placed packet, or a run of them, at the front of c's ring (rx_buf_ holds its slot's length
+// and flow): the packets delivered.
+uint32_t SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now,
+                                      const wire::Ipv4Fields& sent) {
   shm::Placed d;
   if (rx_buf_.len < sizeof d) {
     ++st_.rx_malformed;
-    return false;
+    return 0;
   }
   std::memcpy(&d, s.data, sizeof d);  // read once: the peer may write its slot meanwhile
   const uint32_t rest = rx_buf_.len - uint32_t(sizeof d);
-  if (d.at > rest || d.len < shm::kMinPlaced || d.len > wire::kMaxPacket - rest || !rx_buf_.icrc_skipped) {
+  const uint32_t n = std::max(d.packets, 1u);
+  const uint32_t unit = n <= wire::kMaxRunPackets ? d.len / n : 0;
+  if (d.at > rest || !unit || d.len % n || unit < shm::kMinPlaced || unit > wire::kMaxPacket - rest ||
+      !rx_buf_.icrc_skipped) {
     ++st_.rx_malformed;
-    return false;
+    return 0;
   }
   const uint8_t* payload = resolve(c, d, now);
   if (!payload) {
@@ -200,19 +252,25 @@ bool SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink& si
     // The sender copies from now on, its resends too, until the channel takes them again.
     c.rx->takes_placed.store(0, std::memory_order_relaxed);
     c.placed_again_at = now + (kRefusedBackoffNs << std::min(c.refusals++, kRefusedBackoffDoublings));
-    return false;
+    return 0;
   }
   c.refusals = 0;
-  ++st_.rx_placed;
-  if (pcap_) {  // a capture shows the packet whole, as a NIC would have sent it
-    rx_buf_.len = uint32_t(PacketSink::assemble({s.data + sizeof d, rest}, {d.at, {payload, d.len}}, rx_buf_.data));
-    wire::Ipv4Fields ip = sink.deliver({rx_buf_.data, rx_buf_.len}, rx_buf_.flow, now, sent);
-    shm::complete_icrc(rx_buf_);
-    pcap_->write(rx_buf_.flow, {rx_buf_.data, rx_buf_.len}, now, ip);
-    return true;
+  st_.rx_placed += n;
+  st_.rx_runs += n > 1;
+  const wire::ApartPayload apart{d.at, {payload, d.len}, n};
+  if (pcap_) {  // a capture shows each packet whole, as a NIC would have sent it
+    PacketSink::each_packet({s.data + sizeof d, rest}, apart, [&](std::span<const uint8_t> whole) {
+      std::memcpy(rx_buf_.data, whole.data(), whole.size());
+      rx_buf_.len = uint32_t(whole.size());
+      wire::Ipv4Fields ip = sink.deliver(whole, rx_buf_.flow, now, sent);
+      shm::complete_icrc(rx_buf_);
+      rx_buf_.icrc_skipped = true;  // for the next packet of the run
+      pcap_->write(rx_buf_.flow, {rx_buf_.data, rx_buf_.len}, now, ip);
+    });
+    return n;
   }
-  sink.deliver_apart({s.data + sizeof d, rest}, {d.at, {payload, d.len}}, rx_buf_.flow, now, sent);
-  return true;
+  sink.deliver_apart({s.data + sizeof d, rest}, apart, rx_buf_.flow, now, sent);
+  return n;
 }
 
 }  // namespace uroce::link

@@ -40,13 +40,19 @@ inline constexpr uint32_t kMinPlaced = 2048;
 
 // Where a placed payload lies: bytes [at, at + len) of the packet are bytes [offset, offset +
 // len) of the file the producer's descriptor fd names (/proc/<pid>/fd/<fd>), which must be
-// the file (dev, ino).
+// the file (dev, ino). packets > 1 (0 reads as 1): a run of that many MIDDLE packets of one
+// message (wire::ApartPayload), len / packets bytes of payload each, one after another in the
+// file; the slot's other bytes are the first's, and the PSN counts up from its.
 struct Placed {
   uint64_t dev, ino, offset;
   int32_t fd;
   uint32_t at, len;
-  uint32_t reserved;
+  uint32_t packets;
 };
+
+// Ring::takes_placed: a consumer that can open the producer's files takes placed payloads,
+// and runs of them.
+inline constexpr uint32_t kTakesPlaced = 1, kTakesRuns = 2;
 
 struct alignas(64) Slot {
   // Index + 1 of the packet it holds, written last: the slot is ready when it equals the

@@ -74,6 +74,7 @@ class Context {
   // The next receive WQE of qp (from its RQ or its SRQ), consumed; false if there is none.
   bool pop_recv(Qp& qp, verbs::RecvWqe& w, std::vector<Sge>& sges) { return core_.pop_recv(qp, w, sges); }
 
+  bool tracing() const { return bool(core_.cfg_.trace); }
   void trace(const Qp& qp, const wire::Packet& p, Verdict v) {
     if (core_.cfg_.trace) core_.cfg_.trace(qp, p, v);
   }

@@ -15,7 +15,7 @@ namespace uroce::transport {
   X(rx_icrc_ip_seen) X(rx_icrc_ip_assumed) X(rx_icrc_ip_solved) X(rx_icrc_absent)     \
   X(tx_payload_by_ref) X(rx_ce_marked) X(tx_cnps) X(rx_cnps) X(rx_sr_held) X(tx_sacks)  \
   X(rx_sacks) X(sr_probes) X(sr_lost_resends) X(rx_sr_placed)  \
-  X(rx_sr_read_placed) X(sr_read_reasks) X(rx_sr_conflicts) X(rx_sr_unfit) X(rx_bad_invalidate) \
+  X(rx_sr_read_placed) X(sr_read_reasks) X(rx_sr_conflicts) X(rx_sr_unfit) X(rx_runs_whole) X(rx_bad_invalidate) \
   X(rx_mcast) X(rx_mcast_unjoined) X(rx_placement_replays) X(rx_bad_xrc_srq) \
   X(tx_raw_frames) X(tx_raw_dropped) X(rx_raw_frames) X(rx_raw_no_recv) X(rx_raw_not_ready) \
   X(rx_tm_matched) X(rx_tm_unexpected) X(rx_tm_no_tmh) X(tm_rndv_reads) X(tm_rndv_incomplete) \

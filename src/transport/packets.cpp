@@ -11,8 +11,9 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
                                 wire::Ipv4Fields ip, const wire::ApartPayload* apart) {
   UROCE_ASSERT_HELD(*this);
   now_ = now;
-  ++ctr_.rx_packets;
-  ctr_.rx_bytes += buf.size() + (apart ? apart->bytes.size() : 0);
+  const uint32_t n = apart ? apart->packets : 1;  // a run counts as its packets
+  ctr_.rx_packets += n;
+  ctr_.rx_bytes += buf.size() * n + (apart ? apart->bytes.size() : 0);
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
     ++ctr_.rx_runt;
     return ip;
@@ -33,7 +34,7 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
     }
   }
   if (ip.icrc_absent)
-    ++ctr_.rx_icrc_absent;
+    ctr_.rx_icrc_absent += n;
   else switch (wire::icrc_check(from, buf, ip)) {
     case wire::IcrcMatch::Bad: ++ctr_.rx_bad_icrc; return ip;
     case wire::IcrcMatch::Seen: ++ctr_.rx_icrc_ip_seen; break;
@@ -56,16 +57,53 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
     ++ctr_.rx_malformed;
     return;
   }
-  const size_t bytes = buf.size() + (apart ? apart->bytes.size() : 0);
-  if (apart) {  // the payload, whole and unpadded, where the headers end
+  const uint32_t n = apart ? apart->packets : 1;
+  if (apart) {  // the payload, whole and unpadded, where the headers end; a run's one per packet
+    const size_t unit = n ? apart->bytes.size() / n : 0;
     if (!(p.info().flags & wire::kPayload) || !p.payload.empty() || p.bth.pad || apart->at != p.header_len() ||
-        apart->bytes.size() % 4 || bytes > wire::kMaxPacket) {
+        n == 0 || n > wire::kMaxRunPackets || apart->bytes.size() % n || unit % 4 || buf.size() + unit > wire::kMaxPacket ||
+        (n > 1 && (!(p.info().flags & wire::kMiddle) || !unit))) {
       ++ctr_.rx_malformed;
       return;
     }
     p.payload = apart->bytes;
   }
+  dispatch(p, from, now, ip, buf.size() + p.payload.size() / n, n);
+}
+
+// Each packet of a run in its turn, as if it had come alone: the run's bytes, PSN counted up.
+void ProtocolCore::dispatch_each(wire::Packet& p, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
+                                 size_t bytes, uint32_t n) {
+  const std::span<const uint8_t> all = p.payload;
+  const size_t unit = all.size() / n;
+  const wire::Psn first = p.bth.psn;
+  for (uint32_t i = 0; i < n; ++i) {
+    p.bth.psn = first + i;
+    p.payload = all.subspan(i * unit, unit);
+    dispatch(p, from, now, ip, bytes, 1);
+  }
+}
+
+void ProtocolCore::dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
+                            size_t bytes, uint32_t n) {
   Qp* q = qp(Qpn(p.bth.dest_qp));
+  if (n > 1) {  // a run goes whole only where each of its packets would reach the responder
+    const wire::OpcodeInfo& info = p.info();
+    const QpState st = q ? q->state() : QpState::Reset;
+    if (q && q->type() == QpType::RC && !p.xrc && info.transport == wire::Transport::RC &&
+        (info.flags & wire::kRequest) && (p.bth.pkey & 0x7fff) == 0x7fff && recovery::takes_opcode(*q, p) &&
+        from.src == q->flow.dst && from.dst == q->flow.src && !wire::ce_marked(ip.tos) &&
+        (st == QpState::Rtr || st == QpState::Rts || st == QpState::Sqd)) {
+      Context cx(*this);
+      if (responder_take_run(cx, *q, p, n)) {
+        ++ctr_.rx_runs_whole;
+        q->stats.rx_packets += n;
+        q->stats.rx_bytes += bytes * n;
+        return;
+      }
+    }
+    return dispatch_each(p, from, now, ip, bytes, n);
+  }
   if (!q) {
     ++ctr_.rx_unknown_qp;
     return;

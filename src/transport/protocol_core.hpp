@@ -348,6 +348,12 @@ class ProtocolCore {
   // A packet whose ICRC is good: decode and dispatch to its QP's responder or completer.
   void receive(std::span<const uint8_t> buf, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
                const wire::ApartPayload* apart);
+  // A decoded packet of `bytes` to its QP; a run of n (wire::ApartPayload) is taken whole by
+  // the responder where that is the same as taking its packets one by one, else one by one.
+  void dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip, size_t bytes,
+                uint32_t n);
+  void dispatch_each(wire::Packet& p, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
+                     size_t bytes, uint32_t n);
   void ring_doorbell(Qp& qp);
   void drain_doorbells();
   void run_timers(uint64_t now);

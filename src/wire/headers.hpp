@@ -43,6 +43,14 @@ inline uint32_t bth_dest_qp(const uint8_t* bth) {
   return uint32_t(bth[5]) << 16 | uint32_t(bth[6]) << 8 | bth[7];
 }
 
+// The PSN of an encoded BTH (bytes 9..11), read and written in place.
+inline uint32_t bth_psn(const uint8_t* bth) { return uint32_t(bth[9]) << 16 | uint32_t(bth[10]) << 8 | bth[11]; }
+inline void bth_set_psn(uint8_t* bth, uint32_t psn) {
+  bth[9] = uint8_t(psn >> 16);
+  bth[10] = uint8_t(psn >> 8);
+  bth[11] = uint8_t(psn);
+}
+
 // A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,
 // always clear) on, set for each PSN the responder holds.
 inline constexpr uint32_t kSackPsns = 256;

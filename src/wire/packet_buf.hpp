@@ -28,11 +28,17 @@ inline constexpr uint32_t kMaxPacket = 4096 + 64 + 4;  // payload + headers + IC
 
 // A received packet whose payload lies apart from its other bytes (a same-host peer's file,
 // link/shm_place.cpp): bytes [at, at + bytes.size()) of the packet are `bytes`; the buffer
-// handed with it holds the others, in order.
+// handed with it holds the others, in order. A run (packets > 1) is that many packets of one
+// message, one after another: their payloads, bytes.size() / packets each, lie one after
+// another in `bytes`, and their other bytes are the buffer's but for the PSN, which counts up
+// from the buffer's.
 struct ApartPayload {
   uint32_t at = 0;
   std::span<const uint8_t> bytes;
+  uint32_t packets = 1;
 };
+// The most packets a run carries (a same-host peer's placed payloads, link/shm_place.cpp).
+inline constexpr uint32_t kMaxRunPackets = 16;
 
 struct PacketBuf {
   FlowAddr flow;

@@ -193,6 +193,13 @@ TEST(SameHostPlacement, PayloadsFromSharedFilesAreReadWhereTheyLie) {
   EXPECT_EQ(a.counter("shm_rx_placed"), b.counter("shm_tx_placed"));
   EXPECT_EQ(a.counter("shm_rx_placed_refused") + b.counter("shm_rx_placed_refused"), 0u);
   EXPECT_EQ(a.counter("retransmitted_packets") + b.counter("retransmitted_packets"), 0u);
+  // The MIDDLE packets of a's SEND and WRITE (47 and 72) went as runs of up to 16, and b's
+  // responder took them whole; b's READ responses went as runs too.
+  EXPECT_GE(a.counter("shm_tx_runs"), 3u + 5u);
+  EXPECT_GE(b.counter("shm_tx_runs"), 4u);
+  EXPECT_EQ(a.counter("shm_rx_runs"), b.counter("shm_tx_runs"));
+  EXPECT_EQ(b.counter("shm_rx_runs"), a.counter("shm_tx_runs"));
+  EXPECT_EQ(b.counter("rx_runs_whole"), a.counter("shm_tx_runs"));
 }
 
 TEST(SameHostPlacement, PrivateMemoryKeepsTheRing) {
@@ -217,13 +224,15 @@ struct PlacedWriter {
   uint64_t base;  // the victim's region
   uint32_t next = 0;
 
-  void send(link::shm::Placed d, uint32_t psn, uint64_t at) {
+  // op: a WRITE opcode; dma_len: the RETH's length (0: the payload's).
+  void send(link::shm::Placed d, uint32_t psn, uint64_t at, wire::Opcode op = wire::Opcode::RC_WRITE_ONLY,
+            uint32_t dma_len = 0) {
     wire::Packet p;
-    p.bth.opcode = wire::Opcode::RC_WRITE_ONLY;
+    p.bth.opcode = op;
     p.bth.dest_qp = qpn;
     p.bth.psn = wire::Psn(psn);
     p.bth.ack_req = true;
-    p.reth = {base + at, rkey, d.len};
+    p.reth = {base + at, rkey, dma_len ? dma_len : d.len};
     link::shm::Slot& s = f.area->ring[0].slots[next % link::shm::kSlots];
     const size_t hdr = wire::encode_headers(p, s.data + sizeof d);
     if (d.at == 0) d.at = uint32_t(hdr);
@@ -251,7 +260,8 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   Side victim(false);
   test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
   ASSERT_EQ(f.answer, 'Y');
-  ASSERT_EQ(f.area->ring[0].takes_placed.load(), 1u) << "the victim can open our files: it says so";
+  constexpr uint32_t kTakes = link::shm::kTakesPlaced | link::shm::kTakesRuns;
+  ASSERT_EQ(f.area->ring[0].takes_placed.load(), kTakes) << "the victim can open our files: it says so";
   ConnectOptions o;
   o.timeout = 18;
   ASSERT_TRUE(victim.qp->connect({Gid::from_ipv4(0x7f0000fe), 0x123, 100, 0, 0, 0}, 500, o));
@@ -300,7 +310,7 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
     if (i == 0) {
       Wc wc[4];
       for (int k = 0; k < 5000 && f.area->ring[0].takes_placed.load() == 0; ++k) (void)victim.cq->wait(wc, 1);
-      EXPECT_EQ(f.area->ring[0].takes_placed.load(), 1u) << "placed payloads taken again after the pause";
+      EXPECT_EQ(f.area->ring[0].takes_placed.load(), kTakes) << "placed payloads taken again after the pause";
     }
   }
   link::shm::Placed outside = good;
@@ -334,6 +344,53 @@ TEST(SameHostPlacement, ForgedDescriptorsAreRefusedAndAShrunkFileKillsNobody) {
   EXPECT_EQ(std::memcmp(victim.mem.p + 16384, file.p, 4096), 0);
   EXPECT_EQ(victim.counter("rx_malformed"), 0u);
   EXPECT_EQ(victim.counter("shm_rx_placed_refused"), bad.size());
+}
+
+// Runs of placed packets from a forged peer: more packets than a run may hold, a length that
+// does not divide among them, packets shorter than a placed payload are refused as malformed
+// before anything reaches the transport; a good run lands as its packets.
+TEST(SameHostPlacement, ForgedRunsAreCheckedBeforeTheTransportSeesThem) {
+  Side victim(false);
+  test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+  ASSERT_EQ(f.answer, 'Y');
+  ConnectOptions o;
+  o.timeout = 18;
+  ASSERT_TRUE(victim.qp->connect({Gid::from_ipv4(0x7f0000fe), 0x123, 100, 0, 0, 0}, 500, o));
+  std::memset(victim.mem.p, 0xaa, kBytes);
+  constexpr size_t kFile = 65536;
+  Memory file(true);
+  ASSERT_EQ(ftruncate(file.fd, kFile), 0);
+  for (size_t i = 0; i < kFile; ++i) file.p[i] = uint8_t(i * 5 + 3);
+  struct stat st{};
+  ASSERT_EQ(fstat(file.fd, &st), 0);
+  auto placed = [&](uint64_t offset, uint32_t len, uint32_t packets) {
+    return link::shm::Placed{uint64_t(st.st_dev), uint64_t(st.st_ino), offset, file.fd, 0, len, packets};
+  };
+  PlacedWriter w{f, *victim.dev->query_gid(0), victim.qp->qp_num(), victim.mr->rkey(), uint64_t(victim.mem.p)};
+  auto until = [&](const char* counter, uint64_t want) {
+    Wc wc[4];
+    for (int i = 0; i < 20000 && victim.counter(counter) != want; ++i) (void)victim.cq->wait(wc, 1);
+    return victim.counter(counter);
+  };
+  w.send(placed(0, 4096, 1), 100, 0, wire::Opcode::RC_WRITE_FIRST, 4 * 4096);
+  ASSERT_EQ(until("rx_packets", 1), 1u);
+  constexpr auto kMiddle = wire::Opcode::RC_WRITE_MIDDLE;
+  w.send(placed(4096, (wire::kMaxRunPackets + 1) * 4096, wire::kMaxRunPackets + 1), 101, 0, kMiddle);
+  w.send(placed(4096, 3 * 4096 + 4, 3), 101, 0, kMiddle);
+  w.send(placed(4096, 2 * 1024, 2), 101, 0, kMiddle);
+  EXPECT_EQ(until("shm_rx_malformed", 3), 3u);
+  EXPECT_EQ(victim.counter("rx_packets"), 1u) << "nothing refused reached the transport";
+  EXPECT_EQ(victim.counter("shm_rx_placed_refused"), 0u) << "refused before any file was looked at";
+
+  w.send(placed(4096, 2 * 4096, 2), 101, 0, kMiddle);
+  w.send(placed(3 * 4096, 4096, 1), 103, 0, wire::Opcode::RC_WRITE_LAST);
+  ASSERT_EQ(until("rx_packets", 4), 4u);
+  EXPECT_EQ(victim.counter("shm_rx_runs"), 1u);
+  EXPECT_EQ(victim.counter("rx_runs_whole"), 1u);
+  EXPECT_EQ(victim.counter("shm_rx_placed"), 4u);
+  EXPECT_EQ(std::memcmp(victim.mem.p, file.p, 4 * 4096), 0);
+  EXPECT_EQ(victim.mem.p[4 * 4096], 0xaa);
+  EXPECT_EQ(victim.counter("rx_malformed") + victim.counter("tx_naks_fatal"), 0u);
 }
 
 // The handler that turns a shrunk peer file into zeros leaves every other SIGBUS as it was: a

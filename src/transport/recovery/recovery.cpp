@@ -32,6 +32,7 @@ void on_in_sequence(Context& cx, Qp& qp, const wire::Packet& p) {
 void after_request(Context& cx, Qp& qp, const wire::Packet& p, Verdict v, wire::Psn from, uint64_t now) {
   if (sr(qp)) sr_after_request(cx, qp, p, v, from, now);
 }
+bool in_order(const Qp& qp) { return !sr(qp); }
 bool takes_opcode(const Qp& qp, const wire::Packet& p) {
   return !p.has(wire::kPlaceEth) || (sr(qp) && sr_takes_opcode(qp, p));
 }

@@ -28,6 +28,8 @@ Verdict hold(Context& cx, Qp& qp, const wire::Packet& p);
 // the expected PSN before it).
 void on_in_sequence(Context& cx, Qp& qp, const wire::Packet& p);
 void after_request(Context& cx, Qp& qp, const wire::Packet& p, Verdict v, wire::Psn from, uint64_t now);
+// Go-back-N: requests run in PSN order and nothing is held past a hole.
+bool in_order(const Qp& qp);
 // Whether the QP takes a request of this opcode at all (uroce's own SEND opcodes).
 bool takes_opcode(const Qp& qp, const wire::Packet& p);
 // Whether a duplicate READ may ask for whole packets of an executed READ's middle.
