@@ -92,11 +92,11 @@ void report(const Opts& o, Stats& st, bool verified, uint64_t resent) {
   auto iters = (unsigned long long)o.iters;
   // Goodput: message bytes delivered per second (bw_gbps is the same number, kept for scripts).
   if (o.json)
-    std::printf("{\"op\":\"%s\",\"mode\":\"%s\",\"size\":%u,\"iters\":%llu,\"qps\":%u,\"window\":%u,\"verified\":%s,"
+    std::printf("{\"op\":\"%s\",\"mode\":\"%s\",\"size\":%u,\"iters\":%llu,\"qps\":%u,\"window\":%u,\"buffers\":%u,\"verified\":%s,"
                 "\"lat_p50_us\":%.3f,\"lat_p99_us\":%.3f,\"bw_gbps\":%.4f,\"msg_rate_mps\":%.4f,\"seconds\":%.3f,"
                 "\"loss\":%.9g,\"reliability\":\"%s\",\"goodput_gbps\":%.4f,\"retransmitted_pkts\":%llu}\n",
                 op_name(o.op), mode_name(o.mode), o.size, iters, o.qps, o.mode == Mode::Bw ? window_for(o) : 1,
-                verified ? "true" : "false", p50, p99, bw, rate, st.seconds, o.loss, std::string(to_string(o.reliability)).c_str(), bw,
+                o.mode == Mode::Bw ? buffers_for(o) : 1, verified ? "true" : "false", p50, p99, bw, rate, st.seconds, o.loss, std::string(to_string(o.reliability)).c_str(), bw,
                 (unsigned long long)resent);
   else
     std::printf("%-9s %-3s size %-8u iters %-8llu qps %-2u verified %-3s p50 %8.2f us  p99 %8.2f us  %8.3f Gb/s  %8.4f Mmsg/s\n",
@@ -131,6 +131,7 @@ void usage() {
       "                  [--size BYTES] [--iters N] [--qps K (1..4096)] [--window W] [--json]\n"
       "                  [--server | --connect HOST] [--port P] [--mtu 256..4096] [--gid INDEX]\n"
       "                  [--loss P] [--reliability gbn|sr] [--rate-limit KBPS] [--memory heap|memfd]\n"
+      "                  [--buffers B]\n"
       "Without --server/--connect both sides run here, as two processes on loopback.\n"
       "Latency is half the round trip for send/write ping-pong, the whole operation for read/atomics.\n"
       "--window: requests in flight per QP in bw mode (default and most: 64, 16 for read/atomics,\n"
@@ -139,7 +140,10 @@ void usage() {
       "--reliability gbn|sr: go-back-N (default) or selective repeat, on both sides;\n"
       "--rate-limit KBPS: each of this side's QPs sends at most KBPS kb/s (packet pacing);\n"
       "--memory memfd: messages live in a memfd mapped shared (as DPDK or MPI memory), which a\n"
-      "peer on this host reads where it lies; heap (default): private memory.\n");
+      "peer on this host reads where it lies; heap (default): private memory.\n"
+      "--buffers B: WRITE bandwidth only, both sides: the WRITEs take B message slots in turn\n"
+      "(default and most: 64); 1 writes every message from one buffer into one, as perftest and\n"
+      "ucx_perftest do. The slots written last are checked at the end.\n");
 }
 
 // Returns -1 to go on, or the exit status.
@@ -150,10 +154,10 @@ int parse_args(int argc, char** argv, Opts& o) {
                               {"mtu", 1, nullptr, 'M'},    {"gid", 1, nullptr, 'g'},  {"help", 0, nullptr, 'h'},
                               {"window", 1, nullptr, 'w'}, {"loss", 1, nullptr, 'L'},
                               {"reliability", 1, nullptr, 'R'}, {"rate-limit", 1, nullptr, 'r'},
-                              {"memory", 1, nullptr, 'x'},
+                              {"memory", 1, nullptr, 'x'}, {"buffers", 1, nullptr, 'b'},
                               {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:L:R:r:x:", longopts, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "o:m:s:n:q:Sc:p:jM:g:hw:L:R:r:x:b:", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'o': if (!parse_op(optarg, o.op)) die(std::string("unknown --op ") + optarg); break;
       case 'm': o.mode = std::string(optarg) == "bw" ? Mode::Bw : Mode::Lat; break;
@@ -185,6 +189,10 @@ int parse_args(int argc, char** argv, Opts& o) {
         if (std::string(optarg) != "heap" && std::string(optarg) != "memfd") die("--memory is heap or memfd");
         o.memfd = std::string(optarg) == "memfd";
         break;
+      case 'b':
+        o.buffers = uint32_t(std::strtoul(optarg, nullptr, 0));
+        if (o.buffers == 0 || o.buffers > kWindow) die("--buffers is 1.." + std::to_string(kWindow));
+        break;
       default: usage(); return ch == 'h' ? 0 : 2;
     }
   }
@@ -192,6 +200,7 @@ int parse_args(int argc, char** argv, Opts& o) {
   if (o.size > (16u << 20)) die("--size at most 16 MiB");
   if (uint64_t(o.qps) * kWindow * ((uint64_t(o.size) + 63) & ~63ull) > (1ull << 30))
     die("--qps x --size: each QP has " + std::to_string(kWindow) + " message slots; at most 1 GiB of them");
+  if (o.buffers && (o.op != Op::Write || o.mode != Mode::Bw)) die("--buffers is for --op write --mode bw");
   if (is_atomic(o.op)) o.size = 8;
   if (o.mtu && !tool::mtu_from_bytes(o.mtu)) die("--mtu is 256, 512, 1024, 2048 or 4096");
   return -1;

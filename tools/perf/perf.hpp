@@ -40,6 +40,9 @@ struct Opts {
   Reliability reliability = Reliability::Gbn;  // both sides' devices
   uint32_t rate_kbps = 0;  // the client's QPs' rate limit (QueuePair::set_rate_limit); 0: none
   bool memfd = false;      // message memory in a memfd (shared, as DPDK or MPI memory) rather than the heap
+  // WRITE bandwidth: the message slots the WRITEs take in turn, on both sides (0: all kWindow).
+  // 1 is what perftest and ucx_perftest do: every message from one buffer into one buffer.
+  uint32_t buffers = 0;
 };
 
 const char* op_name(Op o);
@@ -69,6 +72,7 @@ inline uint32_t window_for(const Opts& o) {
 // Write ping-pong through memory, as perftest's write_lat: messages go from slot s into the
 // peer's slot kEcho + s, whose last byte the receiver watches. Sources and targets never overlap.
 constexpr uint32_t kEcho = kWindow / 2;
+inline uint32_t buffers_for(const Opts& o) { return o.buffers ? o.buffers : kWindow; }
 
 // Slot contents: the message sequence number in the first 8 bytes (or fewer), the rest a
 // pattern fixed per slot, so checking a message is one compare against a precomputed slot.

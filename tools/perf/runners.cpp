@@ -138,7 +138,9 @@ void stream(const Opts& o, Conn& c, uint32_t window, Post post, Done done_fn) {
 void send_stream(Conn& c, const Opts& o, Stats&) {
   stream(
       o, c, window_for(o),
-      [&](uint32_t q, uint64_t i) { send_to_peer(c, q, o.op, o.size, uint32_t(i % kWindow), i * o.qps + q, true, uint32_t(i % kWindow)); },
+      [&, b = buffers_for(o)](uint32_t q, uint64_t i) {
+        send_to_peer(c, q, o.op, o.size, uint32_t(i % b), i * o.qps + q, true, uint32_t(i % b));
+      },
       [](const Wc&, uint64_t) {});
 }
 
@@ -168,8 +170,9 @@ std::string verify_written_slots(Conn& c, const Opts& o) {
   std::string bad;
   for (uint32_t q = 0; q < o.qps; ++q) {
     uint64_t n = quota(o, q);
-    for (uint32_t s = 0; s < kWindow && s < n; ++s) {
-      uint64_t last = ((n - 1 - s) / kWindow) * kWindow + s;
+    const uint32_t b = buffers_for(o);
+    for (uint32_t s = 0; s < b && s < n; ++s) {
+      uint64_t last = ((n - 1 - s) / b) * b + s;
       if (!check_msg(c.slot(q, s), c.pattern(s), o.size, last * o.qps + q))
         note(bad, "slot " + std::to_string(s) + " on QP " + std::to_string(q) + " differs");
     }
