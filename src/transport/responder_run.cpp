@@ -27,7 +27,7 @@ bool responder_take_run(Context& cx, Qp& qp, const wire::Packet& p, uint32_t n) 
             verbs::KeyCheck::Ok ||
         odp)
       return false;
-    std::memcpy(dst, p.payload.data(), len);
+    verbs::region_write(dst, p.payload.data(), len, false);
     r.write_offset += len;
   } else if (flags & wire::kSend) {
     if (r.msg != RespMsg::Send || (qp.srq && qp.srq->tm) || uint64_t(r.recv_offset) + len > r.recv_len ||

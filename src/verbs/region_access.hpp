@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "wire/payload_copy.hpp"
+
 namespace uroce::verbs {
 
 // Whether this process may move its own memory with process_vm_readv/writev (a seccomp
@@ -29,7 +31,7 @@ inline bool region_read(void* to, const uint8_t* from, size_t n, bool odp) {
 // Writes n bytes into a region at `to` (false: an on-demand page was missing or read-only).
 inline bool region_write(uint8_t* to, const void* from, size_t n, bool odp) {
   if (odp) return odp_write(to, from, n);
-  std::memcpy(to, from, n);
+  wire::payload_copy(to, from, n);
   return true;
 }
 
