@@ -242,7 +242,7 @@ uint32_t SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink
   const uint32_t n = std::max(d.packets, 1u);
   const uint32_t unit = n <= wire::kMaxRunPackets ? d.len / n : 0;
   if (d.at > rest || !unit || d.len % n || unit < shm::kMinPlaced || unit > wire::kMaxPacket - rest ||
-      !rx_buf_.icrc_skipped) {
+      (n > 1 && rest < wire::kBthLen) || !rx_buf_.icrc_skipped) {
     ++st_.rx_malformed;
     return 0;
   }

@@ -1,5 +1,7 @@
 // Packets in and out: the ICRC check and dispatch of received packets to a QP's responder or
 // completer, and the transmit buffer pool (engine lock held).
+#include <algorithm>
+
 #include "transport/recovery/recovery.hpp"
 #include "transport/roles.hpp"
 #include "wire/icrc.hpp"
@@ -11,11 +13,12 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
                                 wire::Ipv4Fields ip, const wire::ApartPayload* apart) {
   UROCE_ASSERT_HELD(*this);
   now_ = now;
-  const uint32_t n = apart ? apart->packets : 1;  // a run counts as its packets
+  // A run counts as its packets (as many as one may hold: receive() refuses more).
+  const uint32_t n = apart ? std::clamp(apart->packets, 1u, wire::kMaxRunPackets) : 1;
   ctr_.rx_packets += n;
   ctr_.rx_bytes += buf.size() * n + (apart ? apart->bytes.size() : 0);
   if (buf.size() < wire::kBthLen + wire::kIcrcLen) {  // empty datagrams included
-    ++ctr_.rx_runt;
+    ctr_.rx_runt += n;
     return ip;
   }
   if (apart && !ip.icrc_absent) {  // a payload apart comes only from a link that carries packets intact
@@ -25,11 +28,11 @@ wire::Ipv4Fields ProtocolCore::on_packet(std::span<const uint8_t> buf, const wir
   const McastGroup* group = nullptr;
   if (!is_local(from.dst)) {  // not ours, whatever QPN it names, unless a group QPs here joined
     if (!wire::is_multicast(from.dst)) {
-      ++ctr_.rx_bad_dest;
+      ctr_.rx_bad_dest += n;
       return ip;
     }
     if (!(group = group_for(from.dst))) {
-      ++ctr_.rx_mcast_unjoined;
+      ctr_.rx_mcast_unjoined += n;
       return ip;
     }
   }

@@ -43,8 +43,9 @@ void completer_retire_failed(Context& cx, Qp& qp);
 // A request from the QP's peer; with selective repeat, held requests it makes sequential follow.
 Verdict responder_on_request(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now);
 // A run of n MIDDLE packets (wire::ApartPayload; p: the first's headers and all n payloads)
-// executed at once, if that is the same as executing them one by one: false, and nothing
-// done, if not (responder_run.cpp).
+// executed at once, if that is the same as executing them one by one: false if not, with
+// nothing done but, for a SEND whose scatter fails part way, bytes the packets one by one
+// write again (responder_run.cpp).
 bool responder_take_run(Context& cx, Qp& qp, const wire::Packet& p, uint32_t n);
 // One request, checked and executed in sequence (or answered as a duplicate, held, NAKed).
 Verdict responder_execute(Context& cx, Qp& qp, const wire::Packet& p, uint64_t now);

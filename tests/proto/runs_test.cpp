@@ -101,6 +101,35 @@ TEST(Runs, AnInOrderRunIsTakenWhole) {
   EXPECT_EQ(f.t.b.qp->state(), QpState::Rts);
 }
 
+// Across the PSN's wrap (2^24): taken whole, the expected PSN wrapped as packets would wrap it.
+TEST(Runs, ARunAcrossThePsnWrap) {
+  PairOptions o;
+  o.psn_a = 0xfffffd;
+  RunFixture f(o);
+  ASSERT_EQ(f.epsn(), wire::Psn(0xfffffd));
+  f.write_first(6 * kMtu);
+  f.run(wire::Opcode::RC_WRITE_MIDDLE, wire::Psn(0xfffffe), 4, kMtu);
+  EXPECT_EQ(f.ctr("rx_runs_whole"), 1u);
+  EXPECT_EQ(f.epsn(), wire::Psn(2));
+  f.single(wire::Opcode::RC_WRITE_LAST, wire::Psn(2), kMtu, 5 * kMtu);
+  EXPECT_EQ(f.epsn(), wire::Psn(3));
+  EXPECT_EQ(std::memcmp(f.mem.data(), f.src.data(), 6 * kMtu), 0);
+  EXPECT_EQ(f.ctr("tx_naks_fatal") + f.ctr("rx_duplicate") + f.ctr("rx_out_of_sequence"), 0u);
+}
+
+// A run to an address that is not the device's: refused once for each of its packets.
+TEST(Runs, ARunToAnotherAddressCountsEachPacket) {
+  RunFixture f;
+  const wire::Psn psn = f.epsn();
+  f.write_first(8 * kMtu);
+  wire::FlowAddr elsewhere = f.t.a.qp->flow;
+  elsewhere.dst = Gid::from_ipv4(0x0a000063);
+  f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 6, kMtu, kMtu, true, &elsewhere);
+  EXPECT_EQ(f.ctr("rx_bad_dest"), 6u);
+  EXPECT_EQ(f.epsn(), psn + 1);
+  EXPECT_TRUE(f.untouched(kMtu, f.mem.size()));
+}
+
 // A SEND's middle packets into a posted receive, and a SEND whose run is longer than the
 // receive: judged packet by packet, the receive completes with a length error at the packet
 // that overflows, and nothing past the receive's buffer is written.
