@@ -419,7 +419,7 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
     Channel* c = live_[(first + j) % k];
     if (c->placed_again_at && now >= c->placed_again_at && c->peer_pid) {  // a refusal's pause is over
       c->placed_again_at = 0;
-      c->rx->takes_placed.store(shm::kTakesPlaced | shm::kTakesRuns, std::memory_order_relaxed);
+      c->rx->takes_placed.store(shm::kTakesAll, std::memory_order_relaxed);
     }
     int ready = 0;
     while (n < max && (ready = c->rx->ready()) > 0) {

@@ -66,7 +66,7 @@ void SameHostLink::offer_placed(Channel& c, int sock) {
   closedir(d);
   if (!ok) return;
   c.peer_pid = cr.pid;
-  c.rx->takes_placed.store(shm::kTakesPlaced | shm::kTakesRuns, std::memory_order_release);
+  c.rx->takes_placed.store(shm::kTakesAll, std::memory_order_release);
 }
 
 void SameHostLink::unmap_imports(Channel& c) {
@@ -123,7 +123,6 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
     first.len += p.ref_len;
     ++first.packets;
     run_.next_ref += p.ref_len;
-    run_.next_psn = (run_.next_psn + 1) & wire::Psn::kMask;
     return 1;
   }
   close_run();
@@ -136,7 +135,6 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
     run_.c = &c;
     run_.flow = p.flow;
     run_.bytes = uint32_t(sizeof d + rest);
-    run_.next_psn = (wire::bth_psn(p.data) + 1) & wire::Psn::kMask;
     run_.next_ref = p.ref + p.ref_len;
     return 1;
   }
@@ -154,8 +152,8 @@ bool SameHostLink::extends_run(const Channel& c, const wire::PacketBuf& p, const
   return run_.c == &c && first.packets < wire::kMaxRunPackets && p.ref == run_.next_ref &&
          d.len == first.len / first.packets && d.at == first.at && d.dev == first.dev && d.ino == first.ino &&
          d.fd == first.fd && d.offset == first.offset + first.len && p.len - p.ref_len == run_.bytes - sizeof first &&
-         p.flow.src == run_.flow.src && p.flow.dst == run_.flow.dst && p.flow.src_port == run_.flow.src_port &&
-         p.flow.dst_port == run_.flow.dst_port && wire::bth_psn(p.data) == run_.next_psn && std::memcmp(p.data, h, 9) == 0 &&
+         p.flow == run_.flow && wire::bth_psn(p.data) == ((wire::bth_psn(h) + first.packets) & wire::Psn::kMask) &&
+         std::memcmp(p.data, h, 9) == 0 &&
          std::memcmp(p.data + wire::kBthLen, h + wire::kBthLen, p.ref_at - wire::kBthLen) == 0 &&
          std::memcmp(p.data + after, h + p.ref_at, p.len - after) == 0;
 }

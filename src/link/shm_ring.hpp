@@ -52,7 +52,7 @@ struct Placed {
 
 // Ring::takes_placed: a consumer that can open the producer's files takes placed payloads,
 // and runs of them.
-inline constexpr uint32_t kTakesPlaced = 1, kTakesRuns = 2;
+inline constexpr uint32_t kTakesPlaced = 1, kTakesRuns = 2, kTakesAll = kTakesPlaced | kTakesRuns;
 
 struct alignas(64) Slot {
   // Index + 1 of the packet it holds, written last: the slot is ready when it equals the

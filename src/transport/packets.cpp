@@ -90,29 +90,12 @@ void ProtocolCore::dispatch_each(wire::Packet& p, const wire::FlowAddr& from, ui
 void ProtocolCore::dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_t now, const wire::Ipv4Fields& ip,
                             size_t bytes, uint32_t n) {
   Qp* q = qp(Qpn(p.bth.dest_qp));
-  if (n > 1) {  // a run goes whole only where each of its packets would reach the responder
-    const wire::OpcodeInfo& info = p.info();
-    const QpState st = q ? q->state() : QpState::Reset;
-    if (q && q->type() == QpType::RC && !p.xrc && info.transport == wire::Transport::RC &&
-        (info.flags & wire::kRequest) && (p.bth.pkey & 0x7fff) == 0x7fff && recovery::takes_opcode(*q, p) &&
-        from.src == q->flow.dst && from.dst == q->flow.src && !wire::ce_marked(ip.tos) &&
-        (st == QpState::Rtr || st == QpState::Rts || st == QpState::Sqd)) {
-      Context cx(*this);
-      if (responder_take_run(cx, *q, p, n)) {
-        ++ctr_.rx_runs_whole;
-        q->stats.rx_packets += n;
-        q->stats.rx_bytes += bytes * n;
-        return;
-      }
-    }
-    return dispatch_each(p, from, now, ip, bytes, n);
-  }
   if (!q) {
-    ++ctr_.rx_unknown_qp;
+    ctr_.rx_unknown_qp += n;  // a run: each of its packets
     return;
   }
   if ((p.bth.pkey & 0x7fff) != 0x7fff) {  // we hold only the default partition
-    ++ctr_.rx_bad_pkey;
+    ctr_.rx_bad_pkey += n;
     return;
   }
   const wire::OpcodeInfo& info = p.info();
@@ -136,13 +119,13 @@ void ProtocolCore::dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_
   // uroce's own opcodes (SENDs with a PlaceETH) only where recovery takes them: to any other
   // QP they are as unknown as to rxe or a NIC.
   if (!match || !recovery::takes_opcode(*q, p)) {
-    ++ctr_.rx_bad_opcode;
+    ctr_.rx_bad_opcode += n;
     return;
   }
   if (q->type() == QpType::UD) {  // datagrams come from anyone
     QpState s = q->state();
     if (s != QpState::Rtr && s != QpState::Rts && s != QpState::Sqd) {
-      ++ctr_.rx_wrong_state;
+      ctr_.rx_wrong_state += n;
       return;
     }
     Context cx(*this);
@@ -151,14 +134,21 @@ void ProtocolCore::dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_
     return;
   }
   if (from.src != q->flow.dst || from.dst != q->flow.src) {
-    ++ctr_.rx_bad_source;
+    ctr_.rx_bad_source += n;
     return;
   }
   QpState st = q->state();
   Context cx(*this);
   if (info.flags & wire::kRequest) {
     if (st != QpState::Rtr && st != QpState::Rts && st != QpState::Sqd) {
-      ++ctr_.rx_wrong_state;
+      ctr_.rx_wrong_state += n;
+      return;
+    }
+    if (n > 1) {  // whole where that equals its packets one by one, else one by one
+      if (wire::ce_marked(ip.tos) || !responder_take_run(cx, *q, p, n)) return dispatch_each(p, from, now, ip, bytes, n);
+      ++ctr_.rx_runs_whole;
+      q->stats.rx_packets += n;
+      q->stats.rx_bytes += bytes * n;
       return;
     }
     count_rx(*q, bytes);
@@ -166,9 +156,10 @@ void ProtocolCore::dispatch(wire::Packet& p, const wire::FlowAddr& from, uint64_
     responder_on_request(cx, *q, p, now);
   } else {
     if (st != QpState::Rts && st != QpState::Sqd) {
-      ++ctr_.rx_wrong_state;
+      ctr_.rx_wrong_state += n;
       return;
     }
+    if (n > 1) return dispatch_each(p, from, now, ip, bytes, n);
     count_rx(*q, bytes);
     completer_on_response(cx, *q, p, now);
   }

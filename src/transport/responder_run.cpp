@@ -16,7 +16,7 @@ bool responder_take_run(Context& cx, Qp& qp, const wire::Packet& p, uint32_t n) 
   auto& r = qp.resp;
   const uint32_t flags = p.info().flags;
   const uint32_t len = uint32_t(p.payload.size());
-  if (r.seq != RespSeq::InSequence || r.on_trial || p.bth.psn != r.epsn || !recovery::in_order(qp) ||
+  if (qp.type() != QpType::RC || r.seq != RespSeq::InSequence || r.on_trial || p.bth.psn != r.epsn || !recovery::in_order(qp) ||
       cx.tracing() || !(flags & wire::kMiddle) || len != n * qp.mtu())
     return false;
   if (flags & wire::kWrite) {

@@ -44,6 +44,7 @@ struct FlowAddr {
   Gid src, dst;
   uint16_t src_port = 0, dst_port = kRoceV2Port;
   bool v4() const { return is_v4(src); }
+  bool operator==(const FlowAddr&) const = default;
   static FlowAddr ipv4(uint32_t src, uint32_t dst, uint16_t src_port, uint16_t dst_port = kRoceV2Port) {
     return {Gid::from_ipv4(src), Gid::from_ipv4(dst), src_port, dst_port};
   }

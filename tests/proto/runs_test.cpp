@@ -117,19 +117,6 @@ TEST(Runs, ARunAcrossThePsnWrap) {
   EXPECT_EQ(f.ctr("tx_naks_fatal") + f.ctr("rx_duplicate") + f.ctr("rx_out_of_sequence"), 0u);
 }
 
-// A run to an address that is not the device's: refused once for each of its packets.
-TEST(Runs, ARunToAnotherAddressCountsEachPacket) {
-  RunFixture f;
-  const wire::Psn psn = f.epsn();
-  f.write_first(8 * kMtu);
-  wire::FlowAddr elsewhere = f.t.a.qp->flow;
-  elsewhere.dst = Gid::from_ipv4(0x0a000063);
-  f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 6, kMtu, kMtu, true, &elsewhere);
-  EXPECT_EQ(f.ctr("rx_bad_dest"), 6u);
-  EXPECT_EQ(f.epsn(), psn + 1);
-  EXPECT_TRUE(f.untouched(kMtu, f.mem.size()));
-}
-
 // A SEND's middle packets into a posted receive, and a SEND whose run is longer than the
 // receive: judged packet by packet, the receive completes with a length error at the packet
 // that overflows, and nothing past the receive's buffer is written.
@@ -216,17 +203,25 @@ TEST(Runs, RunsOutOfTheWindowAreNeitherWrittenNorTakenWhole) {
   EXPECT_EQ(f.ctr("tx_naks_fatal"), 0u);
 }
 
-// From another address than the QP's peer: every packet refused as from a stranger.
-TEST(Runs, AStrangersRunIsRefused) {
-  RunFixture f;
-  const wire::Psn psn = f.epsn();
-  f.write_first(8 * kMtu);
-  wire::FlowAddr stranger = f.t.a.qp->flow;
-  stranger.src = Gid::from_ipv4(0x0a000009);
-  f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 6, kMtu, kMtu, true, &stranger);
-  EXPECT_EQ(f.ctr("rx_bad_source"), 6u);
-  EXPECT_EQ(f.epsn(), psn + 1);
-  EXPECT_TRUE(f.untouched(kMtu, f.mem.size()));
+// From another address than the QP's peer, or to an address that is not the device's: each
+// packet refused, as a stranger's or as not ours, and counted.
+TEST(Runs, MisaddressedRunsCountEachPacket) {
+  struct Case {
+    bool from_stranger;
+    const char* counter;
+  };
+  for (const Case c : {Case{true, "rx_bad_source"}, Case{false, "rx_bad_dest"}}) {
+    SCOPED_TRACE(c.counter);
+    RunFixture f;
+    const wire::Psn psn = f.epsn();
+    f.write_first(8 * kMtu);
+    wire::FlowAddr flow = f.t.a.qp->flow;
+    (c.from_stranger ? flow.src : flow.dst) = Gid::from_ipv4(c.from_stranger ? 0x0a000009 : 0x0a000063);
+    f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 6, kMtu, kMtu, true, &flow);
+    EXPECT_EQ(f.ctr(c.counter), 6u);
+    EXPECT_EQ(f.epsn(), psn + 1);
+    EXPECT_TRUE(f.untouched(kMtu, f.mem.size()));
+  }
 }
 
 // What no correct sender hands over: too many packets, a payload that does not divide, a run
