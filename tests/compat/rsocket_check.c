@@ -3,8 +3,11 @@
  * events: a stream of seeded random sizes read back in other sizes, one-byte exchanges (a
  * control channel's), MSG_PEEK and MSG_WAITALL, non-blocking EAGAIN, rpoll and rselect beside a
  * pipe, riomap/riowrite, SHUT_WR then EOF, a close after data (POLLIN, then POLLHUP), options
- * and names.
+ * and names; and a peer that sends and closes while the reader sleeps, its data and its cm
+ * id's departure waking the reader at once: every byte is read before EOF.
  *   usage: rsocket_check [seed] */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -27,6 +30,26 @@ static struct sockaddr_in addr;
 static uint8_t *expect;
 static uint8_t iomap_src[IOMAP_LEN];
 static int server_closed;
+
+/* The reader's wake-up, held (see the last case): this program's poll() comes before libc's for
+ * the library's calls. A thread with hold_wakeup set that sleeps on two descriptors (an
+ * rsocket's CQ channel and cm channel) returns only once both have something. */
+static __thread int hold_wakeup;
+static int reader_asleep;
+int poll(struct pollfd *fds, nfds_t n, int timeout) {
+  static int (*libc_poll)(struct pollfd *, nfds_t, int);
+  if (!libc_poll) libc_poll = (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+  if (!hold_wakeup || n != 2 || timeout >= 0) return libc_poll(fds, n, timeout);
+  hold_wakeup = 0;
+  __atomic_store_n(&reader_asleep, 1, __ATOMIC_RELEASE);
+  int r = libc_poll(fds, n, 10000);
+  for (int i = 0; i < 2 && r > 0; i++)
+    if (!fds[i].revents) {
+      libc_poll(&fds[i], 1, 10000);
+      r = libc_poll(fds, n, 0);
+    }
+  return r;
+}
 
 static uint8_t byte_at(size_t i) { return (uint8_t)(i * 2654435761u >> 13) ^ (uint8_t)seed; }
 
@@ -94,6 +117,19 @@ static void *client(void *arg) {
   pf.revents = 0;
   CHECK(rpoll(&pf, 1, 5000) == 1 && (pf.revents & POLLHUP), "then POLLHUP: revents %d", pf.revents);
   CHECK(rrecv(s, bye, 1, 0) == 0, "then EOF");
+  rclose(s);
+  return NULL;
+}
+
+/* The last case's peer: once the reader sleeps, 40000 bytes and a close. */
+#define LEAVING 40000
+static void *client_leaving(void *arg) {
+  (void)arg;
+  int s = rsocket(AF_INET, SOCK_STREAM, 0);
+  CHECK(rconnect(s, (struct sockaddr *)&addr, sizeof addr) == 0, "rconnect: %s", strerror(errno));
+  for (int i = 0; i < 10000 && !__atomic_load_n(&reader_asleep, __ATOMIC_ACQUIRE); i++) usleep(1000);
+  CHECK(__atomic_load_n(&reader_asleep, __ATOMIC_ACQUIRE), "the reader sleeps");
+  CHECK(send_all(s, expect, LEAVING) == 0, "rsend: %s", strerror(errno));
   rclose(s);
   return NULL;
 }
@@ -213,6 +249,25 @@ int main(int argc, char **argv) {
   rclose(s);
   __atomic_store_n(&server_closed, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
+  /* 7. A peer sends and closes while we sleep in a blocking rrecv; we wake with its data in our
+   * CQ and its cm id's DISCONNECTED event at once. The event must not cost the data before it. */
+  pthread_create(&t, NULL, client_leaving, NULL);
+  s = raccept(l, NULL, NULL);
+  CHECK(s >= 0, "raccept: %s", strerror(errno));
+  off = bad = 0;
+  hold_wakeup = 1;
+  for (int i = 0; i < 1000; i++) {
+    ssize_t n = rrecv(s, buf, 300000, 0);
+    if (n <= 0) break;
+    if (off + (size_t)n > LEAVING || memcmp(buf, expect + off, (size_t)n)) bad++;
+    off += (size_t)n;
+  }
+  hold_wakeup = 0;
+  CHECK(__atomic_load_n(&reader_asleep, __ATOMIC_ACQUIRE), "the wake-up was held");
+  CHECK(off == LEAVING && bad == 0, "a peer's data before its close: %zu of %d bytes before EOF, %zu bad", off,
+        LEAVING, bad);
+  pthread_join(t, NULL);
+  rclose(s);
   rclose(l);
   printf("rsocket_check: %d passed, %d failed\n", passed, failed);
   return failed != 0;

@@ -134,6 +134,7 @@ int poll_cq(Socket* s) {
   }
   if (ret < 0) return fail(EIO);
   ret = 0;
+  if (s->peer_gone && (s->state & kConnected)) s->state = kDisconnected;
   if (s->state & kConnected) {
     for (; received > 0 && !ret; --received) {
       ibv_recv_wr wr{}, *bad = nullptr;
@@ -172,14 +173,15 @@ int wait_event(Socket* s, int timeout_ms) {
   return 0;
 }
 // A connected socket's cm id speaks only to say the connection is gone (a peer that died or
-// destroyed its id without the rsocket's DISCONNECT message).
+// destroyed its id without the rsocket's DISCONNECT message). Its data came before that, and
+// may still wait in the CQ: the next poll_cq takes it, then ends the connection.
 void handle_cm_event(Socket* s) {
   int fl = fcntl(s->id->channel->fd, F_GETFL);
   fcntl(s->id->channel->fd, F_SETFL, fl | O_NONBLOCK);
   rdma_cm_event* ev = nullptr;
   while (!rdma_get_cm_event(s->id->channel, &ev)) {
     if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-      if (s->state & kConnected) s->state = kDisconnected;
+      s->peer_gone = true;
     }
     rdma_ack_cm_event(ev);
   }

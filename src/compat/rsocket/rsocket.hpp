@@ -135,6 +135,9 @@ struct Socket {
   uint16_t rseq_no = 0, rseq_comp = 0;
 
   bool cq_armed = false;
+  // The cm id said the peer is gone: the socket is disconnected once the completions already in
+  // the CQ (the peer's last data among them) have been taken.
+  bool peer_gone = false;
   unsigned unack_cqe = 0;
 
   std::vector<IoMapping> iomaps;  // riomap'd regions (fixed slots for the peer's table first)
