@@ -52,7 +52,7 @@ print(biggest, full)
 EOF
 }
 
-perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 link-local one
+perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 link-local one; $perf_extra: more client options
   port=$((port + 1))
   gid=${6:-1}
   fam=IPv4
@@ -61,14 +61,14 @@ perf_case() {  # MTU OP MODE SIZE ITERS [GID-INDEX]: GID 1 is IPv4, 0 the IPv6 l
   inA env UROCE_PCAP="$cap" ${srv_link_env-$link_env} timeout 120 "$BIN/uroce-perf" --server --port $port --gid "$gid" > "$tmp/srv.log" 2>&1 &
   srv=$!
   out=$(inB env $link_env timeout 120 "$BIN/uroce-perf" --connect "$net.1" --port $port --gid "$gid" --op "$2" \
-        --mode "$3" --size "$4" --iters "$5" --json 2>&1)
+        --mode "$3" --size "$4" --iters "$5" $perf_extra --json 2>&1)
   c=$?
   wait $srv
   s=$?
   if [ $c = 0 ] && [ $s = 0 ] && echo "$out" | grep -q '"verified":true' && link_used "$out" "$(cat "$tmp/srv.log")"; then
-    ok "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5, verified"
+    ok "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5 $perf_extra, verified"
   else
-    bad "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5 (client $c, server $s): $out $(cat "$tmp/srv.log")"
+    bad "MTU $1: uroce-perf over $fam $link_name$2 $3 $4 B x $5 $perf_extra (client $c, server $s): $out $(cat "$tmp/srv.log")"
   fi
 }
 link_env="" link_name=""
@@ -132,6 +132,10 @@ for op in atomic cas; do
   perf_case $1 $op lat 8 100
   perf_case $1 $op bw 8 300
 done
+# One buffer each side, as iperf3 and perftest: the server checks the one the client says.
+perf_extra="--buffers 1"
+perf_case $1 write bw 1048576 30
+perf_extra=""
 }
 
 # Hostile frames through each receive path while a transfer runs: the fuzz seeds' packets

@@ -64,9 +64,11 @@ int serve_on(const Opts& base, OobChannel& ch) {
   Opts o = base;
   char op[32], mode[8], rel[8];
   unsigned long long iters;
-  if (std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u %lf %7s", op, mode, &o.size, &iters, &o.qps, &o.mtu,
-                  &o.loss, rel) != 8 ||
-      !parse_op(op, o.op) || !parse_reliability(rel))
+  // The ninth field, the message slots a WRITE stream takes (--buffers), is what the server
+  // checks at the end; a client that leaves it out takes the default.
+  const int n = std::sscanf(line.c_str(), "perf %31s %7s %u %llu %u %u %lf %7s %u", op, mode, &o.size, &iters, &o.qps,
+                            &o.mtu, &o.loss, rel, &o.buffers);
+  if (n < 8 || !parse_op(op, o.op) || !parse_reliability(rel) || o.buffers > kWindow)
     die("bad options from client: " + line);
   o.reliability = *parse_reliability(rel);
   o.iters = iters;
@@ -105,8 +107,9 @@ void report(const Opts& o, Stats& st, bool verified, uint64_t resent) {
 
 int drive_on(const Opts& o, OobChannel& ch) {
   char line[160];
-  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u %.9g %s", op_name(o.op), mode_name(o.mode), o.size,
-                (unsigned long long)o.iters, o.qps, o.mtu, o.loss, std::string(to_string(o.reliability)).c_str());
+  std::snprintf(line, sizeof line, "perf %s %s %u %llu %u %u %.9g %s %u", op_name(o.op), mode_name(o.mode), o.size,
+                (unsigned long long)o.iters, o.qps, o.mtu, o.loss, std::string(to_string(o.reliability)).c_str(),
+                o.buffers);
   must(ch.send_line(line), "send options");
   Conn c;
   setup(c, o, ch, false);
