@@ -52,16 +52,13 @@ class PacketSink {
   // from rest's BTH); nothing if a packet would not fit one.
   template <class Fn>
   static void each_packet(std::span<const uint8_t> rest, const wire::ApartPayload& payload, Fn fn) {
+    const std::optional<size_t> unit = wire::run_unit(payload, rest.size());
+    if (!unit) return;
     const uint32_t n = payload.packets;
-    if (n == 0 || n > wire::kMaxRunPackets || payload.bytes.size() % n || payload.at > rest.size() ||
-        (n > 1 && rest.size() < wire::kBthLen))
-      return;
-    const size_t unit = payload.bytes.size() / n;
-    if (unit > wire::kMaxPacket - rest.size()) return;
     const uint32_t psn = n > 1 ? wire::bth_psn(rest.data()) : 0;
     uint8_t whole[wire::kMaxPacket];
     for (uint32_t i = 0; i < n; ++i) {
-      const size_t len = assemble(rest, {payload.at, payload.bytes.subspan(i * unit, unit)}, whole);
+      const size_t len = assemble(rest, {payload.at, payload.bytes.subspan(i * *unit, *unit)}, whole);
       if (n > 1) wire::bth_set_psn(whole, (psn + i) & wire::Psn::kMask);
       fn(std::span<const uint8_t>(whole, len));
     }

@@ -179,13 +179,11 @@ class SameHostLink final : public Link {
   uint64_t regions_gen_ = ~uint64_t(0);
   size_t last_region_ = 0;  // the one the last placed payload came from
   // Placed MIDDLE packets of one message gathered into one slot within a send() (a run,
-  // shm::Placed::packets): the channel (null: none open), its slot's bytes and where the next
-  // packet's payload must begin to continue it.
+  // shm::Placed::packets): the channel (null: none open), its flow and its slot's bytes.
   struct Run {
     Channel* c = nullptr;
     wire::FlowAddr flow;
     uint32_t bytes = 0;
-    const uint8_t* next_ref = nullptr;
     uint8_t slot[sizeof(shm::Placed) + wire::kMaxPacket - shm::kMinPlaced];
   } run_;
   // When a window may first be idle for long enough to go (next_deadline()): a window's use

@@ -122,20 +122,21 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
     shm::Placed& first = *reinterpret_cast<shm::Placed*>(run_.slot);
     first.len += p.ref_len;
     ++first.packets;
-    run_.next_ref += p.ref_len;
     return 1;
   }
   close_run();
+  // A MIDDLE packet to a peer that takes runs opens one: the next ones may gather into its slot.
+  const bool opens_run =
+      (takes & shm::kTakesRuns) && (wire::opcode_info(wire::Opcode(p.data[0])).flags & wire::kMiddle);
   uint8_t slot[sizeof run_.slot];
-  uint8_t* out = (takes & shm::kTakesRuns) && (wire::opcode_info(wire::Opcode(p.data[0])).flags & wire::kMiddle) ? run_.slot : slot;
+  uint8_t* out = opens_run ? run_.slot : slot;
   std::memcpy(out, &d, sizeof d);
   std::memcpy(out + sizeof d, p.data, p.ref_at);
   std::memcpy(out + sizeof d + p.ref_at, p.data + after, p.len - after);
-  if (out == run_.slot) {  // may gather the next ones
+  if (opens_run) {
     run_.c = &c;
     run_.flow = p.flow;
     run_.bytes = uint32_t(sizeof d + rest);
-    run_.next_ref = p.ref + p.ref_len;
     return 1;
   }
   if (!push_slot(c, {slot, sizeof d + rest}, shm::kSlotPlaced | shm::kSlotNoIcrc, p.flow)) return 0;
@@ -144,12 +145,13 @@ int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
 }
 
 // The next packet continues the run: the same message's next PSN, its payload right after the
-// run's in the same file, and every other byte the same.
+// run's in the same file (where the receiver reads it, whatever mapping the sender's is), and
+// every other byte the same.
 bool SameHostLink::extends_run(const Channel& c, const wire::PacketBuf& p, const shm::Placed& d) const {
   const shm::Placed& first = *reinterpret_cast<const shm::Placed*>(run_.slot);
   const uint8_t* h = run_.slot + sizeof first;  // the first packet's bytes but its payload
   const uint32_t after = p.ref_at + p.ref_len;
-  return run_.c == &c && first.packets < wire::kMaxRunPackets && p.ref == run_.next_ref &&
+  return run_.c == &c && first.packets < wire::kMaxRunPackets &&
          d.len == first.len / first.packets && d.at == first.at && d.dev == first.dev && d.ino == first.ino &&
          d.fd == first.fd && d.offset == first.offset + first.len && p.len - p.ref_len == run_.bytes - sizeof first &&
          p.flow == run_.flow && wire::bth_psn(p.data) == ((wire::bth_psn(h) + first.packets) & wire::Psn::kMask) &&
@@ -238,9 +240,8 @@ uint32_t SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink
   std::memcpy(&d, s.data, sizeof d);  // read once: the peer may write its slot meanwhile
   const uint32_t rest = rx_buf_.len - uint32_t(sizeof d);
   const uint32_t n = std::max(d.packets, 1u);
-  const uint32_t unit = n <= wire::kMaxRunPackets ? d.len / n : 0;
-  if (d.at > rest || !unit || d.len % n || unit < shm::kMinPlaced || unit > wire::kMaxPacket - rest ||
-      (n > 1 && rest < wire::kBthLen) || !rx_buf_.icrc_skipped) {
+  const std::optional<size_t> unit = wire::run_unit(n, d.at, d.len, rest);
+  if (!unit || *unit < shm::kMinPlaced || !rx_buf_.icrc_skipped) {
     ++st_.rx_malformed;
     return 0;
   }

@@ -62,10 +62,9 @@ void ProtocolCore::receive(std::span<const uint8_t> buf, const wire::FlowAddr& f
   }
   const uint32_t n = apart ? apart->packets : 1;
   if (apart) {  // the payload, whole and unpadded, where the headers end; a run's one per packet
-    const size_t unit = n ? apart->bytes.size() / n : 0;
+    const std::optional<size_t> unit = wire::run_unit(*apart, buf.size());
     if (!(p.info().flags & wire::kPayload) || !p.payload.empty() || p.bth.pad || apart->at != p.header_len() ||
-        n == 0 || n > wire::kMaxRunPackets || apart->bytes.size() % n || unit % 4 || buf.size() + unit > wire::kMaxPacket ||
-        (n > 1 && (!(p.info().flags & wire::kMiddle) || !unit))) {
+        !unit || *unit % 4 || (n > 1 && (!(p.info().flags & wire::kMiddle) || !*unit))) {
       ++ctr_.rx_malformed;
       return;
     }

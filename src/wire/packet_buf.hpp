@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "wire/ip_udp.hpp"
+#include "wire/opcode.hpp"
 
 #if defined(__has_include)
 #if __has_include(<sanitizer/asan_interface.h>)
@@ -39,6 +41,23 @@ struct ApartPayload {
 };
 // The most packets a run carries (a same-host peer's placed payloads, link/shm_place.cpp).
 inline constexpr uint32_t kMaxRunPackets = 16;
+
+// The payload bytes of each packet of a payload apart (`bytes` of them at `at`, in `packets`
+// packets) whose other bytes number rest_len; none if no packets can be made of it: a count
+// of 0 or over kMaxRunPackets, bytes that do not divide among the packets, a payload that
+// starts past the other bytes, packets longer than kMaxPacket, or a run without a BTH to
+// count its PSNs from. The one rule for the link that reads a run and the core that takes it.
+inline std::optional<size_t> run_unit(uint32_t packets, size_t at, size_t bytes, size_t rest_len) {
+  if (packets == 0 || packets > kMaxRunPackets || bytes % packets || at > rest_len || rest_len > kMaxPacket ||
+      (packets > 1 && rest_len < kBthLen))
+    return std::nullopt;
+  const size_t unit = bytes / packets;
+  if (unit > kMaxPacket - rest_len) return std::nullopt;
+  return unit;
+}
+inline std::optional<size_t> run_unit(const ApartPayload& a, size_t rest_len) {
+  return run_unit(a.packets, a.at, a.bytes.size(), rest_len);
+}
 
 struct PacketBuf {
   FlowAddr flow;

@@ -74,6 +74,14 @@ struct RunFixture {
       if (mem[i] != 0x5a) return false;
     return true;
   }
+  // A run judged packet by packet, one packet refused for good: none taken whole, one fatal
+  // NAK, the first `written` bytes as sent and nothing after them.
+  void expect_refused_after(size_t written) const {
+    EXPECT_EQ(ctr("rx_runs_whole"), 0u);
+    EXPECT_EQ(ctr("tx_naks_fatal"), 1u);
+    EXPECT_EQ(std::memcmp(mem.data(), src.data(), written), 0);
+    EXPECT_TRUE(untouched(written, mem.size()));
+  }
 
   CorePair t;
   std::vector<uint8_t> mem, src;
@@ -141,14 +149,11 @@ TEST(Runs, SendRunsFillAReceiveAndStopAtItsEnd) {
   const wire::Psn p2 = g.epsn();
   g.single(wire::Opcode::RC_SEND_FIRST, p2, kMtu, 0);
   g.run(wire::Opcode::RC_SEND_MIDDLE, p2 + 1, 4, kMtu);  // the third MIDDLE overflows
-  EXPECT_EQ(g.ctr("rx_runs_whole"), 0u);
-  EXPECT_EQ(g.ctr("tx_naks_fatal"), 1u);
+  g.expect_refused_after(3 * kMtu);
   std::vector<Wc> wc2;
   ASSERT_TRUE(g.t.wait_wc(g.t.b.rcq, 1, wc2));
   EXPECT_EQ(wc2[0].status, WcStatus::LocLenErr);
   EXPECT_EQ(wc2[0].byte_len, 3 * kMtu);
-  EXPECT_EQ(std::memcmp(g.mem.data(), g.src.data(), 3 * kMtu), 0);
-  EXPECT_TRUE(g.untouched(3 * kMtu, g.mem.size()));
 }
 
 // Longer than its message's RETH: the packets that fit are written, the one past the end is
@@ -158,10 +163,7 @@ TEST(Runs, ARunPastItsMessagesEndIsJudgedPacketByPacket) {
   const wire::Psn psn = f.epsn();
   f.write_first(3 * kMtu);
   f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 4, kMtu);
-  EXPECT_EQ(f.ctr("rx_runs_whole"), 0u);
-  EXPECT_EQ(f.ctr("tx_naks_fatal"), 1u);
-  EXPECT_EQ(std::memcmp(f.mem.data(), f.src.data(), 3 * kMtu), 0);
-  EXPECT_TRUE(f.untouched(3 * kMtu, f.mem.size()));
+  f.expect_refused_after(3 * kMtu);
   EXPECT_EQ(f.t.b.qp->state(), QpState::Err);
 }
 
@@ -173,10 +175,7 @@ TEST(Runs, ARunToAKeyRevokedMidMessageWritesNothing) {
   f.write_first(8 * kMtu);
   ASSERT_TRUE(f.t.b.pc->dereg_mr(verbs::Lkey(f.mr.lkey)));
   f.run(wire::Opcode::RC_WRITE_MIDDLE, psn + 1, 6, kMtu);
-  EXPECT_EQ(f.ctr("rx_runs_whole"), 0u);
-  EXPECT_EQ(f.ctr("tx_naks_fatal"), 1u);
-  EXPECT_EQ(std::memcmp(f.mem.data(), f.src.data(), kMtu), 0) << "the FIRST, before the key went";
-  EXPECT_TRUE(f.untouched(kMtu, f.mem.size()));
+  f.expect_refused_after(kMtu);  // the FIRST, before the key went
 }
 
 // Ahead of the expected PSN: one sequence NAK for the gap, each packet counted out of
