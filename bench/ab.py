@@ -34,6 +34,7 @@ ROWS = [
     ('64 KiB SEND bandwidth (Gb/s)', 'send', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
     ('64 KiB WRITE bandwidth (Gb/s)', 'write', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
     ('64 KiB READ bandwidth (Gb/s)', 'read', 'bw', '65536', bw_iters, 'bw_gbps', 'higher'),
+    ('1 MiB WRITE bandwidth (Gb/s)', 'write', 'bw', '1048576', str(int(bw_iters) // 4), 'bw_gbps', 'higher'),
     ('64 B WRITE rate, 1 QP (M/s)', 'write', 'bw', '64', rate_iters, 'msg_rate_mps', 'higher', 1),
     ('64 B WRITE rate, 16 QPs (M/s)', 'write', 'bw', '64', rate_iters, 'msg_rate_mps', 'higher', 16),
     ('64 B WRITE rate, 4096 QPs (M/s)', 'write', 'bw', '64', rate_iters, 'msg_rate_mps', 'higher', 4096),

@@ -164,6 +164,9 @@ std::map<std::string, uint64_t> Device::counters() const {
     m["shm_rx_placed"] = s.rx_placed;
     m["shm_rx_placed_refused"] = s.rx_placed_refused;
     m["shm_tx_runs"] = s.tx_runs;
+    m["shm_tx_split"] = s.tx_split;
+    m["shm_rx_split"] = s.rx_split;
+    m["shm_rx_split_runs"] = s.rx_split_runs;
     m["shm_rx_runs"] = s.rx_runs;
     m["shm_rx_malformed"] = s.rx_malformed;
     m["shm_names_taken"] = s.names_taken;

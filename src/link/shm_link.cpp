@@ -325,7 +325,17 @@ bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
     if (int r = push_placed(c, p); r >= 0) return r;
   }
   close_run();  // before anything after it
-  if (c.backlog.empty() && c.tx->push(p, c.tx_tail, c.tx_head_seen)) return true;
+  if (c.backlog.empty()) {
+    // A payload by reference of a whole entry or near it goes into the slot's payload entry,
+    // where the receiver can take it together with its neighbours' (shm_split.cpp); as the
+    // transport takes a payload apart: whole words, no pad.
+    const bool split = p.ref && p.ref_len >= shm::kMinSplit && p.ref_len <= shm::kPayloadBytes &&
+                       p.ref_len % 4 == 0 && p.icrc_skipped;
+    if (split ? c.tx->push_split(p, c.tx_tail, c.tx_head_seen) : c.tx->push(p, c.tx_tail, c.tx_head_seen)) {
+      st_.tx_split += split;
+      return true;
+    }
+  }
   if (c.backlog.full()) return false;
   c.backlog.push(p);
   ++backlogged_;
@@ -432,6 +442,12 @@ int SameHostLink::poll_rings(PacketSink& sink, uint64_t now, int max) {
       }
       wire::Ipv4Fields sent;  // what our sender writes
       sent.icrc_absent = rx_buf_.icrc_skipped;
+      if (flags & shm::kSlotSplit) {
+        const uint32_t delivered = take_split(*c, *s, flags, sink, now, sent);
+        st_.rx_packets += delivered;
+        n += std::max(delivered, 1u);
+        continue;
+      }
       if (flags & shm::kSlotPlaced) {
         const uint32_t slot_len = rx_buf_.len;  // a capture makes rx_buf_ the whole packet
         const uint32_t delivered = deliver_placed(*c, *s, sink, now, sent);

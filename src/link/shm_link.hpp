@@ -55,6 +55,9 @@ struct ShmStats {
   uint64_t tx_placed = 0, rx_placed = 0, rx_placed_refused = 0;
   // Slots that carried a run of placed packets (shm::Placed::packets > 1), sent and taken.
   uint64_t tx_runs = 0, rx_runs = 0;
+  // Packets whose payload went into their slot's payload entry (shm::kSlotSplit), sent and
+  // taken; and the runs of such packets the receiver took together.
+  uint64_t tx_split = 0, rx_split = 0, rx_split_runs = 0;
 };
 
 class SameHostLink final : public Link {
@@ -130,6 +133,13 @@ class SameHostLink final : public Link {
   // The packets a placed slot delivered (0: none, it was dropped).
   uint32_t deliver_placed(Channel& c, const shm::Slot& s, PacketSink& sink, uint64_t now, const wire::Ipv4Fields& sent);
   const uint8_t* resolve(Channel& c, const shm::Placed& d, uint64_t now);
+  // A payload apart, and its packet's other bytes, to the sink; a capture sees each packet whole.
+  void hand_apart(std::span<const uint8_t> rest, const wire::ApartPayload& apart, PacketSink& sink, uint64_t now,
+                  const wire::Ipv4Fields& sent);
+  // A split packet at the front of c's ring (shm_split.cpp), with those behind it that continue
+  // its message: delivered and popped. The packets delivered (0: it was dropped).
+  uint32_t take_split(Channel& c, const shm::Slot& s, uint32_t flags, PacketSink& sink, uint64_t now,
+                      const wire::Ipv4Fields& sent);
   static void offer_placed(Channel& c, int sock);
   static void unmap_imports(Channel& c);
   void unmap_idle_imports(uint64_t now);  // every channel's, once sweep_at_ is due

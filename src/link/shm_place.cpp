@@ -256,20 +256,25 @@ uint32_t SameHostLink::deliver_placed(Channel& c, const shm::Slot& s, PacketSink
   c.refusals = 0;
   st_.rx_placed += n;
   st_.rx_runs += n > 1;
-  const wire::ApartPayload apart{d.at, {payload, d.len}, n};
-  if (pcap_) {  // a capture shows each packet whole, as a NIC would have sent it
-    PacketSink::each_packet({s.data + sizeof d, rest}, apart, [&](std::span<const uint8_t> whole) {
-      std::memcpy(rx_buf_.data, whole.data(), whole.size());
-      rx_buf_.len = uint32_t(whole.size());
-      wire::Ipv4Fields ip = sink.deliver(whole, rx_buf_.flow, now, sent);
-      shm::complete_icrc(rx_buf_);
-      rx_buf_.icrc_skipped = true;  // for the next packet of the run
-      pcap_->write(rx_buf_.flow, {rx_buf_.data, rx_buf_.len}, now, ip);
-    });
-    return n;
-  }
-  sink.deliver_apart({s.data + sizeof d, rest}, apart, rx_buf_.flow, now, sent);
+  hand_apart({s.data + sizeof d, rest}, {d.at, {payload, d.len}, n}, sink, now, sent);
   return n;
+}
+
+void SameHostLink::hand_apart(std::span<const uint8_t> rest, const wire::ApartPayload& apart, PacketSink& sink,
+                              uint64_t now, const wire::Ipv4Fields& sent) {
+  if (!pcap_) {
+    sink.deliver_apart(rest, apart, rx_buf_.flow, now, sent);
+    return;
+  }
+  // A capture shows each packet whole, as a NIC would have sent it.
+  PacketSink::each_packet(rest, apart, [&](std::span<const uint8_t> whole) {
+    std::memcpy(rx_buf_.data, whole.data(), whole.size());
+    rx_buf_.len = uint32_t(whole.size());
+    wire::Ipv4Fields ip = sink.deliver(whole, rx_buf_.flow, now, sent);
+    shm::complete_icrc(rx_buf_);
+    rx_buf_.icrc_skipped = true;  // for the next packet of the run
+    pcap_->write(rx_buf_.flow, {rx_buf_.data, rx_buf_.len}, now, ip);
+  });
 }
 
 }  // namespace uroce::link

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/api_side.hpp"
 #include "../common/seed.hpp"
 #include "../common/shm_forged_peer.hpp"
 #include "link/shared_regions.hpp"
@@ -74,13 +75,7 @@ struct Side {
   }
   Endpoint endpoint(uint32_t psn) { return {*dev->query_gid(0), qp->qp_num(), psn, uint64_t(mem.p), mr->rkey(), kBytes}; }
   uint64_t counter(const char* name) { return dev->counters()[name]; }
-  Wc wait_one() {
-    Wc wc[1];
-    for (int i = 0; i < 20000; ++i)
-      if (auto r = cq->wait(wc, 1); r && *r == 1) return wc[0];
-    ADD_FAILURE() << "no completion in 20 s";
-    return {};
-  }
+  Wc wait_one() { return test::wait_one(*cq); }
 };
 
 void connect(Side& a, Side& b) {
