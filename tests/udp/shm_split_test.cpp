@@ -209,3 +209,70 @@ TEST(SameHostSplit, ForgedSplitSlotsAreCheckedAndRunsStopWhereTheyMust) {
   EXPECT_EQ(std::memcmp(victim.p() + 20 * 4096, data.data(), 3 * 4096), 0);
   EXPECT_EQ(victim.p()[23 * 4096], 0xaa) << "the packet after the gap is not placed";
 }
+
+// A storm of forged split slots, seeded: lengths, offsets, flags, opcodes, PSNs and QPs drawn
+// at random around the valid ones, published in bursts of random size over several laps of
+// the ring (so runs are tried at every place, the ring's end included). The victim reads every
+// slot, counts what it drops, and afterwards still carries a byte-exact WRITE from a real peer.
+TEST(SameHostSplit, ARandomStormOfForgedSlotsHarmsNothing) {
+  const uint64_t seed = test::test_seed(53);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  Side victim;
+  test::ForgedPeer f(*victim.dev->query_gid(0), /*sealed=*/true);
+  ASSERT_EQ(f.answer, 'Y');
+  auto forged_qp = std::move(*victim.pd->create_qp({QpType::RC, victim.cq.get(), victim.cq.get(), {}, false, nullptr}));
+  ConnectOptions o;
+  o.timeout = 18;
+  ASSERT_TRUE(forged_qp->connect({Gid::from_ipv4(0x7f0000fe), 0x123, 100, 0, 0, 0}, 500, o));
+  std::memset(victim.p(), 0xaa, kBytes);
+  std::vector<uint8_t> data(4096);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(rng());
+  SlotWriter w{f, *victim.dev->query_gid(0), forged_qp->qp_num(), victim.mr->rkey(), uint64_t(victim.p())};
+  using wire::Opcode;
+  constexpr Opcode kOps[] = {Opcode::RC_WRITE_FIRST, Opcode::RC_WRITE_MIDDLE, Opcode::RC_WRITE_MIDDLE,
+                             Opcode::RC_WRITE_MIDDLE, Opcode::RC_WRITE_LAST,   Opcode::RC_SEND_MIDDLE,
+                             Opcode::RC_WRITE_ONLY};
+  constexpr uint32_t kSlotsSent = 6 * shm::kSlots;
+  uint32_t psn = 100;
+  Wc wc[4];
+  while (w.next < kSlotsSent) {
+    const uint32_t burst = 1 + uint32_t(rng() % 40);
+    // A producer never overtakes its consumer: room for the burst first.
+    for (int i = 0; i < 20000 && w.next + burst - f.area->ring[0].head.load() > shm::kSlots; ++i)
+      (void)victim.cq->wait(wc, 1);
+    ASSERT_LE(w.next + burst - f.area->ring[0].head.load(), shm::kSlots) << "the victim stopped reading";
+    for (uint32_t i = 0; i < burst && w.next < kSlotsSent; ++i) {
+      const Opcode op = kOps[rng() % std::size(kOps)];
+      const uint32_t r = uint32_t(rng() % 16);
+      const uint32_t payload = r < 10 ? 4096 : 4 * uint32_t(rng() % 1025);
+      const uint32_t claimed = r == 10 ? uint32_t(rng() % 9000) : 0;
+      const uint32_t at = r == 11 ? uint32_t(rng() % 256) : 0;
+      const uint32_t flags = r == 12 ? uint32_t(rng() % 8) << 29 : shm::kSlotNoIcrc;
+      const uint32_t dest = r == 13 ? uint32_t(rng() & 0xffffff) : 0;
+      w.dma_len = uint32_t(rng() % (2 * kBytes));
+      if (rng() % 4 == 0) psn = 100 + uint32_t(rng() % 64);
+      w.split(op, psn++, data.data(), std::max<uint32_t>(payload, 4), rng() % kBytes, claimed, at, flags, dest);
+    }
+    w.go();
+  }
+  // Every slot read: the victim's head is where the forged peer's tail is.
+  for (int i = 0; i < 20000 && f.area->ring[0].head.load() != w.next; ++i) (void)victim.cq->wait(wc, 1);
+  ASSERT_EQ(f.area->ring[0].head.load(), w.next);
+  EXPECT_GT(victim.counter("shm_rx_split_runs"), 0u);
+  EXPECT_GT(victim.counter("shm_rx_malformed"), 0u);
+  EXPECT_EQ(victim.counter("shm_rx_split") + victim.counter("shm_rx_malformed") <= w.next, true);
+
+  // The victim carries a real peer's WRITE, byte for byte, after all that.
+  Side peer;
+  ASSERT_TRUE(peer.qp->connect(victim.endpoint(7), 8, o));
+  ASSERT_TRUE(victim.qp->connect(peer.endpoint(8), 7, o));
+  for (size_t i = 0; i < kBytes; ++i) peer.p()[i] = uint8_t(rng());
+  Sge s = peer.mr->sge(0, 300'000);
+  SendWr wr{1, WrOpcode::RdmaWrite, kSendSignaled, {&s, 1}};
+  wr.remote_addr = uint64_t(victim.p()) + 4096;
+  wr.rkey = victim.mr->rkey();
+  ASSERT_TRUE(peer.qp->post_send(wr));
+  ASSERT_EQ(peer.wait_one().status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(victim.p() + 4096, peer.p(), 300'000), 0);
+}
