@@ -119,14 +119,31 @@ ShmStats SameHostLink::stats() const {
 
 // ---------------------------------------------------------------- channels
 
-// Maps the area populated: a fault per slot on the first lap costs far more (performance.md).
+namespace {
+
+// The area's slots populated: a fault per slot on the first lap costs far more (performance.md).
+// Not its payload entries (1 MiB a direction), which a channel that never carries a payload of
+// 2 KiB or more never touches: they fault in on the first lap that uses them.
+void populate_slots(shm::Area* area) {
+  auto populate = [](const void* from, const void* to) {
+    auto* lo = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(from) & ~uintptr_t(4095));
+    const size_t n = size_t(static_cast<const uint8_t*>(to) - lo);
+    if (madvise(lo, n, MADV_POPULATE_WRITE) == 0) return;
+    for (size_t i = 0; i < n; i += 4096) (void)*reinterpret_cast<volatile uint8_t*>(lo + i);  // before Linux 5.14
+  };
+  populate(area, area->ring[0].payload);
+  populate(&area->ring[1], area->ring[1].payload);
+}
+
+}  // namespace
+
 // Only a memfd sealed at its size is mapped: a file the peer could shrink would turn our next
 // read of a slot past its new end into SIGBUS, a crash of this process by the peer's hand.
 SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int rx_efd, bool we_connected,
                                            std::vector<Gid> peer, uint32_t peer_slot) {
   void* m = MAP_FAILED;
   if (shm::sealed_at_size(memfd, sizeof(shm::Area)))
-    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+    m = mmap(nullptr, sizeof(shm::Area), PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   close(memfd);
   if (m == MAP_FAILED) {
     refused_.fetch_add(1, std::memory_order_relaxed);  // counted before the peer sees the hang-up
@@ -140,6 +157,7 @@ SameHostLink::Channel* SameHostLink::adopt(int sock, int memfd, int tx_efd, int 
     close_all({sock, tx_efd, rx_efd});
     return nullptr;
   }
+  populate_slots(area);
   auto c = std::make_unique<Channel>();
   c->peer = std::move(peer);
   c->peer_slot = peer_slot;
