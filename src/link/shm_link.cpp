@@ -344,11 +344,9 @@ bool SameHostLink::push(Channel& c, const wire::PacketBuf& p) {
   }
   close_run();  // before anything after it
   if (c.backlog.empty()) {
-    // A payload by reference of a whole entry or near it goes into the slot's payload entry,
-    // where the receiver can take it together with its neighbours' (shm_split.cpp); as the
-    // transport takes a payload apart: whole words, no pad.
-    const bool split = p.ref && p.ref_len >= shm::kMinSplit && p.ref_len <= shm::kPayloadBytes &&
-                       p.ref_len % 4 == 0 && p.icrc_skipped;
+    // A payload of a whole entry or near it goes into the slot's payload entry, where the
+    // receiver can take it together with its neighbours' (shm_split.cpp).
+    const bool split = shm::goes_apart(p) && p.ref_len >= shm::kMinSplit && p.ref_len <= shm::kPayloadBytes;
     if (split ? c.tx->push_split(p, c.tx_tail, c.tx_head_seen) : c.tx->push(p, c.tx_tail, c.tx_head_seen)) {
       st_.tx_split += split;
       return true;

@@ -102,10 +102,9 @@ uint64_t SameHostLink::next_deadline() const { return sweep_at_; }
 // takes runs: its transport takes them as one. 1: queued, 0: the backlog is full (dropped),
 // -1: not placed (the caller copies it).
 int SameHostLink::push_placed(Channel& c, const wire::PacketBuf& p) {
-  // push() saw a payload by reference of kMinPlaced or more. Only packets built for this link
-  // (no ICRC: the receiver's transport takes a payload apart from nothing else).
+  // push() saw a payload by reference of kMinPlaced or more.
   const uint32_t takes = c.tx->takes_placed.load(std::memory_order_relaxed);
-  if (!p.ref_until_answered || p.ref_len % 4 || !p.icrc_skipped || pcap_ || !(takes & shm::kTakesPlaced)) return -1;
+  if (!p.ref_until_answered || !shm::goes_apart(p) || pcap_ || !(takes & shm::kTakesPlaced)) return -1;
   const SharedRegions::Entry* e = nullptr;
   if (last_region_ < regions_.size() && backing_of(regions_[last_region_], p.ref, p.ref_len)) {
     e = &regions_[last_region_];
@@ -154,8 +153,7 @@ bool SameHostLink::extends_run(const Channel& c, const wire::PacketBuf& p, const
   return run_.c == &c && first.packets < wire::kMaxRunPackets &&
          d.len == first.len / first.packets && d.at == first.at && d.dev == first.dev && d.ino == first.ino &&
          d.fd == first.fd && d.offset == first.offset + first.len && p.len - p.ref_len == run_.bytes - sizeof first &&
-         p.flow == run_.flow && wire::bth_psn(p.data) == ((wire::bth_psn(h) + first.packets) & wire::Psn::kMask) &&
-         std::memcmp(p.data, h, 9) == 0 &&
+         p.flow == run_.flow && wire::bth_follows(h, p.data, first.packets) &&
          std::memcmp(p.data + wire::kBthLen, h + wire::kBthLen, p.ref_at - wire::kBthLen) == 0 &&
          std::memcmp(p.data + after, h + p.ref_at, p.len - after) == 0;
 }

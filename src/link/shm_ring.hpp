@@ -50,6 +50,11 @@ inline constexpr uint32_t kPayloadBytes = 4096;
 // Payloads shorter than this stay in their slot: coalescing wants whole entries.
 inline constexpr uint32_t kMinSplit = 2048;
 
+// Whether p's payload may travel apart from its other bytes, in a payload entry or where it
+// lies: a payload by reference in whole words (no pad), from a packet built for this link (no
+// ICRC), as the receiver's transport takes a payload apart.
+inline bool goes_apart(const wire::PacketBuf& p) { return p.ref && p.ref_len % 4 == 0 && p.icrc_skipped; }
+
 // A split packet's payload: bytes [at, at + len) of the packet are the first len bytes of the
 // slot's payload entry.
 struct Split {

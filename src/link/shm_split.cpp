@@ -15,15 +15,14 @@ namespace uroce::link {
 namespace {
 
 // Whether slot s (ready) holds the k-th packet of the run that `first` starts (data and flags
-// `word`, PSN psn): the same length, flags, flow and bytes, but for the PSN.
-bool continues(const shm::Slot& s, const shm::Slot& first, uint32_t word, uint32_t k, uint32_t psn) {
+// `word`): the same length, flags, flow and bytes, but for the PSN.
+bool continues(const shm::Slot& s, const shm::Slot& first, uint32_t word, uint32_t k) {
   if (reinterpret_cast<const volatile uint32_t&>(s.len) != word || s.src != first.src || s.dst != first.dst ||
       s.src_port != first.src_port || s.dst_port != first.dst_port)
     return false;
   const size_t bth = sizeof(shm::Split), len = word & ~shm::kSlotFlags;
-  // The Split and the BTH up to its PSN (AckReq included), then everything after the BTH.
-  return std::memcmp(s.data, first.data, bth + 9) == 0 &&
-         wire::bth_psn(s.data + bth) == ((psn + k) & wire::Psn::kMask) &&
+  // The Split, the BTH of the next packet, then everything after the BTH.
+  return std::memcmp(s.data, first.data, bth) == 0 && wire::bth_follows(first.data + bth, s.data + bth, k) &&
          std::memcmp(s.data + bth + wire::kBthLen, first.data + bth + wire::kBthLen, len - bth - wire::kBthLen) == 0;
 }
 
@@ -48,9 +47,9 @@ uint32_t SameHostLink::take_split(Channel& c, const shm::Slot& s, uint32_t flags
   uint32_t n = 1;
   if (d.len == shm::kPayloadBytes && rest >= wire::kBthLen &&
       (wire::opcode_info(wire::Opcode(other[0])).flags & wire::kMiddle)) {
-    const uint32_t word = slot_len | flags, psn = wire::bth_psn(other);
+    const uint32_t word = slot_len | flags;
     while (n < wire::kMaxRunPackets && (h + n) % shm::kSlots != 0 && r.ready_at(h + n) &&
-           continues(r.slots[(h + n) % shm::kSlots], s, word, n, psn))
+           continues(r.slots[(h + n) % shm::kSlots], s, word, n))
       ++n;
   }
   hand_apart({other, rest}, {d.at, {r.payload[h % shm::kSlots], size_t(n) * d.len}, n}, sink, now, sent);

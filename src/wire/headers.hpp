@@ -1,6 +1,7 @@
 // InfiniBand transport headers (IBA 9.2-9.5) as typed values, encoded field by field.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "wire/opcode.hpp"
 #include "wire/psn.hpp"
@@ -49,6 +50,12 @@ inline void bth_set_psn(uint8_t* bth, uint32_t psn) {
   bth[9] = uint8_t(psn >> 16);
   bth[10] = uint8_t(psn >> 8);
   bth[11] = uint8_t(psn);
+}
+
+// Whether an encoded BTH is that of the k-th packet after `first`'s in a run: every byte the
+// same up to the PSN (AckReq included), the PSN k further on.
+inline bool bth_follows(const uint8_t* first, const uint8_t* bth, uint32_t k) {
+  return std::memcmp(bth, first, 9) == 0 && bth_psn(bth) == ((bth_psn(first) + k) & Psn::kMask);
 }
 
 // A UROCE_SACK's payload: one bit per PSN from the one after the BTH's (the first missing,

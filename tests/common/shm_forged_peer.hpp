@@ -62,6 +62,18 @@ struct ForgedPeer {
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (recv(s, &answer, 1, 0) != 1) answer = 0;
   }
+  // A slot of ring[0] addressed as this peer's packets to `victim` are: from 127.0.0.254.
+  static void address(link::shm::Slot& s, const Gid& victim) {
+    s.src = Gid::from_ipv4(0x7f0000fe);
+    s.dst = victim;
+    s.src_port = 50000;
+    s.dst_port = 4791;
+  }
+  // Tells the victim that ring[0] has slots ready.
+  void wake() const {
+    uint64_t one = 1;
+    EXPECT_EQ(write(e0, &one, sizeof one), 8);
+  }
   ~ForgedPeer() {
     if (area) munmap(area, sizeof(link::shm::Area));
     for (int fd : {s, memfd, e0, e1, pipe_w[0], pipe_w[1]})

@@ -234,13 +234,9 @@ struct PlacedWriter {
     std::memcpy(s.data, &d, sizeof d);
     std::memset(s.data + sizeof d + hdr, 0, wire::kIcrcLen);
     s.len = uint32_t(sizeof d + hdr + wire::kIcrcLen) | link::shm::kSlotPlaced | link::shm::kSlotNoIcrc;
-    s.src = Gid::from_ipv4(0x7f0000fe);
-    s.dst = victim;
-    s.src_port = 50000;
-    s.dst_port = 4791;
+    test::ForgedPeer::address(s, victim);
     s.seq.store(++next, std::memory_order_release);
-    uint64_t one = 1;
-    EXPECT_EQ(write(f.e0, &one, sizeof one), 8);
+    f.wake();
   }
 };
 

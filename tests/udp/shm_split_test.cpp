@@ -44,17 +44,13 @@ struct SlotWriter {
   shm::Slot& slot() { return f.area->ring[0].slots[next % shm::kSlots]; }
   void fill(shm::Slot& s, uint32_t len) {
     s.len = len;
-    s.src = Gid::from_ipv4(0x7f0000fe);
-    s.dst = victim;
-    s.src_port = 50000;
-    s.dst_port = 4791;
+    test::ForgedPeer::address(s, victim);
     ++next;
   }
   void go() {
     for (uint32_t i = next; i-- > written;) f.area->ring[0].slots[i % shm::kSlots].seq.store(i + 1, std::memory_order_release);
     written = next;
-    uint64_t one = 1;
-    EXPECT_EQ(write(f.e0, &one, sizeof one), 8);
+    f.wake();
   }
   // A WRITE packet whose payload (`payload` bytes from `bytes`) goes into the slot's entry;
   // claimed: what the slot says of it (0: its length); at: where it goes in the packet (0: after
